@@ -1,0 +1,270 @@
+"""The shared model: resources, configurations, shape families, jobs, nodes.
+
+Pure data, no I/O and no clock. Everyone uses it: the shape builder (``elastico.shapes``)
+produces :class:`ShapeFamily` objects, the pricing solver consumes their arrays, the placer
+packs :class:`Configuration` objects onto :class:`Node` GPUs, the simulator and the live
+loop own :class:`Job` objects.
+
+Units used throughout (DESIGN.md):
+
+* GPU compute: fraction of one GPU (1.0 = a whole GPU; MPS active thread percentage / 100).
+  The trace's ``gpu_milli`` is milli-GPU (1000 = 1.0).
+* GPU memory and host memory: GiB.  CPU: cores (the trace's ``cpu_milli`` / 1000).
+* Throughput: a job's *normalized* throughput, 1.0 = the speed at which the job ran in the
+  trace (its requested shape on the reference GPU, see docs/model.md).  Time: seconds.
+
+Resource vector layout (:class:`ResourceSpace`): for each GPU model ``m`` in the cluster,
+``gpu:m`` (GPUs) and ``gpumem:m`` (GiB), then ``cpu`` (cores) and ``mem`` (GiB).  Keeping GPU
+models apart is what makes a V100 and a T4 different resources with different shadow prices.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import numpy as np
+
+__all__ = [
+    "JobKind",
+    "ResourceSpace",
+    "Configuration",
+    "WAIT",
+    "ShapeFamily",
+    "Request",
+    "Job",
+    "Node",
+    "MIG_CAPABLE_MODELS",
+]
+
+
+class JobKind(str, enum.Enum):
+    """Workload kinds.  ``training`` and ``inference`` (offline batch) are elastic;
+    ``service`` (the trace's latency-sensitive LS pods) keeps its requested shape and is
+    placed before any elastic job."""
+
+    TRAINING = "training"
+    INFERENCE = "inference"
+    SERVICE = "service"
+
+    @property
+    def elastic(self) -> bool:
+        return self is not JobKind.SERVICE
+
+
+# GPU models with MIG support (NVIDIA MIG user guide, "Supported GPUs").
+MIG_CAPABLE_MODELS = frozenset({"A100-40GB", "A100-80GB", "H100-80GB", "H200", "A30"})
+
+
+@dataclass(frozen=True)
+class ResourceSpace:
+    """Names and indices of the R resources of one cluster (see module docstring)."""
+
+    gpu_models: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if len(set(self.gpu_models)) != len(self.gpu_models):
+            raise ValueError(f"gpu_models: duplicated model in {self.gpu_models!r}")
+
+    @property
+    def size(self) -> int:
+        return 2 * len(self.gpu_models) + 2
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        out: list[str] = []
+        for m in self.gpu_models:
+            out += [f"gpu:{m}", f"gpumem:{m}"]
+        return tuple(out + ["cpu", "mem"])
+
+    def gpu_index(self, model: str) -> int:
+        try:
+            return 2 * self.gpu_models.index(model)
+        except ValueError:
+            raise KeyError(f"gpu_model: {model!r} is not in this cluster {self.gpu_models!r}") from None
+
+    def gpumem_index(self, model: str) -> int:
+        return self.gpu_index(model) + 1
+
+    @property
+    def cpu_index(self) -> int:
+        return 2 * len(self.gpu_models)
+
+    @property
+    def mem_index(self) -> int:
+        return 2 * len(self.gpu_models) + 1
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """One feasible way to run a job (an element of its shape family).
+
+    ``num_gpus`` GPUs of ``gpu_model``, each giving the job ``gpu_share`` of its compute
+    (MPS active thread percentage / 100; 1.0 = whole GPU) and ``gpu_mem_gib`` of its memory;
+    ``mig_profile`` names a MIG profile (e.g. ``"3g.20gb"``) instead of an MPS share when set.
+    ``cpu`` cores and ``mem_gib`` host memory are totals over the job.  ``throughput`` is the
+    solo normalized throughput (1.0 = trace speed).  The ``wait`` configuration uses nothing
+    and makes no progress.
+    """
+
+    name: str
+    gpu_model: str | None
+    num_gpus: int
+    gpu_share: float
+    gpu_mem_gib: float
+    cpu: float
+    mem_gib: float
+    throughput: float
+    mig_profile: str | None = None
+
+    @property
+    def is_wait(self) -> bool:
+        return self.num_gpus == 0 and self.cpu == 0 and self.mem_gib == 0
+
+    @property
+    def gpus_total(self) -> float:
+        """GPU compute the configuration occupies, in GPUs (num_gpus x gpu_share)."""
+        return self.num_gpus * self.gpu_share
+
+    def demand(self, space: ResourceSpace) -> np.ndarray:
+        """Resource vector, shape ``(space.size,)``, float64 (layout in ResourceSpace)."""
+        r = np.zeros(space.size)
+        if self.is_wait:
+            return r
+        if self.num_gpus:
+            if self.gpu_model is None:
+                raise ValueError(f"configuration {self.name!r}: num_gpus > 0 needs a gpu_model")
+            g = space.gpu_index(self.gpu_model)
+            r[g] = self.num_gpus * self.gpu_share
+            r[g + 1] = self.num_gpus * self.gpu_mem_gib
+        r[space.cpu_index] = self.cpu
+        r[space.mem_index] = self.mem_gib
+        return r
+
+
+WAIT = Configuration("wait", None, 0, 0.0, 0.0, 0.0, 0.0, 0.0)
+
+
+@dataclass(frozen=True)
+class ShapeFamily:
+    """A job's feasible configurations; ``configs[0]`` is always :data:`WAIT`."""
+
+    configs: tuple[Configuration, ...]
+
+    def __post_init__(self) -> None:
+        if not self.configs or not self.configs[0].is_wait:
+            raise ValueError("shape family: configs[0] must be the wait configuration")
+
+    def __len__(self) -> int:
+        return len(self.configs)
+
+    def throughputs(self) -> np.ndarray:
+        """Solo normalized throughput per configuration, shape ``(len(self),)``."""
+        return np.array([c.throughput for c in self.configs])
+
+    def demands(self, space: ResourceSpace) -> np.ndarray:
+        """Resource vectors, shape ``(len(self), space.size)``."""
+        return np.stack([c.demand(space) for c in self.configs])
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a pod asked for (the trace's columns, converted to model units).
+
+    ``gpu_share`` is per GPU (trace ``gpu_milli``/1000; 1.0 for multi-GPU pods);
+    ``gpu_models`` is the allowed set (empty = any model).
+    """
+
+    num_gpus: int
+    gpu_share: float
+    cpu: float
+    mem_gib: float
+    gpu_models: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if self.num_gpus < 0:
+            raise ValueError(f"num_gpus: {self.num_gpus} must be >= 0")
+        if self.num_gpus and not (0.0 < self.gpu_share <= 1.0):
+            raise ValueError(f"gpu_share: {self.gpu_share} must be in (0, 1]")
+        if self.num_gpus > 1 and self.gpu_share != 1.0:
+            raise ValueError(f"gpu_share: {self.gpu_share} must be 1.0 for num_gpus={self.num_gpus}")
+        for name in ("cpu", "mem_gib"):
+            v = getattr(self, name)
+            if not math.isfinite(v) or v < 0:
+                raise ValueError(f"{name}: {v} must be a finite number >= 0")
+
+    @property
+    def gpus_total(self) -> float:
+        return self.num_gpus * self.gpu_share
+
+
+@dataclass
+class Job:
+    """A job (one trace pod, or one group of pods).  Mutable: the simulator or live loop
+    updates progress.  ``work`` is the total work in normalized-throughput seconds (the
+    job's trace duration: it finishes after ``work`` seconds at throughput 1.0)."""
+
+    id: str
+    kind: JobKind
+    arrival_s: float
+    work: float
+    request: Request
+    job_type: str = ""
+    priority: float = 1.0
+    slowdown_bound: float = 1.5
+    done: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.work) and self.work >= 0):
+            raise ValueError(f"job {self.id}: work {self.work} must be finite and >= 0")
+        if not (math.isfinite(self.priority) and self.priority > 0):
+            raise ValueError(f"job {self.id}: priority {self.priority} must be > 0")
+        if not self.slowdown_bound >= 1.0:
+            raise ValueError(f"job {self.id}: slowdown_bound {self.slowdown_bound} must be >= 1")
+
+    @property
+    def remaining(self) -> float:
+        return max(self.work - self.done, 0.0)
+
+
+@dataclass(frozen=True)
+class Node:
+    """A node: ``num_gpus`` GPUs of one ``gpu_model`` (a trace node has one model), each with
+    ``gpu_mem_gib`` of memory; ``cpu`` cores and ``mem_gib`` host memory; ``labels`` such as a
+    topology domain."""
+
+    name: str
+    gpu_model: str
+    num_gpus: int
+    gpu_mem_gib: float
+    cpu: float
+    mem_gib: float
+    labels: tuple[tuple[str, str], ...] = field(default=())
+
+    @property
+    def mig_capable(self) -> bool:
+        return self.gpu_model in MIG_CAPABLE_MODELS
+
+
+def resource_space_for(nodes: Iterable[Node]) -> ResourceSpace:
+    """The resource space of a set of nodes: GPU models in first-seen order."""
+    seen: dict[str, None] = {}
+    for n in nodes:
+        if n.num_gpus:
+            seen.setdefault(n.gpu_model, None)
+    return ResourceSpace(tuple(seen))
+
+
+def capacity_of(nodes: Sequence[Node], space: ResourceSpace) -> np.ndarray:
+    """Aggregate capacity vector of ``nodes`` in ``space``, shape ``(space.size,)``."""
+    cap = np.zeros(space.size)
+    for n in nodes:
+        if n.num_gpus:
+            g = space.gpu_index(n.gpu_model)
+            cap[g] += n.num_gpus
+            cap[g + 1] += n.num_gpus * n.gpu_mem_gib
+        cap[space.cpu_index] += n.cpu
+        cap[space.mem_index] += n.mem_gib
+    return cap

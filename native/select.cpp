@@ -1,0 +1,78 @@
+#include "select.hpp"
+
+#include <algorithm>
+#include <thread>
+#include <vector>
+
+namespace elastico {
+namespace {
+
+template <typename T>
+double select_block(int64_t j0, int64_t j1, int64_t n_res, const int64_t* offsets,
+                    const T* utility, const T* demand, const T* prices, int64_t* choice,
+                    double* totals /* [n_res], accumulated */) {
+    double reduced = 0.0;
+    for (int64_t j = j0; j < j1; ++j) {
+        const int64_t b = offsets[j], e = offsets[j + 1];
+        int64_t best = b;
+        T best_val = utility[b];
+        {
+            const T* d = demand + b * n_res;
+            for (int64_t r = 0; r < n_res; ++r) best_val -= prices[r] * d[r];
+        }
+        for (int64_t c = b + 1; c < e; ++c) {
+            T v = utility[c];
+            const T* d = demand + c * n_res;
+            for (int64_t r = 0; r < n_res; ++r) v -= prices[r] * d[r];
+            if (v > best_val) {
+                best_val = v;
+                best = c;
+            }
+        }
+        choice[j] = best - b;
+        reduced += static_cast<double>(best_val);
+        const T* d = demand + best * n_res;
+        for (int64_t r = 0; r < n_res; ++r) totals[r] += static_cast<double>(d[r]);
+    }
+    return reduced;
+}
+
+}  // namespace
+
+template <typename T>
+void select_configs(int64_t n_jobs, int64_t n_res, const int64_t* offsets, const T* utility,
+                    const T* demand, const T* prices, SelectOutput<T>& out, int nthreads) {
+    // Totals accumulate in double even on the float32 path: the sum over many jobs is where
+    // float32 would lose the feasibility check's precision.
+    const int64_t min_block = 4096;  // below this a thread costs more than it saves
+    int64_t blocks = std::max<int64_t>(1, std::min<int64_t>(nthreads, n_jobs / min_block));
+    std::vector<double> totals(static_cast<size_t>(blocks * n_res), 0.0);
+    std::vector<double> reduced(static_cast<size_t>(blocks), 0.0);
+    if (blocks == 1) {
+        reduced[0] = select_block(0, n_jobs, n_res, offsets, utility, demand, prices, out.choice,
+                                  totals.data());
+    } else {
+        std::vector<std::thread> pool;
+        pool.reserve(static_cast<size_t>(blocks));
+        for (int64_t b = 0; b < blocks; ++b) {
+            const int64_t j0 = n_jobs * b / blocks, j1 = n_jobs * (b + 1) / blocks;
+            pool.emplace_back([=, &totals, &reduced, &out] {
+                reduced[b] = select_block(j0, j1, n_res, offsets, utility, demand, prices,
+                                          out.choice, totals.data() + b * n_res);
+            });
+        }
+        for (auto& t : pool) t.join();
+    }
+    out.reduced_sum = 0.0;
+    for (int64_t b = 0; b < blocks; ++b) out.reduced_sum += reduced[b];
+    for (int64_t b = 1; b < blocks; ++b)
+        for (int64_t r = 0; r < n_res; ++r) totals[r] += totals[b * n_res + r];
+    for (int64_t r = 0; r < n_res; ++r) out.totals[r] = static_cast<T>(totals[r]);
+}
+
+template void select_configs<double>(int64_t, int64_t, const int64_t*, const double*,
+                                     const double*, const double*, SelectOutput<double>&, int);
+template void select_configs<float>(int64_t, int64_t, const int64_t*, const float*,
+                                    const float*, const float*, SelectOutput<float>&, int);
+
+}  // namespace elastico

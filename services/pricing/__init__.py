@@ -1,0 +1,1 @@
+"""elastico.pricing"""
