@@ -1,0 +1,58 @@
+"""The ``elastico`` command line.
+
+Subcommands register themselves (``register(subparsers)``) so each component owns its CLI:
+
+* ``elastico simulate`` -- replay the bundled Alibaba GPU trace (or a given one) through a
+  scheduling policy and print the summary table (:mod:`elastico.simulate_cli`).
+* ``elastico pricing solve`` -- solve one MMKP instance with Elastic Shadow Pricing
+  (:mod:`elastico.pricing.cli`).
+
+Exit status: 0 success, 2 bad input (the message names the field and the value), 1 any other
+failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from elastico import __version__
+from elastico.errors import ElasticoError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from elastico import simulate_cli
+    from elastico.pricing import cli as pricing_cli
+
+    p = argparse.ArgumentParser(
+        prog="elastico",
+        description="ElastiCo: share GPUs between DL training and offline LLM inference "
+                    "(Resource Shape Transformation, Elastic Shadow Pricing, "
+                    "Interference-Aware Co-location).",
+    )
+    p.add_argument("--version", action="version", version=f"elastico {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    simulate_cli.register(sub)
+    pricing_cli.register(sub)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except ElasticoError as e:
+        print(f"elastico: error: {e}", file=sys.stderr)
+        return 2
+    except FileNotFoundError as e:
+        print(f"elastico: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("elastico: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,261 @@
+"""Resource Shape Transformation (RST): a job's shape family.
+
+Who calls it: the scheduling round (placer) and the simulator, once per job (families are
+immutable; rebuild when the cluster's GPU models change).  It calls
+:class:`elastico.throughput.ThroughputModel` for solo throughputs and builds
+:class:`elastico.model.Configuration` / :class:`elastico.model.ShapeFamily`.  Pure: no I/O.
+
+Normalized throughput (DESIGN.md, docs/model.md): 1.0 = the job's requested shape
+(``request.num_gpus`` GPUs at ``request.gpu_share``) on the reference GPU
+:data:`elastico.throughput.REFERENCE_GPU` (V100), so a job given exactly its request on a V100
+finishes in its trace duration.  Configuration c on model m:
+``x_c = solo(type, m, n_c, s_c) / solo(type, V100, n_req, s_req)`` (training, service) or
+``r_c * solo(type, m, 1, s_c) / (n_req * solo(type, V100, 1, s_req))`` (inference replicas,
+independent, linear).
+
+Resources of a configuration (units of :mod:`elastico.model`):
+
+* GPU compute ``num_gpus x gpu_share`` of model m;
+* GPU memory per GPU = the job's footprint = ``request.gpu_share x`` :data:`FOOTPRINT_GIB`
+  (ASSUMPTION: memory does not shrink with compute share; the trace has no GPU-memory column,
+  16 GiB is the smallest GPU of the trace cluster, so a whole-GPU pod is taken to fill it);
+* CPU cores and host GiB scale with the GPU compute given, ``request x gpus_total(c) /
+  request.gpus_total``, never below ``min(request, floor)`` (floors :data:`CPU_FLOOR_CORES`,
+  :data:`MEM_FLOOR_GIB`) and never above ``request x num_gpus(c) / request.num_gpus`` (a
+  worker or replica never gets more than the pod asked for per GPU: without the cap a 0.22-GPU
+  pod asking 4 cores / 15 GiB would ask 36 cores / 135 GiB at 2 whole GPUs, more than a node
+  has per GPU).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping, Sequence
+
+from elastico.errors import InvalidArgument
+from elastico.model import WAIT, Configuration, Job, JobKind, Node, ShapeFamily
+from elastico.throughput import REFERENCE_GPU, ThroughputModel
+
+__all__ = [
+    "pareto_prune",
+    "requested_configuration",
+    "build_family",
+    "gpu_models_of",
+    "config_name",
+    "TRAINING_GPU_COUNTS",
+    "SHARES",
+    "FOOTPRINT_GIB",
+    "CPU_FLOOR_CORES",
+    "MEM_FLOOR_GIB",
+]
+
+#: GPU counts a training gang may use (one node; Gavel measured 1/2/4/8).
+TRAINING_GPU_COUNTS = (1, 2, 4, 8)
+#: Per-GPU MPS compute shares offered (plus the requested share for single-GPU configs).
+SHARES = (0.25, 0.5, 0.75, 1.0)
+#: GPU memory footprint of a whole-GPU request, GiB (see module docstring).
+FOOTPRINT_GIB = 16.0
+#: Floors for scaled-down CPU (cores) and host memory (GiB); a configuration never gets less
+#: than ``min(request, floor)``.  Engineering choice: one core / 1 GiB keeps a data loader alive.
+CPU_FLOOR_CORES = 1.0
+MEM_FLOOR_GIB = 1.0
+
+_EPS = 1e-12
+
+
+def config_name(gpu_model: str, num_gpus: int, gpu_share: float) -> str:
+    """Readable name, e.g. ``"V100M16 x2 @0.50"``."""
+    return f"{gpu_model} x{num_gpus} @{gpu_share:.2f}"
+
+
+def gpu_models_of(nodes: Iterable[Node]) -> dict[str, tuple[int, float]]:
+    """``{model: (max GPUs on one node, GPU memory GiB)}`` for the GPU nodes, first-seen order
+    (the ``gpu_models`` argument of :func:`build_family`)."""
+    out: dict[str, tuple[int, float]] = {}
+    for n in nodes:
+        if n.num_gpus:
+            g, mem = out.get(n.gpu_model, (0, n.gpu_mem_gib))
+            out[n.gpu_model] = (max(g, n.num_gpus), min(mem, n.gpu_mem_gib))
+    return out
+
+
+def _vector(c: Configuration) -> tuple[float, float, float, float]:
+    # The configuration's demand restricted to its own model's coordinates of a ResourceSpace:
+    # gpu:m, gpumem:m, cpu, mem.
+    return (c.gpus_total, c.num_gpus * c.gpu_mem_gib, c.cpu, c.mem_gib)
+
+
+def pareto_prune(configs: Sequence[Configuration]) -> list[Configuration]:
+    """The Pareto frontier of ``configs``, order kept.
+
+    Drops every configuration c for which another uses <= of every resource (per GPU model:
+    GPUs, GPU memory, CPU, host memory -- its coordinates of the cluster's ResourceSpace) and
+    gives >= throughput, strictly better in one.  Configurations on different GPU models use
+    different resources and never dominate each other.  Of exact duplicates (same model,
+    resources and throughput) the first is kept.  Wait is always kept (once).  O(k^2) per
+    model for k configurations on it; families are small.
+    """
+    groups: dict[str | None, list[int]] = {}
+    for i, c in enumerate(configs):
+        if not c.is_wait:
+            groups.setdefault(c.gpu_model, []).append(i)
+    drop: set[int] = set()
+    for idx in groups.values():
+        vecs = [(_vector(configs[i]), configs[i].throughput) for i in idx]
+        for a, i in enumerate(idx):
+            va, xa = vecs[a]
+            for b, j in enumerate(idx):
+                if a == b:
+                    continue
+                vb, xb = vecs[b]
+                if xb < xa - _EPS or any(y > x + _EPS for x, y in zip(va, vb)):
+                    continue  # j is not at least as good as i
+                strictly = xb > xa + _EPS or any(y < x - _EPS for x, y in zip(va, vb))
+                if strictly or b < a:  # dominated, or an exact duplicate of an earlier one
+                    drop.add(i)
+                    break
+    out: list[Configuration] = []
+    seen_wait = False
+    for i, c in enumerate(configs):
+        if c.is_wait:
+            if not seen_wait:
+                out.append(c)
+                seen_wait = True
+        elif i not in drop:
+            out.append(c)
+    return out
+
+
+def _footprint(job: Job) -> float:
+    return job.request.gpu_share * FOOTPRINT_GIB
+
+
+def _host(job: Job, num_gpus: int, gpus_total: float) -> tuple[float, float]:
+    """CPU cores and host GiB of a configuration with ``num_gpus`` GPUs (gang members or
+    replicas) giving ``gpus_total`` GPUs of compute: the request scaled by compute,
+    at least ``min(request, floor)``, at most the request per GPU/replica x num_gpus."""
+    req = job.request
+    ratio = gpus_total / req.gpus_total
+    cap = num_gpus / req.num_gpus
+    cpu = max(min(req.cpu * ratio, req.cpu * cap), min(req.cpu, CPU_FLOOR_CORES))
+    mem = max(min(req.mem_gib * ratio, req.mem_gib * cap), min(req.mem_gib, MEM_FLOOR_GIB))
+    return cpu, mem
+
+
+def _check_job(job: Job, model: ThroughputModel) -> None:
+    if job.request.num_gpus < 1:
+        raise InvalidArgument(f"job[{job.id}].request.num_gpus", job.request.num_gpus,
+                              "must be >= 1: CPU-only jobs have no shape family")
+    if job.job_type not in model.job_types():
+        raise InvalidArgument(f"job[{job.id}].job_type", job.job_type,
+                              "must be one of the throughput model's job types")
+
+
+def _reference(job: Job, model: ThroughputModel) -> float:
+    req = job.request
+    if job.kind is JobKind.INFERENCE:
+        return req.num_gpus * model.solo(job.job_type, REFERENCE_GPU, 1, req.gpu_share)
+    return model.solo(job.job_type, REFERENCE_GPU, req.num_gpus, req.gpu_share)
+
+
+def requested_configuration(job: Job, gpu_model: str, gpu_mem_gib: float, *,
+                            whole_gpus: bool, model: ThroughputModel) -> Configuration:
+    """The pod's requested shape on ``gpu_model`` (GPUs with ``gpu_mem_gib`` GiB each).
+
+    ``whole_gpus=True`` is what Kubernetes' default device plugin does: a sharing pod gets one
+    whole GPU (share 1.0, all of its memory; its speed is that of the requested share bumped
+    to 1.0).  Otherwise the requested share with the job's memory footprint.  CPU and host
+    memory as requested.  Throughput normalized (1.0 = requested shape on REFERENCE_GPU).
+    Raises InvalidArgument for CPU-only jobs, unknown job types or GPU models, or a footprint
+    larger than ``gpu_mem_gib``.
+    """
+    _check_job(job, model)
+    req = job.request
+    share = 1.0 if whole_gpus else req.gpu_share
+    mem = gpu_mem_gib if whole_gpus else _footprint(job)
+    if mem > gpu_mem_gib + _EPS:
+        raise InvalidArgument("gpu_mem_gib", gpu_mem_gib,
+                              f"must be >= the job's footprint {mem:g} GiB")
+    if job.kind is JobKind.INFERENCE:
+        x = req.num_gpus * model.solo(job.job_type, gpu_model, 1, share)
+    else:
+        x = model.solo(job.job_type, gpu_model, req.num_gpus, share)
+    return Configuration(config_name(gpu_model, req.num_gpus, share), gpu_model, req.num_gpus,
+                         share, mem, req.cpu, req.mem_gib, x / _reference(job, model))
+
+
+def build_family(job: Job, gpu_models: Mapping[str, tuple[int, float]],
+                 model: ThroughputModel, *, max_configs: int = 16) -> ShapeFamily:
+    """The shape family of ``job`` on a cluster whose GPU models are ``gpu_models``
+    (``{model: (max GPUs on one node, GPU memory GiB)}``, see :func:`gpu_models_of`).
+
+    Only models in ``job.request.gpu_models`` (when non-empty) on which the requested shape
+    fits (num_gpus <= the model's node size, footprint <= its memory) are used.
+
+    * training: gang of n in {1,2,4,8}, n <= min(2 x requested, node size), per-GPU share in
+      {0.25,0.5,0.75,1.0} (+ the requested share when n = 1);
+    * inference (offline batch): r in 1..2 x requested independent replicas (linear scaling),
+      each one GPU at a share in {0.25,0.5,0.75,1.0} + the requested share;
+    * service: the requested shape on each allowed model only.
+
+    Pruned to the Pareto frontier (:func:`pareto_prune`), then cut to ``max_configs``: wait,
+    the requested shape on every model, the highest-throughput configuration per model, then
+    the best throughput per GPU (ties: higher throughput, then name).  Result: wait first, then
+    by model (order of ``gpu_models``), GPUs, throughput.  Raises InvalidArgument when
+    ``max_configs`` < 2 or the requested shape fits no allowed model.
+    """
+    if isinstance(max_configs, bool) or not isinstance(max_configs, int) or max_configs < 2:
+        raise InvalidArgument("max_configs", max_configs, "must be an integer >= 2")
+    _check_job(job, model)
+    req = job.request
+    foot = _footprint(job)
+    allowed = [m for m, (size, mem) in gpu_models.items()
+               if (not req.gpu_models or m in req.gpu_models)
+               and req.num_gpus <= size and foot <= mem + _EPS]
+    if not allowed:
+        raise InvalidArgument(
+            f"job[{job.id}].request",
+            f"{req.num_gpus} GPU(s) @{req.gpu_share:g} on {sorted(req.gpu_models) or 'any'}",
+            "fits no GPU model of the cluster: " + ", ".join(
+                f"{m} ({s} GPUs/node, {g:g} GiB)" for m, (s, g) in gpu_models.items()))
+    ref = _reference(job, model)
+    requested = [requested_configuration(job, m, gpu_models[m][1], whole_gpus=False, model=model)
+                 for m in allowed]
+    cands: list[Configuration] = list(requested)
+    if job.kind is not JobKind.SERVICE:
+        for m in allowed:
+            size = gpu_models[m][0]
+            if job.kind is JobKind.TRAINING:
+                counts = [n for n in TRAINING_GPU_COUNTS if n <= min(2 * req.num_gpus, size)]
+            else:
+                counts = list(range(1, 2 * req.num_gpus + 1))
+            for n in counts:
+                shares = set(SHARES)
+                if n == 1 or job.kind is JobKind.INFERENCE:
+                    shares.add(req.gpu_share)
+                for s in sorted(shares):
+                    if job.kind is JobKind.TRAINING:
+                        x = model.solo(job.job_type, m, n, s)
+                    else:
+                        x = n * model.solo(job.job_type, m, 1, s)
+                    cpu, mem = _host(job, n, n * s)
+                    cands.append(Configuration(config_name(m, n, s), m, n, s, foot, cpu, mem,
+                                               x / ref))
+    frontier = [c for c in pareto_prune(cands) if not c.is_wait]
+    # Every requested shape survives pruning unless an equal-or-better config dominates it;
+    # keep it regardless (the scheduler must always be able to give a job what it asked for).
+    keep: dict[str, Configuration] = {c.name: c for c in requested}
+    if len(keep) > max_configs - 1:
+        keep = dict(sorted(keep.items(), key=lambda kv: (-kv[1].throughput, kv[0]))[:max_configs - 1])
+    for m in allowed:
+        best = max((c for c in frontier if c.gpu_model == m),
+                   key=lambda c: (c.throughput, -c.gpus_total), default=None)
+        if best is not None and len(keep) < max_configs - 1:
+            keep.setdefault(best.name, best)
+    for c in sorted(frontier, key=lambda c: (-c.throughput / c.gpus_total, -c.throughput, c.name)):
+        if len(keep) >= max_configs - 1:
+            break
+        keep.setdefault(c.name, c)
+    order = {m: i for i, m in enumerate(gpu_models)}
+    body = sorted(keep.values(),
+                  key=lambda c: (order[c.gpu_model], c.gpus_total, c.throughput, c.name))
+    return ShapeFamily((WAIT, *body))

@@ -1,0 +1,168 @@
+"""``elastico simulate``: replay the Alibaba GPU trace through one or more policies.
+
+Builds the cluster (:func:`elastico.trace.read_nodes`, :func:`elastico.trace.sub_cluster`),
+the workload (:func:`elastico.workload.build_workload`), runs :func:`elastico.simulator.simulate`
+per policy and prints the summary table; ``--json FILE`` writes the metrics (keys in
+docs/metrics.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from elastico.errors import InvalidArgument
+
+_ROWS = [
+    ("avg_jct_s", "avg JCT (s)", "{:,.0f}"),
+    ("p50_jct_s", "p50 JCT (s)", "{:,.0f}"),
+    ("p95_jct_s", "p95 JCT (s)", "{:,.0f}"),
+    ("p99_jct_s", "p99 JCT (s)", "{:,.0f}"),
+    ("avg_queue_s", "avg queueing (s)", "{:,.0f}"),
+    ("makespan_s", "makespan (s)", "{:,.0f}"),
+    ("jobs_per_hour", "throughput (jobs/h)", "{:,.2f}"),
+    ("jobs_completed", "jobs completed", "{:,.0f}"),
+    ("jobs_unfinished", "jobs never placed", "{:,.0f}"),
+    ("gpu_allocation", "GPU allocation", "{:.1%}"),
+    ("gpu_utilization", "GPU utilization", "{:.1%}"),
+    ("restarts", "reconfigurations", "{:,.0f}"),
+    ("round_ms_p50", "round p50 (ms)", "{:,.2f}"),
+    ("round_ms_p99", "round p99 (ms)", "{:,.2f}"),
+]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from elastico.pricing import UTILITIES
+    from elastico.placer.policies import POLICIES
+
+    p = sub.add_parser(
+        "simulate",
+        help="replay the bundled Alibaba GPU trace through scheduling policies",
+        description="Discrete-event replay of the Alibaba GPU trace v2023 (openb) on a "
+                    "deterministic sub-cluster of its GPU nodes.  Prints one column per "
+                    "policy; see docs/metrics.md for every metric's definition.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--trace", type=Path, default=None,
+                   help="pod list CSV (default: bundled openb_pod_list_default.csv)")
+    p.add_argument("--nodes", type=Path, default=None,
+                   help="node list CSV (default: bundled openb_node_list_gpu_node.csv)")
+    p.add_argument("--gpus", type=int, default=512,
+                   help="GPUs in the deterministic sub-cluster (the trace has 6212)")
+    p.add_argument("--policy", action="append", choices=sorted(POLICIES),
+                   help="policy to simulate; repeat for several (default: exclusive and elastico)")
+    p.add_argument("--jobs", type=int, default=2000,
+                   help="trace pods to replay, drawn without replacement (seeded) from the "
+                        "eligible GPU pods in trace order; 0 = a proportional share of the "
+                        "trace (GPUs/6212 of its pods)")
+    p.add_argument("--seed", type=int, default=0, help="seed for pod sampling and job types")
+    p.add_argument("--load", type=float, default=1.0,
+                   help="offered load: requested GPU-seconds / (GPUs x arrival span)")
+    p.add_argument("--utility", choices=sorted(UTILITIES), default="jct",
+                   help="elastico's objective")
+    p.add_argument("--restart-s", type=float, default=30.0,
+                   help="seconds lost when a running job changes configuration")
+    p.add_argument("--json", type=Path, default=None, metavar="FILE",
+                   help="write metrics as JSON (flat for one policy, {'runs': [...]} for several)")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.set_defaults(func=run)
+
+
+def _check(args: argparse.Namespace) -> None:
+    if args.gpus <= 0:
+        raise InvalidArgument("--gpus", args.gpus, "must be a positive integer")
+    if args.jobs < 0:
+        raise InvalidArgument("--jobs", args.jobs, "must be an integer >= 0")
+    if args.seed < 0:
+        raise InvalidArgument("--seed", args.seed, "must be an integer >= 0")
+    if not (math.isfinite(args.load) and args.load > 0):
+        raise InvalidArgument("--load", args.load, "must be a finite number > 0")
+    if not (math.isfinite(args.restart_s) and args.restart_s >= 0):
+        raise InvalidArgument("--restart-s", args.restart_s, "must be a finite number >= 0")
+    for flag, path in (("--trace", args.trace), ("--nodes", args.nodes)):
+        if path is not None and not path.is_file():
+            raise InvalidArgument(flag, str(path), "must be an existing CSV file")
+    if args.json is not None and args.json.parent and not args.json.parent.exists():
+        raise InvalidArgument("--json", str(args.json), "its folder must exist")
+
+
+def run(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from elastico import trace, workload
+    from elastico.placer.policies import PolicyEnv, make_policy
+    from elastico.predictor import AnalyticSlowdown
+    from elastico.simulator import simulate
+    from elastico.throughput import ThroughputModel
+
+    _check(args)
+    policies = args.policy or ["exclusive", "elastico"]
+    nodes_all = trace.read_nodes(args.nodes)
+    nodes = trace.sub_cluster(nodes_all, args.gpus)
+    pods = trace.read_pods(args.trace)
+    model = ThroughputModel.bundled()
+    wl = workload.build_workload(pods, nodes, seed=args.seed, load=args.load, model=model,
+                                 jobs=args.jobs or None)
+    print(f"cluster: {args.gpus} GPUs on {len(nodes)} nodes "
+          f"({', '.join(f'{m} {c}' for m, c in _model_mix(nodes))}); "
+          f"workload: {len(wl.jobs)} jobs ({_kind_mix(wl.jobs)}), load {args.load}, seed {args.seed}",
+          file=sys.stderr)
+
+    runs = []
+    for name in policies:
+        env = PolicyEnv(nodes=nodes, throughput=model, slowdown=AnalyticSlowdown(),
+                        utility=args.utility, restart_s=args.restart_s)
+        policy = make_policy(name, env)
+        bar = tqdm(total=len(wl.jobs), desc=f"{name:>9}", unit="job", file=sys.stderr,
+                   disable=args.no_progress or None, leave=False)
+        try:
+            res = simulate(nodes, wl.jobs, policy, restart_s=args.restart_s,
+                           activity=lambda j, c, _cat=policy.catalog: _cat.profile(j, c).gpu_activity,
+                           progress=bar.update)
+        finally:
+            bar.close()
+        runs.append({"policy": name, "gpus": args.gpus, "seed": args.seed, "load": args.load,
+                     "jobs": len(wl.jobs), **res.metrics})
+
+    _print_table(runs)
+    if args.json is not None:
+        doc = runs[0] if len(runs) == 1 else {"runs": runs}
+        args.json.write_text(json.dumps(doc, indent=2) + "\n")
+    return 0
+
+
+def _model_mix(nodes):
+    mix: dict[str, int] = {}
+    for n in nodes:
+        mix[n.gpu_model] = mix.get(n.gpu_model, 0) + n.num_gpus
+    return sorted(mix.items(), key=lambda kv: -kv[1])
+
+
+def _kind_mix(jobs) -> str:
+    mix: dict[str, int] = {}
+    for j in jobs:
+        mix[j.kind.value] = mix.get(j.kind.value, 0) + 1
+    return ", ".join(f"{v} {k}" for k, v in sorted(mix.items()))
+
+
+def _print_table(runs: list[dict]) -> None:
+    names = [r["policy"] for r in runs]
+    ratio = "exclusive" in names and "elastico" in names and len(names) == 2
+    head = f"{'metric':<22}" + "".join(f"{n:>14}" for n in names) + (f"{'ratio':>10}" if ratio else "")
+    print(head)
+    print("-" * len(head))
+    for key, label, fmt in _ROWS:
+        line = f"{label:<22}" + "".join(f"{fmt.format(r[key]):>14}" for r in runs)
+        if ratio:
+            ex, el = (next(r[key] for r in runs if r["policy"] == p) for p in ("exclusive", "elastico"))
+            lower_better = key.endswith("_s") or key.startswith("round")
+            num, den = (ex, el) if lower_better else (el, ex)
+            line += f"{(num / den if den else float('nan')):>9.2f}x" if key not in (
+                "jobs_unfinished", "restarts", "jobs_completed") else f"{'':>10}"
+        print(line)
+    if ratio:
+        print("ratio: exclusive/elastico for times (higher = elastico faster), "
+              "elastico/exclusive otherwise")

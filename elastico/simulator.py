@@ -1,0 +1,270 @@
+"""Trace-driven discrete-event simulator.
+
+Who calls it: the CLI (``elastico simulate``) and tests.  Whom it calls: the *same* scheduling
+round the live loop uses (:func:`elastico.placer.round.run_round` with a policy from
+:mod:`elastico.placer.policies`); nothing in the round knows it is simulated.
+
+Model of time (docs/metrics.md): events are job arrivals and completions; a round runs at
+every event time.  Between events every placed job progresses at its *effective* rate
+``config.throughput / slowdown`` (normalized throughput: 1.0 = the job's trace speed, so a job
+of ``work`` W seconds finishes after W seconds at rate 1.0), where ``slowdown`` is the
+placement state's predicted slowdown from its GPU co-residents.  A running job whose
+configuration or GPUs change loses ``restart_s`` seconds (checkpoint/restore), as does a
+preempted job when it starts again.  The virtual clock is the simulator's own; wall-clock time
+is read only to measure round durations.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+from elastico.model import Configuration, Job, Node
+from elastico.placer.placement import ClusterState
+from elastico.placer.round import ActiveJob, Policy, RoundInput, Status, run_round
+
+__all__ = ["JobRecord", "SimResult", "simulate", "METRIC_KEYS"]
+
+METRIC_KEYS = (
+    "avg_jct_s", "p50_jct_s", "p95_jct_s", "p99_jct_s", "avg_queue_s", "makespan_s",
+    "jobs_per_hour", "jobs_completed", "gpu_allocation", "gpu_utilization",
+    "round_ms_p50", "round_ms_p99",
+)
+
+_EPS = 1e-9
+
+
+@dataclass
+class JobRecord:
+    """What happened to one job (seconds of virtual time)."""
+
+    job_id: str
+    kind: str
+    arrival_s: float
+    work: float
+    first_start_s: float | None = None
+    finish_s: float | None = None
+    restarts: int = 0
+    progress: float = 0.0          # integral of effective rate dt (work conservation check)
+    status: str = "pending"        # pending | running | finished | unplaceable | unfinished
+    reason: str = ""
+
+
+@dataclass
+class SimResult:
+    policy: str
+    gpus: int
+    metrics: dict[str, float]
+    records: list[JobRecord]
+    rounds: int
+    timeline: dict[str, list[float]] = field(default_factory=dict)
+
+
+@dataclass
+class _Live:
+    job: Job
+    config: Configuration | None = None
+    restart_until: float = 0.0
+    was_preempted: bool = False
+    activity: float = 0.0
+
+
+def _busy(profile_activity: float, num_gpus: int, slowdown: float) -> float:
+    return num_gpus * profile_activity / slowdown
+
+
+def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
+             restart_s: float = 30.0, activity: Callable[[Job, Configuration], float],
+             progress: Callable[[int], None] | None = None,
+             timer: Callable[[], float] = time.perf_counter,
+             validate: bool = False) -> SimResult:
+    """Replay ``jobs`` (each with ``arrival_s`` and ``work``) on ``nodes`` under ``policy``.
+
+    ``activity(job, config)`` gives the fraction of one GPU's SMs the job keeps busy per GPU
+    when alone (for utilization; see docs/metrics.md).  ``progress(n)`` is called with the
+    number of jobs that just finished (for a progress bar).  Returns per-job records and the
+    metrics of :data:`METRIC_KEYS` (plus ``jobs_unfinished``, ``restarts``).
+
+    ``validate=True`` re-checks the placement state's invariants (no GPU, node or MIG slot
+    over-committed, every slowdown within its bound) after every round -- for tests.
+
+    Jobs are not mutated: the simulator works on copies.
+    """
+    jobs = sorted((Job(**{**j.__dict__, "done": 0.0}) for j in jobs),
+                  key=lambda j: (j.arrival_s, j.id))
+    if len({j.id for j in jobs}) != len(jobs):
+        raise ValueError("jobs: duplicated job id")
+    total_gpus = sum(n.num_gpus for n in nodes)
+    state = ClusterState(nodes)
+    records = {j.id: JobRecord(j.id, j.kind.value, j.arrival_s, j.work) for j in jobs}
+    live: dict[str, _Live] = {}
+    arrivals = list(reversed(jobs))  # pop() from the end = earliest first
+    round_ms: list[float] = []
+    alloc_int = util_int = 0.0
+    t = jobs[0].arrival_s if jobs else 0.0
+    # allocation and utilization are averaged over the arrival window (while work is being
+    # offered); a workload arriving all at once uses [first arrival, end] instead
+    w_lo = t
+    w_hi = jobs[-1].arrival_s if jobs and jobs[-1].arrival_s > t else math.inf
+    n_rounds = 0
+    timeline: dict[str, list[float]] = {"t": [], "allocated": [], "busy": [], "queue": []}
+
+    elastic_left = sum(1 for j in jobs if j.kind.elastic)
+    has_elastic = elastic_left > 0
+    while arrivals or live:
+        if has_elastic and elastic_left == 0:
+            # every batch job is done: services still running are censored here (they run
+            # until deleted; the window of interest is the batch workload's)
+            for jid in live:
+                records[jid].status = "censored"
+            break
+        while arrivals and arrivals[-1].arrival_s <= t + _EPS:
+            j = arrivals.pop()
+            live[j.id] = _Live(j)
+        # ---- one round ----
+        inp = RoundInput(now=t, nodes=nodes, state=state,
+                         jobs=[ActiveJob(l.job, l.config) for l in live.values()])
+        result = run_round(policy, inp, timer=timer)
+        n_rounds += 1
+        round_ms.append(result.phase_seconds["round"] * 1e3)
+        state = result.state
+        if validate:
+            state.check_invariants()
+        for jid, d in result.decisions.items():
+            l = live[jid]
+            rec = records[jid]
+            if d.status is Status.UNPLACEABLE:
+                rec.status, rec.reason = "unplaceable", d.reason
+                elastic_left -= l.job.kind.elastic
+                del live[jid]
+                _forget(policy, jid)
+                continue
+            placed = d.status in (Status.PLACED, Status.DEGRADED) and d.config is not None
+            if placed:
+                if rec.first_start_s is None:
+                    rec.first_start_s = t
+                    rec.status = "running"
+                elif d.changed or l.was_preempted:
+                    # a reconfiguration, a move, or a restart after preemption
+                    l.restart_until = t + restart_s
+                    rec.restarts += 1
+                l.was_preempted = False
+                if l.config != d.config:
+                    l.activity = activity(l.job, d.config)
+                l.config = d.config
+            else:
+                if l.config is not None:
+                    l.was_preempted = True
+                l.config = None
+                rec.reason = d.reason
+        slow = state.predicted_slowdowns()
+
+        # ---- rates, next event ----
+        rates: dict[str, float] = {}
+        busy_now = 0.0
+        alloc_now = state.used_gpus()
+        next_t = arrivals[-1].arrival_s if arrivals else math.inf
+        for jid, l in live.items():
+            if l.config is None:
+                continue
+            s = slow.get(jid, 1.0)
+            r = l.config.throughput / s
+            rates[jid] = r
+            start = max(t, l.restart_until)
+            if r > 0:
+                next_t = min(next_t, start + l.job.remaining / r)
+            elif l.restart_until > t:
+                next_t = min(next_t, l.restart_until)
+        if math.isinf(next_t):
+            # nothing runs and nothing will arrive: the remaining jobs can never start
+            for jid, l in live.items():
+                records[jid].status = "unfinished"
+                records[jid].reason = records[jid].reason or "never placed"
+            break
+        dt = next_t - t
+        timeline["t"].append(t)
+        timeline["allocated"].append(alloc_now)
+        timeline["queue"].append(sum(1 for l in live.values() if l.config is None))
+        busy_int = 0.0
+        in_win = max(0.0, min(next_t, w_hi) - max(t, w_lo))
+        for jid, r in rates.items():
+            l = live[jid]
+            run = max(0.0, next_t - max(t, l.restart_until))
+            if run <= 0:
+                continue
+            gain = r * run
+            l.job.done = min(l.job.work, l.job.done + gain)
+            records[jid].progress += gain
+            busy_int += _busy(l.activity, l.config.num_gpus, slow.get(jid, 1.0)) * min(
+                run, max(0.0, min(next_t, w_hi) - max(t, l.restart_until, w_lo)))
+        timeline["busy"].append(busy_int / in_win if in_win > 0 else 0.0)
+        alloc_int += alloc_now * in_win
+        util_int += busy_int
+        t = next_t
+        finished = [jid for jid, l in live.items()
+                    if l.config is not None and l.job.work - l.job.done <= 1e-9 * max(1.0, l.job.work)]
+        for jid in finished:
+            rec = records[jid]
+            rec.finish_s, rec.status = t, "finished"
+            elastic_left -= live[jid].job.kind.elastic
+            live[jid].job.done = live[jid].job.work
+            state.release(jid)
+            del live[jid]
+            _forget(policy, jid)
+        if finished and progress is not None:
+            progress(len(finished))
+
+    recs = list(records.values())
+    span = (min(t, w_hi) - w_lo) if recs else 0.0
+    metrics = _metrics(recs, span, total_gpus, alloc_int, util_int, round_ms)
+    return SimResult(getattr(policy, "name", "?"), total_gpus, metrics, recs, n_rounds, timeline)
+
+
+def _forget(policy: Policy, job_id: str) -> None:
+    f = getattr(policy, "forget", None)
+    if f is not None:
+        f(job_id)
+
+
+def _metrics(recs: list[JobRecord], span: float, gpus: int, alloc_int: float,
+             util_int: float, round_ms: list[float]) -> dict[str, float]:
+    """Metrics of docs/metrics.md.  JCT, queueing, makespan and throughput are over the batch
+    (training + inference) jobs: a ``service`` runs until its owner deletes it, so its
+    "completion time" is not a scheduling outcome; services get their own queueing metric."""
+    batch = [r for r in recs if r.kind != "service"]
+    if not batch:  # a services-only workload: report over services
+        batch = recs
+    done = [r for r in batch if r.status == "finished"]
+    jct = np.array([r.finish_s - r.arrival_s for r in done])
+    queue = np.array([r.first_start_s - r.arrival_s for r in done])
+    svc = [r for r in recs if r.kind == "service" and r.first_start_s is not None]
+    first = min((r.arrival_s for r in recs), default=0.0)
+    last = max((r.finish_s for r in done), default=first)
+    makespan = last - first
+    q = (lambda a, p: float(np.percentile(a, p)) if len(a) else 0.0)
+    denom = gpus * span if gpus and span > 0 else 0.0
+    return {
+        "avg_jct_s": float(jct.mean()) if len(jct) else 0.0,
+        "p50_jct_s": q(jct, 50),
+        "p95_jct_s": q(jct, 95),
+        "p99_jct_s": q(jct, 99),
+        "avg_queue_s": float(queue.mean()) if len(queue) else 0.0,
+        "makespan_s": float(makespan),
+        "jobs_per_hour": len(done) / (makespan / 3600.0) if makespan > 0 else 0.0,
+        "jobs_completed": len(done),
+        "jobs_unfinished": sum(1 for r in batch if r.status in ("unfinished", "unplaceable")),
+        "gpu_allocation": alloc_int / denom if denom else 0.0,
+        "gpu_utilization": util_int / denom if denom else 0.0,
+        "restarts": sum(r.restarts for r in recs),
+        "service_avg_queue_s": float(np.mean([r.first_start_s - r.arrival_s for r in svc]))
+        if svc else 0.0,
+        "services_never_placed": sum(1 for r in recs if r.kind == "service"
+                                     and r.first_start_s is None),
+        "round_ms_p50": q(np.array(round_ms), 50),
+        "round_ms_p99": q(np.array(round_ms), 99),
+    }

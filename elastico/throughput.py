@@ -1,0 +1,357 @@
+"""Solo throughput of a DL job type on a GPU model, GPU count and compute share.
+
+Who calls it: :mod:`elastico.shapes` (normalized throughput of each configuration) and
+:mod:`elastico.workload` (job types).  It calls numpy/scipy and reads two bundled files
+once (an ``lru_cache``'d loader); :class:`ThroughputModel` is immutable plain data.
+
+Sources (all bundled, see data/README.md and the PROVENANCE.md files):
+
+* **Gavel** ``data/gavel-throughputs/simulation_throughputs.json`` (Narayanan et al., OSDI'20,
+  MIT): isolated throughput in steps/s of 26 job types at scale factor 1 on k80/p100/v100,
+  and of 19 of them at scale factor (= GPUs) 2/4/8.
+* **MISO** ``data/miso-a100-mig-slices/derived/mig_slice_batch_time_summary.csv`` (Li et al.,
+  SoCC'22, MIT): median per-batch time of 8 model families x batch sizes on A100-40GB MIG
+  slices 1g/2g/3g/4g/7g.
+
+Model (docs/model.md walks through it):
+
+* Compute-share scaling.  Step time at compute share s (fraction of one GPU; MIG g/7, MPS
+  active thread percentage/100) follows Amdahl, ``T(s) = A/s + B``.  For every MISO
+  (family, batch size) with a 7g time we fit (A, B) >= 0 by non-negative least squares on the
+  relative residuals ``(A/s + B - T)/T`` over the measured slices; the family's parallel
+  fraction ``p`` is the median over batch sizes of ``A/(A+B)``.  Normalized speed at share s:
+  ``f(s) = 1 / (p/s + 1 - p)`` (f(1) = 1).  deepspeech2's 1g.5gb timings are left out of the
+  fit (MISO PROVENANCE: non-monotone in batch size, heavy variance, likely memory pressure).
+* GPU model speed.  P100 and V100 (V100M16, V100M32) use Gavel's measured p100 / v100
+  values per job type.  T4, A10, A100 have no measurement: speed = v100 x
+  :data:`SPEED_FACTOR_VS_V100`, a roofline rule ``min(FP32 peak ratio, memory-bandwidth
+  ratio)`` vs V100 (conservative: DL training is bound by one or the other).  G2/G3 are
+  undisclosed: ASSUMED V100-class (factor 1.0).
+* Multi-GPU scaling.  speedup(n) = tput(n)/tput(1) from Gavel on the same worker type (p100 for
+  P100, v100 for everything else), made monotone (running maximum over measured n, at least
+  1) and clipped to at most linear (n); between measured counts (1, 2, 4, 8) linear
+  interpolation.  Job types Gavel never ran multi-GPU (A3C, CycleGAN, Recommendation) use the
+  median speedup of the measured types at that n on that worker.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from types import MappingProxyType
+from typing import Mapping
+
+import numpy as np
+from scipy.optimize import nnls
+
+from elastico.errors import InvalidArgument
+from elastico.paths import data_file
+
+__all__ = [
+    "ThroughputModel",
+    "REFERENCE_GPU",
+    "GAVEL_TO_MISO",
+    "MIG_PROFILES",
+    "SPEED_FACTOR_VS_V100",
+    "PEAK_FP32_TFLOPS",
+    "MEMORY_BANDWIDTH_GBS",
+    "fit_amdahl",
+]
+
+#: The reference GPU model: normalized throughput 1.0 = a job's requested shape on it.  V100
+#: is the one model both Gavel (measured) and the trace (V100M16/V100M32 nodes) have.
+REFERENCE_GPU = "V100M16"
+
+#: Gavel family (job-type name before " (batch size") -> MISO family.
+#: ResNet-18/50 -> resnet, Transformer -> transformer, CycleGAN -> cyclegan and
+#: Recommendation -> embedding (an embedding-table recommender) are direct matches.
+#: GUESSES: LM (Gavel's LSTM language model on Wikitext-2) -> deepspeech2, the only recurrent
+#: (GRU/LSTM) model MISO measured; A3C (reinforcement learning, a small conv net, mostly
+#: CPU-bound environment steps) -> mobilenet, MISO's smallest conv net.
+GAVEL_TO_MISO: Mapping[str, str] = MappingProxyType({
+    "ResNet-18": "resnet",
+    "ResNet-50": "resnet",
+    "Transformer": "transformer",
+    "LM": "deepspeech2",
+    "Recommendation": "embedding",
+    "CycleGAN": "cyclegan",
+    "A3C": "mobilenet",
+})
+
+#: A100 MIG profiles MISO measured -> compute slices g (share g/7).
+MIG_PROFILES: Mapping[str, int] = MappingProxyType(
+    {"1g.5gb": 1, "2g.10gb": 2, "3g.20gb": 3, "4g.20gb": 4, "7g.40gb": 7})
+
+#: Peak FP32 TFLOPS from NVIDIA datasheets: V100 SXM2 15.7, T4 8.1, A10 31.2, A100 19.5.
+PEAK_FP32_TFLOPS: Mapping[str, float] = MappingProxyType(
+    {"V100": 15.7, "T4": 8.1, "A10": 31.2, "A100": 19.5})
+#: Memory bandwidth GB/s from NVIDIA datasheets: V100 SXM2 900, T4 320, A10 600,
+#: A100-40GB 1555, A100-80GB (SXM) 2039.
+MEMORY_BANDWIDTH_GBS: Mapping[str, float] = MappingProxyType(
+    {"V100": 900.0, "T4": 320.0, "A10": 600.0, "A100-40GB": 1555.0, "A100-80GB": 2039.0})
+
+
+def _roofline(flops: float, bw: float) -> float:
+    return min(flops / PEAK_FP32_TFLOPS["V100"], bw / MEMORY_BANDWIDTH_GBS["V100"])
+
+
+#: Speed relative to V100 of GPU models Gavel did not measure (see module docstring):
+#: T4 min(8.1/15.7, 320/900) = 0.356; A10 min(31.2/15.7, 600/900) = 0.667;
+#: A100 min(19.5/15.7, ...) = 1.242; G2, G3: ASSUMED 1.0 (undisclosed models).
+SPEED_FACTOR_VS_V100: Mapping[str, float] = MappingProxyType({
+    "T4": _roofline(PEAK_FP32_TFLOPS["T4"], MEMORY_BANDWIDTH_GBS["T4"]),
+    "A10": _roofline(PEAK_FP32_TFLOPS["A10"], MEMORY_BANDWIDTH_GBS["A10"]),
+    "A100-40GB": _roofline(PEAK_FP32_TFLOPS["A100"], MEMORY_BANDWIDTH_GBS["A100-40GB"]),
+    "A100-80GB": _roofline(PEAK_FP32_TFLOPS["A100"], MEMORY_BANDWIDTH_GBS["A100-80GB"]),
+    "G2": 1.0,
+    "G3": 1.0,
+})
+
+#: GPU model -> Gavel worker type whose measurements it uses.
+_MEASURED = {"P100": "p100", "V100M16": "v100", "V100M32": "v100"}
+_GPU_COUNTS = (1, 2, 4, 8)
+_KEY = re.compile(r"^\('(.+)', (\d+)\)$")
+
+
+def fit_amdahl(shares: np.ndarray, times: np.ndarray) -> tuple[float, float]:
+    """Fit ``T(s) = A/s + B`` with A, B >= 0 minimising sum ((A/s + B - T)/T)^2.
+
+    ``shares`` (n,) in (0, 1], ``times`` (n,) seconds, n >= 2.  Returns (A, B) in seconds.
+    """
+    s = np.asarray(shares, float)
+    t = np.asarray(times, float)
+    x = np.column_stack([1.0 / s, np.ones_like(s)]) / t[:, None]
+    (a, b), _ = nnls(x, np.ones_like(t))
+    return float(a), float(b)
+
+
+def _family_of(job_type: str) -> str:
+    return job_type.split(" (batch size")[0]
+
+
+@dataclass(frozen=True, eq=False)
+class ThroughputModel:
+    """Immutable throughput model; build with :meth:`bundled` or :meth:`from_files`.
+
+    ``isolated[worker][(job_type, n)]`` steps/s (Gavel), ``fits[(miso_family, batch)] = (A, B)``
+    seconds, ``parallel[miso_family] = p``, ``mig_speed[(miso_family, profile)]`` = measured
+    speed on the profile relative to 7g.40gb (median over batch sizes),
+    ``curves[worker][job_type]`` = speedup at 1/2/4/8 GPUs (monotone, at most linear).
+    """
+
+    isolated: Mapping[str, Mapping[tuple[str, int], float]]
+    fits: Mapping[tuple[str, int], tuple[float, float]]
+    parallel: Mapping[str, float]
+    mig_speed: Mapping[tuple[str, str], float]
+    _types: tuple[str, ...] = field(default=())
+    curves: Mapping[str, Mapping[str, tuple[float, ...]]] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        return (f"ThroughputModel({len(self._types)} job types, "
+                f"p={ {k: round(v, 3) for k, v in sorted(self.parallel.items())} })")
+
+    # ------------------------------------------------------------------ construction
+    @staticmethod
+    def bundled() -> "ThroughputModel":
+        """The model built from the bundled Gavel JSON and MISO summary CSV (cached)."""
+        return _bundled()
+
+    @classmethod
+    def from_files(cls, gavel_json: str | Path, miso_csv: str | Path) -> "ThroughputModel":
+        """Build from a Gavel ``simulation_throughputs.json`` and MISO summary CSV."""
+        raw = json.loads(Path(gavel_json).read_text())
+        isolated: dict[str, dict[tuple[str, int], float]] = {}
+        for worker in ("p100", "v100"):
+            if worker not in raw:
+                raise InvalidArgument(f"{Path(gavel_json).name}: {worker}", None,
+                                      "worker type missing")
+            table: dict[tuple[str, int], float] = {}
+            for key, entry in raw[worker].items():
+                m = _KEY.match(key)
+                if not m:
+                    raise InvalidArgument(f"{Path(gavel_json).name}: {worker}", key,
+                                          "key must look like \"('<job>', <scale>)\"")
+                v = float(entry["null"])
+                if not (math.isfinite(v) and v >= 0):
+                    raise InvalidArgument(f"{Path(gavel_json).name}: {worker}.{key}", v,
+                                          "isolated throughput must be finite and >= 0")
+                table[(m.group(1), int(m.group(2)))] = v
+            isolated[worker] = table
+        types = tuple(j for (j, n) in isolated["v100"] if n == 1)
+        for j in types:
+            if _family_of(j) not in GAVEL_TO_MISO:
+                raise InvalidArgument("gavel job type", j, "no MISO family mapping")
+
+        times: dict[tuple[str, int], dict[int, float]] = {}
+        with open(miso_csv, newline="") as fh:
+            for line, row in enumerate(csv.DictReader(fh), start=2):
+                prof = row["mig_slice"]
+                if prof not in MIG_PROFILES:
+                    raise InvalidArgument(f"{Path(miso_csv).name}:{line}: mig_slice", prof,
+                                          "one of " + ", ".join(MIG_PROFILES))
+                t = float(row["median_batch_time_s_excl_first_of_epoch"])
+                if not (math.isfinite(t) and t > 0):
+                    raise InvalidArgument(
+                        f"{Path(miso_csv).name}:{line}: median_batch_time_s_excl_first_of_epoch",
+                        t, "must be finite and > 0")
+                times.setdefault((row["model"], int(row["batch_size"])), {})[MIG_PROFILES[prof]] = t
+        fits: dict[tuple[str, int], tuple[float, float]] = {}
+        ps: dict[str, list[float]] = {}
+        ratios: dict[tuple[str, str], list[float]] = {}
+        for (fam, bs), d in sorted(times.items()):
+            if 7 not in d:
+                continue
+            for prof, g in MIG_PROFILES.items():
+                if g in d:
+                    ratios.setdefault((fam, prof), []).append(d[7] / d[g])
+            pts = {g: t for g, t in d.items() if not (fam == "deepspeech2" and g == 1)}
+            if len(pts) < 2:
+                continue
+            g = np.array(sorted(pts), float)
+            a, b = fit_amdahl(g / 7.0, np.array([pts[int(x)] for x in g]))
+            fits[(fam, bs)] = (a, b)
+            ps.setdefault(fam, []).append(a / (a + b))
+        parallel = {fam: float(np.median(v)) for fam, v in ps.items()}
+        for fam in set(GAVEL_TO_MISO.values()):
+            if fam not in parallel:
+                raise InvalidArgument("miso family", fam, "no timings to fit")
+        mig_speed = {k: float(np.median(v)) for k, v in ratios.items()}
+        curves = {w: _curves(isolated[w], types) for w in isolated}
+        return cls(
+            MappingProxyType({w: MappingProxyType(t) for w, t in isolated.items()}),
+            MappingProxyType(fits), MappingProxyType(parallel), MappingProxyType(mig_speed),
+            types, MappingProxyType(curves))
+
+    # ------------------------------------------------------------------ queries
+    def job_types(self) -> tuple[str, ...]:
+        """The 26 Gavel job types measured at scale factor 1, in file order."""
+        return self._types
+
+    def multi_gpu_job_types(self) -> tuple[str, ...]:
+        """Job types Gavel measured at scale factors 2, 4 and 8 on v100 (19)."""
+        v = self.isolated["v100"]
+        return tuple(j for j in self._types if all((j, n) in v for n in (2, 4, 8)))
+
+    def gpu_models(self) -> tuple[str, ...]:
+        """GPU models the model knows a speed for."""
+        return tuple(_MEASURED) + tuple(SPEED_FACTOR_VS_V100)
+
+    def _check_type(self, job_type: str) -> None:
+        if job_type not in self._types:
+            raise InvalidArgument("job_type", job_type,
+                                  "one of the Gavel job types: " + ", ".join(self._types))
+
+    def miso_family(self, job_type: str) -> str:
+        """The MISO family whose MIG timings stand in for ``job_type`` (GAVEL_TO_MISO)."""
+        self._check_type(job_type)
+        return GAVEL_TO_MISO[_family_of(job_type)]
+
+    def parallel_fraction(self, job_type: str) -> float:
+        """Amdahl parallel fraction p in (0, 1) of ``job_type`` (its MISO family's)."""
+        return self.parallel[self.miso_family(job_type)]
+
+    def share_speed(self, job_type: str, gpu_share: float) -> float:
+        """Normalized speed at compute share s: ``1/(p/s + 1 - p)``; 1.0 at s = 1."""
+        if not (isinstance(gpu_share, (int, float)) and 0.0 < gpu_share <= 1.0):
+            raise InvalidArgument("gpu_share", gpu_share, "must be in (0, 1]")
+        p = self.parallel_fraction(job_type)
+        if gpu_share == 1.0:
+            return 1.0
+        return 1.0 / (p / gpu_share + 1.0 - p)
+
+    def speed_factor(self, gpu_model: str) -> float | None:
+        """Speed relative to V100 for unmeasured models; None for measured ones (P100, V100)."""
+        if gpu_model in _MEASURED:
+            return None
+        if gpu_model not in SPEED_FACTOR_VS_V100:
+            raise InvalidArgument("gpu_model", gpu_model,
+                                  "one of " + ", ".join(self.gpu_models()))
+        return SPEED_FACTOR_VS_V100[gpu_model]
+
+    def _worker(self, gpu_model: str) -> str:
+        return _MEASURED.get(gpu_model, "v100")
+
+    def speedup(self, job_type: str, gpu_model: str, num_gpus: int) -> float:
+        """Multi-GPU speedup over one GPU (see module docstring); 1.0 <= result <= num_gpus."""
+        self._check_type(job_type)
+        self.speed_factor(gpu_model)  # validates the model
+        if isinstance(num_gpus, bool) or not isinstance(num_gpus, (int, np.integer)) \
+                or not 1 <= num_gpus <= 8:
+            raise InvalidArgument("num_gpus", num_gpus,
+                                  "must be an integer in 1..8 (Gavel measured up to 8)")
+        curve = self._speedup_curve(job_type, self._worker(gpu_model))
+        if num_gpus in _GPU_COUNTS:
+            return curve[_GPU_COUNTS.index(num_gpus)]
+        return float(np.interp(num_gpus, _GPU_COUNTS, curve))
+
+    def _speedup_curve(self, job_type: str, worker: str) -> tuple[float, ...]:
+        return self.curves[worker][job_type]
+
+    def solo(self, job_type: str, gpu_model: str, num_gpus: int = 1,
+             gpu_share: float = 1.0) -> float:
+        """Solo throughput in steps/s of ``job_type`` on ``num_gpus`` GPUs of ``gpu_model``,
+        each giving it ``gpu_share`` of its compute (gang, data parallel).
+
+        = base(job_type, model) x speedup(num_gpus) x share_speed(gpu_share); base is Gavel's
+        measured scale-1 value for P100/V100 (exact), v100 x speed factor otherwise.
+        """
+        factor = self.speed_factor(gpu_model)
+        self._check_type(job_type)
+        base = self.isolated[self._worker(gpu_model)][(job_type, 1)]
+        if factor is not None:
+            base *= factor
+        if num_gpus == 1:
+            up = 1.0
+        else:
+            up = self.speedup(job_type, gpu_model, num_gpus)
+        if gpu_share == 1.0:
+            return base * up
+        return base * up * self.share_speed(job_type, gpu_share)
+
+    def mig(self, job_type: str, profile: str) -> float:
+        """Solo throughput in steps/s of ``job_type`` on one A100-40GB MIG instance of
+        ``profile`` (1g.5gb, 2g.10gb, 3g.20gb, 4g.20gb, 7g.40gb).
+
+        = solo(job_type, "A100-40GB") x the MISO family's measured speed on the profile relative
+        to 7g.40gb (median over batch sizes) where MISO measured it, else the Amdahl
+        share_speed(g/7).
+        """
+        if profile not in MIG_PROFILES:
+            raise InvalidArgument("profile", profile, "one of " + ", ".join(MIG_PROFILES))
+        fam = self.miso_family(job_type)
+        rel = self.mig_speed.get((fam, profile))
+        if rel is None or (fam == "deepspeech2" and profile == "1g.5gb"):
+            rel = self.share_speed(job_type, MIG_PROFILES[profile] / 7.0)
+        return self.solo(job_type, "A100-40GB") * rel
+
+
+def _curves(table: Mapping[tuple[str, int], float],
+            types: tuple[str, ...]) -> Mapping[str, tuple[float, ...]]:
+    """Monotone, at-most-linear speedup at 1/2/4/8 GPUs per job type from one worker's table;
+    types without measurements get the median curve of the measured ones."""
+    measured: dict[str, list[float]] = {}
+    for j in types:
+        base = table[(j, 1)]
+        if base > 0 and all((j, n) in table and table[(j, n)] > 0 for n in _GPU_COUNTS[1:]):
+            run = 1.0
+            curve = []
+            for n in _GPU_COUNTS:
+                run = max(run, min(float(n), table[(j, n)] / base))
+                curve.append(run)
+            measured[j] = curve
+    med = [float(np.median([c[i] for c in measured.values()])) for i in range(len(_GPU_COUNTS))]
+    for i in range(1, len(med)):
+        med[i] = max(med[i], med[i - 1])
+    return MappingProxyType({j: tuple(measured.get(j, med)) for j in types})
+
+
+@lru_cache(maxsize=1)
+def _bundled() -> ThroughputModel:
+    return ThroughputModel.from_files(
+        data_file("gavel-throughputs", "simulation_throughputs.json"),
+        data_file("miso-a100-mig-slices", "derived", "mig_slice_batch_time_summary.csv"))

@@ -1,0 +1,421 @@
+"""Strict readers for the Alibaba GPU cluster trace v2023 ("openb", FGD / ATC'23).
+
+Who calls it: :mod:`elastico.workload` (trace -> jobs), the simulator and the CLI.  It calls
+nothing but the standard library and :mod:`elastico.model`.  No clock, no global mutable state.
+
+Files (bundled under ``data/alibaba-gpu-v2023-openb``, see its PROVENANCE.md):
+
+* node lists ``sn,cpu_milli,memory_mib,gpu,model`` -> :class:`elastico.model.Node`
+  (cores = cpu_milli/1000, GiB = memory_mib/1024, per-GPU memory from :data:`GPU_MEMORY_GIB`);
+* pod lists ``name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,
+  creation_time,deletion_time,scheduled_time`` -> :class:`TracePod`;
+* the ``openb_pod_list_multigpu*.csv`` variants carry only the first five columns.  For them
+  ``gpu_models`` = empty (any model), ``qos`` = ``""``, ``phase`` = ``""``,
+  ``creation_s`` = 0.0 and ``scheduled_s`` = ``deletion_s`` = ``None``: they are a bag of
+  shapes (how the FGD simulator uses them), with no runtime; :func:`elastico.workload.build_workload`
+  excludes them (reason ``no_times``).
+
+Parsing is strict: any bad value raises :class:`elastico.errors.InvalidArgument` whose field is
+``<file>:<line>: <column>`` (line 1 = the header) and whose value is the raw text.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from elastico.errors import InvalidArgument
+from elastico.model import Node
+from elastico.paths import data_file
+
+__all__ = [
+    "TracePod",
+    "GPU_MEMORY_GIB",
+    "TRACE_GPU_MODELS",
+    "TRACE_CLUSTER_GPUS",
+    "QOS_CLASSES",
+    "POD_PHASES",
+    "read_nodes",
+    "read_pods",
+    "sub_cluster",
+    "DEFAULT_NODES",
+    "DEFAULT_PODS",
+]
+
+TRACE_DIR = "alibaba-gpu-v2023-openb"
+DEFAULT_NODES = "openb_node_list_gpu_node.csv"
+DEFAULT_PODS = "openb_pod_list_default.csv"
+
+#: Memory of one GPU in GiB per trace model name.
+#:
+#: * P100 16 GiB  -- NVIDIA Tesla P100 datasheet (16 GB HBM2 variant; a 12 GB PCIe variant
+#:   exists, the trace does not say which; we take 16).
+#: * T4 16 GiB    -- NVIDIA T4 datasheet (16 GB GDDR6).
+#: * V100M16 16 GiB, V100M32 32 GiB -- NVIDIA V100 datasheet (16/32 GB HBM2); the trace's
+#:   model names carry the size.
+#: * A10 24 GiB   -- NVIDIA A10 datasheet (24 GB GDDR6).
+#: * G2, G3: anonymised by Alibaba ("undisclosed internal codes", trace README).
+#:   ASSUMPTION: 16 GiB, the smallest size among the disclosed models of the same cluster, so
+#:   nothing that we place on them could fail to fit a real device of that class.
+#: * A100-40GB 40, A100-80GB 80 (NVIDIA A100 datasheet) -- not in the trace; listed so that a
+#:   MIG-capable cluster (MISO's A100-40GB) can be described.
+GPU_MEMORY_GIB: dict[str, float] = {
+    "P100": 16.0,
+    "T4": 16.0,
+    "V100M16": 16.0,
+    "V100M32": 32.0,
+    "A10": 24.0,
+    "G2": 16.0,
+    "G3": 16.0,
+    "A100-40GB": 40.0,
+    "A100-80GB": 80.0,
+}
+
+#: GPU model names that occur in the openb trace (node ``model`` and pod ``gpu_spec``).
+TRACE_GPU_MODELS = frozenset({"A10", "G2", "G3", "P100", "T4", "V100M16", "V100M32"})
+
+#: GPUs of the trace's full cluster (sum of ``gpu`` over openb_node_list_gpu_node.csv).
+TRACE_CLUSTER_GPUS = 6212
+
+QOS_CLASSES = frozenset({"LS", "BE", "Burstable", "Guaranteed"})
+POD_PHASES = frozenset({"Running", "Failed", "Pending", "Succeeded"})
+
+_NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
+_POD_SHAPE_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
+_POD_FULL_COLUMNS = _POD_SHAPE_COLUMNS + (
+    "gpu_spec", "qos", "pod_phase", "creation_time", "deletion_time", "scheduled_time")
+
+
+@dataclass(frozen=True)
+class TracePod:
+    """One pod of an openb pod list, in model units.
+
+    ``cpu`` cores, ``mem_gib`` GiB, ``num_gpus`` GPUs, ``gpu_share`` per GPU (gpu_milli/1000;
+    1.0 for multi-GPU pods; 0.0 for CPU-only pods), ``gpu_models`` allowed models (empty = any),
+    ``qos`` in :data:`QOS_CLASSES` (``""`` for 5-column files), ``phase`` in
+    :data:`POD_PHASES` (``""`` for 5-column files); times in trace seconds:
+    ``scheduled_s`` is None for never-scheduled (Pending) pods, ``deletion_s`` None only for
+    5-column files.
+    """
+
+    name: str
+    cpu: float
+    mem_gib: float
+    num_gpus: int
+    gpu_share: float
+    gpu_models: frozenset[str]
+    qos: str
+    phase: str
+    creation_s: float
+    scheduled_s: float | None
+    deletion_s: float | None
+
+    @property
+    def gpus_total(self) -> float:
+        return self.num_gpus * self.gpu_share
+
+
+# ----------------------------------------------------------------------------- parsing helpers
+
+
+class _Row:
+    """One CSV row with its location, for error messages naming ``file:line: column``."""
+
+    def __init__(self, path: Path, line: int, header: Sequence[str], values: Sequence[str]):
+        self.path, self.line = path, line
+        self.values = dict(zip(header, values))
+
+    def where(self, column: str) -> str:
+        return f"{self.path.name}:{self.line}: {column}"
+
+    def fail(self, column: str, allowed: str) -> InvalidArgument:
+        return InvalidArgument(self.where(column), self.values.get(column), allowed)
+
+    def text(self, column: str) -> str:
+        return self.values[column].strip()
+
+    def number(self, column: str, *, integer: bool = False, minimum: float = 0.0) -> float:
+        raw = self.text(column)
+        try:
+            v = float(raw)
+        except ValueError:
+            raise self.fail(column, "must be a number") from None
+        if not math.isfinite(v):
+            raise self.fail(column, "must be finite")
+        if v < minimum:
+            raise self.fail(column, f"must be >= {minimum:g}")
+        if integer and v != int(v):
+            raise self.fail(column, "must be an integer")
+        return v
+
+
+def _rows(path: Path, required: Sequence[str], optional: Sequence[str] = ()) -> Iterator[_Row]:
+    """Rows of ``path`` after checking the header; raises on short/long rows and truncation."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise InvalidArgument("path", str(path), "file does not exist") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InvalidArgument(f"{path.name}", f"byte {e.start}", "file must be UTF-8") from None
+    if not text:
+        raise InvalidArgument(f"{path.name}:1", "", "empty file (header missing)")
+    lines = text.splitlines()
+    if not text.endswith("\n"):
+        # Every bundled CSV ends with a newline; a missing one means a cut-off download.
+        raise InvalidArgument(f"{path.name}:{len(lines)}", lines[-1],
+                              "last line has no newline: file truncated")
+    reader = csv.reader(lines)
+    header = [h.strip() for h in next(reader)]
+    for col in required:
+        if col not in header:
+            raise InvalidArgument(f"{path.name}:1: {col}", ",".join(header),
+                                  "missing required column")
+    if optional:
+        present = [c for c in optional if c in header]
+        if present and len(present) != len(optional):
+            missing = [c for c in optional if c not in header][0]
+            raise InvalidArgument(f"{path.name}:1: {missing}", ",".join(header),
+                                  "missing column (either all of " + ",".join(optional)
+                                  + " or none)")
+    known = set(required) | set(optional)
+    for col in header:
+        if col not in known:
+            raise InvalidArgument(f"{path.name}:1: {col}", col, "unknown column")
+    if len(set(header)) != len(header):
+        raise InvalidArgument(f"{path.name}:1", ",".join(header), "duplicated column")
+    for i, values in enumerate(reader, start=2):
+        if not values:
+            raise InvalidArgument(f"{path.name}:{i}", "", "empty line")
+        if len(values) != len(header):
+            col = header[len(values)] if len(values) < len(header) else "(extra)"
+            raise InvalidArgument(f"{path.name}:{i}: {col}", ",".join(values),
+                                  f"row has {len(values)} fields, header has {len(header)}")
+        yield _Row(path, i, header, values)
+
+
+def _default(path: str | Path | None, name: str) -> Path:
+    return Path(path) if path is not None else data_file(TRACE_DIR, name)
+
+
+# ----------------------------------------------------------------------------- readers
+
+
+def read_nodes(path: str | Path | None = None) -> list[Node]:
+    """Nodes of an openb node list (default: the bundled ``openb_node_list_gpu_node.csv``,
+    1213 nodes, 6212 GPUs), in file order.
+
+    CPU-only rows (``gpu`` 0, empty ``model``; e.g. ``openb_node_list_all_node.csv``) become
+    nodes with ``gpu_model=""`` and ``num_gpus=0``.  Raises InvalidArgument naming
+    ``file:line: column`` and the value on any bad row (unknown model: exact token match
+    against :data:`GPU_MEMORY_GIB`).
+    """
+    p = _default(path, DEFAULT_NODES)
+    nodes: list[Node] = []
+    names: set[str] = set()
+    for row in _rows(p, _NODE_COLUMNS):
+        name = row.text("sn")
+        if not name:
+            raise row.fail("sn", "must be a non-empty node name")
+        if name in names:
+            raise row.fail("sn", "duplicated node name")
+        names.add(name)
+        cpu = row.number("cpu_milli") / 1000.0
+        mem = row.number("memory_mib") / 1024.0
+        gpus = int(row.number("gpu", integer=True))
+        model = row.text("model")
+        if gpus == 0:
+            if model:
+                raise row.fail("model", "must be empty for a node with gpu=0")
+            gmem = 0.0
+        else:
+            if model not in GPU_MEMORY_GIB:
+                raise row.fail("model", "known GPU models: " + ", ".join(sorted(GPU_MEMORY_GIB)))
+            gmem = GPU_MEMORY_GIB[model]
+        nodes.append(Node(name, model, gpus, gmem, cpu, mem))
+    return nodes
+
+
+def read_pods(path: str | Path | None = None) -> list[TracePod]:
+    """Pods of an openb pod list (default: the bundled ``openb_pod_list_default.csv``,
+    8152 pods), in file order.  Accepts the 11-column lists and the 5-column
+    ``multigpu*`` lists (defaults in the module docstring).
+
+    Checks (each failure -> InvalidArgument naming ``file:line: column`` and the value):
+    numbers finite and >= 0; ``num_gpu`` an integer; ``gpu_milli`` 0 for CPU-only pods, in
+    1..1000 for one-GPU pods, exactly 1000 for multi-GPU pods; every ``gpu_spec`` token (split
+    on ``|``) exactly a known model name; ``qos`` and ``pod_phase`` known; ``scheduled_time``
+    empty only for Pending pods; creation <= scheduled <= deletion; unique names.
+    """
+    p = _default(path, DEFAULT_PODS)
+    pods: list[TracePod] = []
+    names: set[str] = set()
+    for row in _rows(p, _POD_SHAPE_COLUMNS, _POD_FULL_COLUMNS[len(_POD_SHAPE_COLUMNS):]):
+        full = "qos" in row.values
+        name = row.text("name")
+        if not name:
+            raise row.fail("name", "must be a non-empty pod name")
+        if name in names:
+            raise row.fail("name", "duplicated pod name")
+        names.add(name)
+        cpu = row.number("cpu_milli") / 1000.0
+        mem = row.number("memory_mib") / 1024.0
+        n = int(row.number("num_gpu", integer=True))
+        milli = row.number("gpu_milli")
+        if n == 0:
+            if milli != 0:
+                raise row.fail("gpu_milli", "must be 0 when num_gpu is 0")
+            share = 0.0
+        elif n == 1:
+            if not 0 < milli <= 1000:
+                raise row.fail("gpu_milli", "must be in (0, 1000] for a GPU pod")
+            share = milli / 1000.0
+        else:
+            if milli != 1000:
+                raise row.fail("gpu_milli", f"must be 1000 for num_gpu={n}")
+            share = 1.0
+        if not full:
+            pods.append(TracePod(name, cpu, mem, n, share, frozenset(), "", "", 0.0, None, None))
+            continue
+        spec = row.text("gpu_spec")
+        models: set[str] = set()
+        if spec:
+            for tok in spec.split("|"):
+                if tok not in TRACE_GPU_MODELS and tok not in GPU_MEMORY_GIB:
+                    raise InvalidArgument(row.where("gpu_spec"), spec,
+                                          f"token {tok!r} is not a known GPU model ("
+                                          + ", ".join(sorted(GPU_MEMORY_GIB)) + ")")
+                models.add(tok)
+        qos = row.text("qos")
+        if qos not in QOS_CLASSES:
+            raise row.fail("qos", "one of " + ", ".join(sorted(QOS_CLASSES)))
+        phase = row.text("pod_phase")
+        if phase not in POD_PHASES:
+            raise row.fail("pod_phase", "one of " + ", ".join(sorted(POD_PHASES)))
+        created = row.number("creation_time")
+        deleted = row.number("deletion_time")
+        if row.text("scheduled_time") == "":
+            if phase != "Pending":
+                raise row.fail("scheduled_time", f"empty only for Pending pods (phase {phase})")
+            scheduled = None
+        else:
+            scheduled = row.number("scheduled_time")
+            if scheduled < created:
+                raise row.fail("scheduled_time", f"must be >= creation_time {created:g}")
+        if deleted < (scheduled if scheduled is not None else created):
+            raise row.fail("deletion_time", "must be >= scheduled_time (or creation_time)")
+        pods.append(TracePod(name, cpu, mem, n, share, frozenset(models), qos, phase,
+                             created, scheduled, deleted))
+    return pods
+
+
+# ----------------------------------------------------------------------------- sub-cluster
+
+
+def _reachable(sizes: Sequence[int]) -> int:
+    """Bitset (Python int) of the GPU totals reachable with a subset of ``sizes``."""
+    bits = 1
+    for s in sizes:
+        bits |= bits << s
+    return bits
+
+
+def _pick_nodes(nodes: Sequence[Node], quota: int) -> list[Node]:
+    """Whole nodes of one model, in trace order, summing exactly to ``quota``; keeps the first
+    8-GPU node when the model has one and ``quota >= 8``.  Caller guarantees feasibility."""
+    chosen: list[Node] = []
+    rest = list(nodes)
+    eight = next((n for n in nodes if n.num_gpus == 8), None)
+    if eight is not None and quota >= 8:
+        others = [n for n in nodes if n is not eight]
+        if (_reachable([n.num_gpus for n in others]) >> (quota - 8)) & 1:
+            chosen.append(eight)
+            rest = others
+            quota -= 8
+    # suffix[i]: totals reachable from rest[i:]
+    suffix = [1] * (len(rest) + 1)
+    for i in range(len(rest) - 1, -1, -1):
+        suffix[i] = suffix[i + 1] | (suffix[i + 1] << rest[i].num_gpus)
+    for i, n in enumerate(rest):
+        if quota == 0:
+            break
+        if n.num_gpus <= quota and (suffix[i + 1] >> (quota - n.num_gpus)) & 1:
+            chosen.append(n)
+            quota -= n.num_gpus
+    assert quota == 0
+    return chosen
+
+
+def sub_cluster(nodes: Sequence[Node], gpus: int) -> list[Node]:
+    """A deterministic sub-cluster of exactly ``gpus`` GPUs with the GPU-model mix of ``nodes``.
+
+    Per model m with G_m GPUs of G in total, the target is ``gpus * G_m / G``; quotas are the
+    largest-remainder rounding of the targets when every quota is a sum of whole nodes of that
+    model, otherwise the reachable quotas minimising ``sum |quota - target|`` (dynamic
+    programme over models in first-seen order; deterministic tie-break).  Each model's nodes
+    are then taken whole, in trace order, keeping its first 8-GPU node where the model has one
+    and its quota allows (so 8-GPU gang pods still fit).  Result in trace order.  CPU-only
+    nodes are not taken.
+
+    Raises InvalidArgument if ``gpus`` <= 0, > the GPUs of ``nodes``, or no combination of
+    whole nodes reaches exactly ``gpus``.
+    """
+    gpu_nodes = [n for n in nodes if n.num_gpus > 0]
+    total = sum(n.num_gpus for n in gpu_nodes)
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus <= 0 or gpus > total:
+        raise InvalidArgument("gpus", gpus, f"must be an integer in 1..{total}")
+    by_model: dict[str, list[Node]] = {}
+    for n in gpu_nodes:
+        by_model.setdefault(n.gpu_model, []).append(n)
+    models = list(by_model)
+    targets = [gpus * sum(n.num_gpus for n in by_model[m]) / total for m in models]
+    reach = [_reachable([n.num_gpus for n in by_model[m]]) for m in models]
+
+    def ok(i: int, q: int) -> bool:
+        return q >= 0 and (reach[i] >> q) & 1 == 1
+
+    # largest remainder
+    floors = [math.floor(t) for t in targets]
+    left = gpus - sum(floors)
+    order = sorted(range(len(models)), key=lambda i: (-(targets[i] - floors[i]), i))
+    quotas = floors[:]
+    for i in order[:left]:
+        quotas[i] += 1
+    if not all(ok(i, q) for i, q in enumerate(quotas)):
+        quotas = _closest_reachable_quotas(targets, reach, gpus)
+        if quotas is None:
+            raise InvalidArgument("gpus", gpus, "no combination of whole nodes with this GPU "
+                                  "total keeps the model mix; try a nearby multiple of 8")
+    chosen: set[int] = set()
+    for i, m in enumerate(models):
+        chosen |= {id(n) for n in _pick_nodes(by_model[m], quotas[i])}
+    return [n for n in gpu_nodes if id(n) in chosen]
+
+
+def _closest_reachable_quotas(targets: Sequence[float], reach: Sequence[int],
+                              gpus: int) -> list[int] | None:
+    """Reachable per-model quotas summing to ``gpus`` minimising sum |q - target| (DP over
+    models, candidates within +-24 GPUs of each target)."""
+    window = 24
+    cands: list[list[int]] = []
+    for t, r in zip(targets, reach):
+        lo, hi = max(0, math.floor(t) - window), math.ceil(t) + window
+        cands.append([q for q in range(lo, hi + 1) if (r >> q) & 1])
+    # best[s] = (cost, quotas) for the models seen so far summing to s
+    best: dict[int, tuple[float, tuple[int, ...]]] = {0: (0.0, ())}
+    for t, cs in zip(targets, cands):
+        nxt: dict[int, tuple[float, tuple[int, ...]]] = {}
+        for s, (cost, qs) in best.items():
+            for q in cs:
+                s2 = s + q
+                if s2 > gpus:
+                    continue
+                c2 = cost + abs(q - t)
+                if s2 not in nxt or c2 < nxt[s2][0] - 1e-12:
+                    nxt[s2] = (c2, qs + (q,))
+        best = nxt
+    return list(best[gpus][1]) if gpus in best else None

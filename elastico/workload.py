@@ -1,0 +1,213 @@
+"""Trace pods -> simulator jobs (the default workload of ``elastico simulate``).
+
+Who calls it: the simulator and the CLI.  It calls :mod:`elastico.trace` types,
+:mod:`elastico.throughput` (job types) and builds :class:`elastico.model.Job`.  Deterministic
+for a seed (numpy ``default_rng(seed)``); no clock, no global state.
+
+Rules (docs/model.md, "Workload"), applied in this order, each exclusion counted by reason:
+
+1. ``cpu_only``: pods with ``num_gpus == 0`` (ElastiCo schedules GPUs).
+2. ``no_times``: pods without timestamps (the 5-column ``multigpu*`` lists).
+3. ``never_scheduled``: pods with no ``scheduled_s`` (Pending: never ran, no observed runtime).
+   Failed pods are kept and treated as having run from scheduled to deletion (they consumed
+   what they used); Running pods' deletion time is the observation cut-off (censored).
+4. ``no_fit``: the request fits no node of ``nodes`` (allowed model, GPUs on one node, CPU,
+   host memory, GPU-memory footprint) or uses a GPU model the throughput model does not know.
+5. ``not_sampled``: kept with probability ``min(1, cluster_gpus / 6212)`` (6212 = GPUs of the
+   trace's cluster), one seeded uniform draw per remaining pod in trace order, so that a
+   sub-cluster gets a proportional share of the trace.
+
+Each kept pod becomes a job: ``work = max(1, deletion_s - scheduled_s)`` seconds; kind from
+qos (LS / Guaranteed / Burstable -> service; BE with gpu_share < 1 -> inference; BE whole
+GPUs -> training); ``job_type`` drawn uniformly (seeded) from the Gavel job types (for
+multi-GPU pods: from the 19 that Gavel measured on 2/4/8 GPUs); priority 1.0; slowdown bound
+1.1 (service) or 1.5 (elastic).
+
+Arrival times keep the trace's order and relative spacing, compressed by a factor ``k``:
+``arrival = max(0, scheduled_s - t_head) x k`` where ``t_head`` is the 1st percentile of the
+kept pods' scheduled times -- the few pods scheduled months before the trace's dense period
+(mostly long-running services) are already present when the replay starts.  ``k`` is chosen
+(by bisection; the load is monotone in k) so that the *offered load*
+
+    load = sum_j g_j x min(work_j, S) / (cluster_gpus x S),    S = arrival span,
+
+equals ``load``: the average fraction of the cluster's GPUs requested during the arrival
+window, where ``g_j`` is the request in GPUs (``request.gpus_total``) and a job longer than
+the window counts only for the window (long-running services otherwise dominate any
+average).  The load cannot exceed ``sum_j g_j / cluster_gpus`` (every job at once); a larger
+``load`` raises InvalidArgument naming the maximum.  When the span is 0 (fewer than two
+distinct times) ``k = 1`` and every job arrives at 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Iterator, Mapping, Sequence
+
+import numpy as np
+
+from elastico.errors import InvalidArgument
+from elastico.model import Job, JobKind, Node, Request
+from elastico.shapes import FOOTPRINT_GIB
+from elastico.throughput import ThroughputModel
+from elastico.trace import TRACE_CLUSTER_GPUS, TracePod
+
+__all__ = ["Workload", "build_workload", "job_kind", "offered_load", "EXCLUSION_REASONS"]
+
+EXCLUSION_REASONS = ("cpu_only", "no_times", "never_scheduled", "no_fit", "not_sampled")
+SERVICE_QOS = frozenset({"LS", "Guaranteed", "Burstable"})
+SLOWDOWN_BOUND = {JobKind.SERVICE: 1.1, JobKind.TRAINING: 1.5, JobKind.INFERENCE: 1.5}
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Jobs sorted by arrival (ties: trace order) and how they were made.
+
+    ``excluded[reason]`` pod counts (reasons :data:`EXCLUSION_REASONS`, all present);
+    ``scale`` the arrival-time factor k (simulated s per trace s); ``cluster_gpus``;
+    ``sample_probability``; ``offered_load`` recomputed from the jobs (inf when span is 0);
+    ``kinds`` job counts per kind.  Iterating yields the jobs.
+    """
+
+    jobs: list[Job]
+    excluded: Mapping[str, int]
+    scale: float
+    cluster_gpus: int
+    sample_probability: float
+    offered_load: float
+    kinds: Mapping[str, int] = field(default_factory=dict)
+
+    def __iter__(self) -> Iterator[Job]:
+        return iter(self.jobs)
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+
+def job_kind(pod: TracePod) -> JobKind:
+    """qos LS/Guaranteed/Burstable -> service; BE with gpu_share < 1 -> inference; BE -> training.
+    Raises InvalidArgument for an unknown or empty qos."""
+    if pod.qos in SERVICE_QOS:
+        return JobKind.SERVICE
+    if pod.qos == "BE":
+        return JobKind.INFERENCE if pod.gpu_share < 1.0 else JobKind.TRAINING
+    raise InvalidArgument(f"pod[{pod.name}].qos", pod.qos, "one of LS, BE, Burstable, Guaranteed")
+
+
+def offered_load(jobs: Sequence[Job], cluster_gpus: int) -> float:
+    """``sum(g_j x min(work_j, S)) / (cluster_gpus x S)`` with S the arrival span (module
+    docstring); inf if the span is 0."""
+    if not jobs:
+        return 0.0
+    arr = np.array([j.arrival_s for j in jobs])
+    span = float(arr.max() - arr.min())
+    if span <= 0:
+        return math.inf
+    g = np.array([j.request.gpus_total for j in jobs])
+    w = np.array([j.work for j in jobs])
+    return float((g * np.minimum(w, span)).sum() / (cluster_gpus * span))
+
+
+def _solve_span(g: np.ndarray, w: np.ndarray, cluster_gpus: int, load: float) -> float:
+    """The span S > 0 with sum(g min(w, S)) / (G S) == load (decreasing in S), by bisection in
+    log space.  Raises InvalidArgument if load is above the supremum sum(g)/G."""
+    sup = float(g.sum()) / cluster_gpus
+    if load >= sup:
+        raise InvalidArgument("load", load, f"must be < {sup:.4f} for this cluster and trace "
+                                            "(every sampled job running at once)")
+    f = lambda s: float((g * np.minimum(w, s)).sum()) / (cluster_gpus * s) - load
+    lo, hi = 1e-6, 1e12
+    for _ in range(200):
+        mid = math.sqrt(lo * hi)
+        if f(mid) > 0:
+            lo = mid
+        else:
+            hi = mid
+        if hi / lo < 1 + 1e-12:
+            break
+    return math.sqrt(lo * hi)
+
+
+def _fits(pod: TracePod, nodes: Sequence[Node], known: frozenset[str]) -> bool:
+    foot = pod.gpu_share * FOOTPRINT_GIB
+    for n in nodes:
+        if (n.num_gpus >= pod.num_gpus and n.gpu_model in known
+                and (not pod.gpu_models or n.gpu_model in pod.gpu_models)
+                and pod.cpu <= n.cpu and pod.mem_gib <= n.mem_gib and foot <= n.gpu_mem_gib):
+            return True
+    return False
+
+
+def build_workload(pods: Sequence[TracePod], nodes: Sequence[Node], *, seed: int = 0,
+                   load: float = 1.0, model: ThroughputModel,
+                   jobs: int | None = None) -> Workload:
+    """Jobs for a cluster of ``nodes`` from trace ``pods`` (rules in the module docstring).
+
+    ``load`` > 0: target offered load (1.0 = the GPU-seconds asked for equal the cluster's GPU
+    capacity over the arrival span).  Raises InvalidArgument for load <= 0, NaN or inf, a
+    cluster without GPUs, or an unknown qos on a pod that would be kept.
+    """
+    if isinstance(load, bool) or not isinstance(load, (int, float)) or not math.isfinite(load) \
+            or load <= 0:
+        raise InvalidArgument("load", load, "must be a finite number > 0")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InvalidArgument("seed", seed, "must be an integer >= 0")
+    cluster_gpus = sum(n.num_gpus for n in nodes)
+    if cluster_gpus <= 0:
+        raise InvalidArgument("nodes", len(nodes), "the cluster must have at least one GPU")
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, (int, np.integer))
+                             or jobs <= 0):
+        raise InvalidArgument("jobs", jobs, "must be a positive integer (or None)")
+    rng = np.random.default_rng(seed)
+    prob = min(1.0, cluster_gpus / TRACE_CLUSTER_GPUS) if jobs is None else 1.0
+    known = frozenset(model.gpu_models())
+    types = model.job_types()
+    multi_types = model.multi_gpu_job_types()
+    excluded = Counter({r: 0 for r in EXCLUSION_REASONS})
+    kept: list[tuple[TracePod, JobKind]] = []
+    for pod in pods:
+        if pod.num_gpus == 0:
+            excluded["cpu_only"] += 1
+        elif pod.deletion_s is None:
+            excluded["no_times"] += 1
+        elif pod.scheduled_s is None:
+            excluded["never_scheduled"] += 1
+        elif not _fits(pod, nodes, known):
+            excluded["no_fit"] += 1
+        elif rng.random() >= prob:
+            excluded["not_sampled"] += 1
+        else:
+            kept.append((pod, job_kind(pod)))
+    if jobs is not None and jobs < len(kept):
+        pick = np.sort(rng.choice(len(kept), size=jobs, replace=False))
+        excluded["not_sampled"] += len(kept) - jobs
+        kept = [kept[i] for i in pick]
+    drafts = []
+    for pod, kind in kept:
+        pool = types if pod.num_gpus == 1 else multi_types
+        jt = pool[int(rng.integers(len(pool)))]
+        assert pod.scheduled_s is not None and pod.deletion_s is not None
+        work = max(1.0, pod.deletion_s - pod.scheduled_s)
+        req = Request(pod.num_gpus, pod.gpu_share, pod.cpu, pod.mem_gib, pod.gpu_models)
+        drafts.append((pod, kind, jt, work, req))
+    k, t0 = 1.0, 0.0
+    if drafts:
+        sched = np.array([d[0].scheduled_s for d in drafts], dtype=float)
+        t0 = float(np.quantile(sched, 0.01))
+        rel = np.maximum(sched - t0, 0.0)
+        span0 = float(rel.max())
+        if span0 > 0:
+            g = np.array([d[4].gpus_total for d in drafts])
+            w = np.array([d[3] for d in drafts])
+            k = _solve_span(g, w, cluster_gpus, load) / span0
+    jobs = [Job(id=pod.name, kind=kind, arrival_s=max(pod.scheduled_s - t0, 0.0) * k, work=work,
+                request=req, job_type=jt, priority=1.0, slowdown_bound=SLOWDOWN_BOUND[kind])
+            for pod, kind, jt, work, req in drafts]
+    order = sorted(range(len(jobs)), key=lambda i: (jobs[i].arrival_s, i))
+    jobs = [jobs[i] for i in order]
+    kinds = Counter(j.kind.value for j in jobs)
+    return Workload(jobs, dict(excluded), k, cluster_gpus, prob,
+                    offered_load(jobs, cluster_gpus),
+                    {kd.value: kinds.get(kd.value, 0) for kd in JobKind})

@@ -1,0 +1,135 @@
+"""What every policy needs: the cluster's GPU models, cached shape families and profiles, and
+the placement of fixed-shape (service / requested-shape) jobs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from elastico.model import Configuration, Job, JobKind, Node, ResourceSpace, ShapeFamily
+from elastico.predictor import JobProfile, SlowdownModel
+from elastico.shapes import build_family, requested_configuration
+from elastico.throughput import ThroughputModel
+
+from ..placement import ClusterState
+from ..round import ActiveJob, Decision, Status
+
+
+@dataclass
+class PolicyEnv:
+    """Everything a policy is built from (plain data and models, no clock, no I/O).
+
+    ``restart_s``: seconds of lost progress when a running job changes configuration or GPUs
+    (checkpoint + restore).  ``utility``: name in :data:`elastico.pricing.UTILITIES`.
+    """
+
+    nodes: Sequence[Node]
+    throughput: ThroughputModel
+    slowdown: SlowdownModel
+    utility: str = "jct"
+    restart_s: float = 30.0
+    max_configs: int = 16
+    scorer: str = "bestfit"
+    # per-round pricing budget: warm-started prices converge in a few iterations, and a
+    # round that stops early still returns a feasible choice with its certified gap
+    pricing_max_iterations: int = 40
+    pricing_gap_tolerance: float = 1e-3
+
+
+class JobCatalog:
+    """Per-job caches that survive across rounds (families depend only on the job and the
+    cluster's GPU models, so they are built once per job)."""
+
+    def __init__(self, env: PolicyEnv):
+        self.env = env
+        models: dict[str, tuple[int, float]] = {}
+        for n in env.nodes:
+            if n.num_gpus:
+                mx, mem = models.get(n.gpu_model, (0, n.gpu_mem_gib))
+                models[n.gpu_model] = (max(mx, n.num_gpus), mem)
+        self.gpu_models = models
+        self._families: dict[str, ShapeFamily] = {}
+        self._requested: dict[tuple[str, bool], tuple[Configuration, ...]] = {}
+        self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def family(self, job: Job) -> ShapeFamily:
+        fam = self._families.get(job.id)
+        if fam is None:
+            fam = build_family(job, self.gpu_models, self.env.throughput,
+                               max_configs=self.env.max_configs)
+            self._families[job.id] = fam
+        return fam
+
+    def arrays(self, job: Job, space: ResourceSpace) -> tuple[np.ndarray, np.ndarray]:
+        """(solo throughputs [K], demands [K, R]) of the job's family, cached."""
+        out = self._arrays.get(job.id)
+        if out is None:
+            fam = self.family(job)
+            out = (fam.throughputs(), fam.demands(space))
+            self._arrays[job.id] = out
+        return out
+
+    def requested(self, job: Job, whole_gpus: bool) -> tuple[Configuration, ...]:
+        """The job's requested shape on every allowed GPU model of the cluster."""
+        key = (job.id, whole_gpus)
+        out = self._requested.get(key)
+        if out is None:
+            allowed = job.request.gpu_models or frozenset(self.gpu_models)
+            out = tuple(
+                requested_configuration(job, m, mem, whole_gpus=whole_gpus,
+                                        model=self.env.throughput)
+                for m, (mx, mem) in self.gpu_models.items()
+                if m in allowed and job.request.num_gpus <= mx)
+            self._requested[key] = out
+        return out
+
+    def profile(self, job: Job, config: Configuration) -> JobProfile:
+        """Interference profile of ``job`` running with ``config``: the share of the GPU's SMs
+        it keeps busy, p * speed(share) with p the Amdahl parallel fraction (docs/model.md)."""
+        p = self.env.throughput.parallel_fraction(job.job_type) if job.job_type else 0.5
+        s = config.gpu_share if config.gpu_share > 0 else 1.0
+        speed = 1.0 / (p / s + 1.0 - p)
+        return JobProfile(job_type=job.job_type, kind=job.kind.value,
+                          gpu_activity=p * speed, mem_gib=config.gpu_mem_gib)
+
+    def forget(self, job_id: str) -> None:
+        self._families.pop(job_id, None)
+        self._arrays.pop(job_id, None)
+        self._requested.pop((job_id, True), None)
+        self._requested.pop((job_id, False), None)
+
+
+def keep_running(active: ActiveJob, state: ClusterState) -> Decision:
+    """A running job that keeps its configuration and GPUs."""
+    a = state.assignment(active.job.id)
+    return Decision(active.job.id, Status.PLACED, active.config, a,
+                    reason="running")
+
+
+def place_fixed_shape(catalog: JobCatalog, state: ClusterState, active: ActiveJob,
+                      *, whole_gpus: bool, scorer: str) -> Decision:
+    """Place a job with its requested shape on the first allowed GPU model where it fits.
+
+    Used for ``service`` jobs by every policy and for all jobs by ``exclusive``.
+    """
+    job = active.job
+    configs = catalog.requested(job, whole_gpus)
+    if not configs:
+        return Decision(job.id, Status.UNPLACEABLE, None,
+                        reason=f"no node of an allowed GPU model {sorted(job.request.gpu_models)} "
+                               f"has {job.request.num_gpus} GPUs")
+    reasons = []
+    for c in configs:
+        out = state.place(job.id, c, catalog.profile(job, c), job.slowdown_bound,
+                          catalog.env.slowdown, scorer=scorer)
+        if out.assignment is not None:
+            return Decision(job.id, Status.PLACED, c, out.assignment, changed=True,
+                            reason="placed with requested shape")
+        reasons.append(out.reason)
+    return Decision(job.id, Status.WAITING, None, reason="; ".join(reasons))
+
+
+def is_service(job: Job) -> bool:
+    return job.kind is JobKind.SERVICE

@@ -1,0 +1,184 @@
+"""``elastico``: Resource Shape Transformation + Elastic Shadow Pricing + interference-aware
+placement (DESIGN.md).
+
+One round:
+
+1. *Services first.*  Running ``service`` jobs keep their place; pending ones are placed with
+   their requested shape (first allowed model that fits).  Their resources come off the
+   capacity the elastic jobs are priced against.
+2. *Shapes.*  Every elastic job (training, offline inference) gets its shape family
+   (:func:`elastico.shapes.build_family`, cached per job).
+3. *Utility with hysteresis.*  ``u_c`` from the configured utility (``jct`` by default).  For a
+   running job every configuration other than its current one is charged the utility it
+   would lose while restarting: ``u_cur * restart_s / max(remaining_time_at_cur, restart_s)``
+   -- so the solver itself only moves a job when the gain over its remaining time beats the
+   restart (hysteresis inside the optimisation, not bolted on after it).
+4. *Pricing.*  :func:`elastico.pricing.solve` picks one configuration per job under the
+   aggregate capacity per resource, warm-started from the previous round's prices.
+5. *Placement.*  Jobs that keep their configuration keep their GPUs.  A running job whose
+   priced configuration changed is tried on a copy of the placement state: its priced
+   configuration, then any configuration whose reduced value ``u_c - lambda . r_c`` is at
+   least that of staying; if none fits (fragmentation, memory, or a co-resident's slowdown
+   bound) it keeps running where it is -- a failed move never costs a restart.  Jobs to
+   start are then placed by utility density, falling back by reduced value.
+6. *Backfill.*  Waiting jobs then take any configuration that fits the GPUs left free, by
+   descending utility, so no GPU idles while a job that could use it waits.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from elastico.model import Configuration, capacity_of, resource_space_for
+from elastico.pricing import UTILITIES, solve
+
+from ..placement import ClusterState
+from ..round import ActiveJob, Decision, RoundInput, RoundResult, Status
+from .common import JobCatalog, PolicyEnv, is_service, keep_running, place_fixed_shape
+
+
+class ElasticoPolicy:
+    name = "elastico"
+
+    def __init__(self, env: PolicyEnv):
+        self.env = env
+        self.catalog = JobCatalog(env)
+        self.space = resource_space_for(env.nodes)
+        self.capacity = capacity_of(env.nodes, self.space)
+        self.utility_fn = UTILITIES[env.utility]
+        self.prices: np.ndarray | None = None  # warm start ("dynamic prices")
+
+    def forget(self, job_id: str) -> None:
+        self.catalog.forget(job_id)
+
+    # -- the round -------------------------------------------------------------------------
+    def __call__(self, inp: RoundInput, state: ClusterState) -> RoundResult:
+        decisions: dict[str, Decision] = {}
+        elastic: list[ActiveJob] = []
+        cap = self.capacity.copy()
+
+        # 1. services
+        for a in sorted(inp.jobs, key=lambda a: (a.job.arrival_s, a.job.id)):
+            if not is_service(a.job):
+                elastic.append(a)
+                continue
+            if a.running:
+                d = keep_running(a, state)
+            else:
+                d = place_fixed_shape(self.catalog, state, a, whole_gpus=False,
+                                      scorer=self.env.scorer)
+            decisions[a.job.id] = d
+            if d.config is not None and d.status is Status.PLACED:
+                cap -= d.config.demand(self.space)
+        np.maximum(cap, 0.0, out=cap)
+        if not elastic:
+            return RoundResult(decisions, state)
+
+        # 2. shapes -> CSR batch
+        fams = [self.catalog.family(a.job) for a in elastic]
+        sizes = np.array([len(f) for f in fams], dtype=np.int64)
+        offsets = np.zeros(len(fams) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        arrs = [self.catalog.arrays(a.job, self.space) for a in elastic]
+        demand = np.concatenate([d for _, d in arrs])
+        thr = np.concatenate([x for x, _ in arrs])
+        remaining = np.array([a.job.remaining for a in elastic])
+        priority = np.array([a.job.priority for a in elastic])
+
+        # 3. utility + hysteresis
+        util = self.utility_fn(thr, offsets, remaining, priority)
+        current = np.full(len(elastic), -1, dtype=np.int64)
+        for i, a in enumerate(elastic):
+            if a.running:
+                try:
+                    k = fams[i].configs.index(a.config)
+                except ValueError:
+                    continue
+                current[i] = k
+                lo, hi = offsets[i], offsets[i + 1]
+                u_cur = util[lo + k]
+                rem_t = a.job.remaining / max(a.config.throughput, 1e-9)
+                pen = u_cur * self.env.restart_s / max(rem_t, self.env.restart_s)
+                util[lo:hi] -= pen
+                util[lo + k] += pen
+
+        # 4. pricing
+        init = self.prices if self.prices is not None and len(self.prices) == len(cap) else None
+        res = solve(util, demand, offsets, cap, initial_prices=init,
+                    max_iterations=self.env.pricing_max_iterations,
+                    gap_tolerance=self.env.pricing_gap_tolerance)
+        self.prices = np.asarray(res.prices, dtype=float)
+        reduced = util - demand @ self.prices
+
+        # 5. placement: unchanged jobs keep their GPUs; a changed running job moves only if
+        #    a configuration at least as good as staying (by reduced value) fits -- tried on a
+        #    copy of the state, so a failed move leaves it running where it is
+        moves: list[int] = []
+        starts: list[int] = []
+        for i, a in enumerate(elastic):
+            k = int(res.choice[i])
+            if a.running and k == current[i]:
+                decisions[a.job.id] = keep_running(a, state)
+            elif a.running:
+                moves.append(i)
+            elif k != 0:
+                starts.append(i)
+        waiting: list[int] = [i for i, a in enumerate(elastic)
+                              if not a.running and int(res.choice[i]) == 0]
+        for i in moves:
+            a = elastic[i]
+            lo, hi = offsets[i], offsets[i + 1]
+            k, cur = int(res.choice[i]), int(current[i])
+            floor = reduced[lo + cur] if cur >= 0 else reduced[lo]
+            order = [k] + [c for c in np.argsort(-reduced[lo:hi], kind="stable")
+                           if c not in (k, cur) and reduced[lo + c] >= floor]
+            trial = state.copy()
+            trial.release(a.job.id)
+            d = None
+            if k == 0:  # priced out: preempt
+                d = Decision(a.job.id, Status.WAITING, None, changed=True, reason="preempted: priced out")
+            else:
+                d = self._place_first(a, trial, [fams[i].configs[c] for c in order if c != 0], True)
+            if d is None:
+                decisions[a.job.id] = Decision(
+                    a.job.id, Status.PLACED, a.config, state.assignment(a.job.id),
+                    reason="kept: no better configuration fits")
+            else:
+                state = trial
+                decisions[a.job.id] = d
+        starts.sort(key=lambda i: -util[offsets[i] + res.choice[i]])
+        for i in starts:
+            a = elastic[i]
+            lo, hi = offsets[i], offsets[i + 1]
+            k = int(res.choice[i])
+            order = [k] + [c for c in np.argsort(-reduced[lo:hi], kind="stable")
+                           if c not in (k, 0) and reduced[lo + c] >= reduced[lo]]
+            d = self._place_first(a, state, [fams[i].configs[c] for c in order], True)
+            if d is None:
+                waiting.append(i)
+            else:
+                decisions[a.job.id] = d
+
+        # 6. backfill: free GPUs go to waiting jobs, best utility first
+        waiting.sort(key=lambda i: -util[offsets[i]:offsets[i + 1]].max())
+        for i in waiting:
+            a = elastic[i]
+            lo, hi = offsets[i], offsets[i + 1]
+            order = [c for c in np.argsort(-util[lo:hi], kind="stable") if c != 0]
+            d = self._place_first(a, state, [fams[i].configs[c] for c in order], False,
+                                  why="backfill")
+            decisions[a.job.id] = d if d is not None else Decision(
+                a.job.id, Status.WAITING, None,
+                reason="priced out" if res.choice[i] == 0 else "no GPU fits any configuration")
+        return RoundResult(decisions, state, pricing=res)
+
+    def _place_first(self, a: ActiveJob, state: ClusterState, configs: list[Configuration],
+                     first_is_choice: bool, why: str = "") -> Decision | None:
+        for j, c in enumerate(configs):
+            out = state.place(a.job.id, c, self.catalog.profile(a.job, c), a.job.slowdown_bound,
+                              self.env.slowdown, scorer=self.env.scorer)
+            if out.assignment is not None:
+                reason = why or ("priced choice" if (j == 0 and first_is_choice) else "fallback")
+                return Decision(a.job.id, Status.PLACED, c, out.assignment, reason=reason,
+                                changed=True)
+        return None

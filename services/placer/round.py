@@ -1,0 +1,127 @@
+"""The scheduling round: its contract, in one place, and the one function that runs it.
+
+Who calls it: the trace-driven simulator (:mod:`elastico.simulator`) with a virtual clock, and
+(later) the live Kubernetes loop with a wall clock -- the *same* code (STYLE.md 1 and 5).
+Whom it calls: a :class:`Policy` (``exclusive``, ``elastico``; see
+:mod:`elastico.placer.policies`), which in turn uses Resource Shape Transformation
+(:mod:`elastico.shapes`), the pricing solver (:mod:`elastico.pricing`), the slowdown model
+(:mod:`elastico.predictor`) and the placement state (:mod:`elastico.placer.placement`).
+
+Contract of one round
+---------------------
+Input (:class:`RoundInput`): the time ``now`` (seconds; an argument, never read from a clock
+here), the cluster's nodes, the placement state holding every running job's booking, and the
+active jobs (arrived, unfinished), each with its current configuration if running.
+
+Output (:class:`RoundResult`): one :class:`Decision` per active job, with a status from a
+small vocabulary (:class:`Status`): ``placed`` (runs with ``config`` at ``assignment``),
+``waiting`` (why), ``unplaceable`` (why: no node can ever host it), ``degraded`` (placed, but
+with a fallback, why), ``error``.  Plus the new placement state and the pricing result.
+
+The round is all-or-nothing: the policy works on a copy of the placement state and the
+caller swaps it in only when the round returns, so a failing round leaves the previous
+allocation in force (nothing half-applied).  A running job whose configuration or GPUs change
+pays a restart (``changed=True``); the policy decides when that is worth it (hysteresis).
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Protocol, Sequence
+
+from elastico.model import Configuration, Job, Node
+
+from .placement import Assignment, ClusterState
+
+__all__ = ["Status", "ActiveJob", "Decision", "RoundInput", "RoundResult", "Policy", "run_round"]
+
+
+class Status(str, enum.Enum):
+    """What happens next for a job (the same value feeds the trace span, the pod Event and the
+    metric)."""
+
+    PLACED = "placed"
+    WAITING = "waiting"
+    UNPLACEABLE = "unplaceable"
+    DEGRADED = "degraded"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class ActiveJob:
+    """An arrived, unfinished job as the round sees it.  ``config`` is the configuration it runs
+    with now (None when pending or preempted)."""
+
+    job: Job
+    config: Configuration | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.config is not None and not self.config.is_wait
+
+
+@dataclass(frozen=True)
+class Decision:
+    job_id: str
+    status: Status
+    config: Configuration | None
+    assignment: Assignment | None = None
+    slowdown: float = 1.0
+    reason: str = ""
+    changed: bool = False
+
+
+@dataclass(frozen=True)
+class RoundInput:
+    now: float
+    nodes: Sequence[Node]
+    state: ClusterState
+    jobs: Sequence[ActiveJob]
+
+
+@dataclass
+class RoundResult:
+    decisions: dict[str, Decision]
+    state: ClusterState
+    pricing: object | None = None
+    phase_seconds: dict[str, float] = field(default_factory=dict)
+    degraded: str = ""
+
+
+class Policy(Protocol):
+    """A scheduling policy: one call per round.  Must not mutate ``inp.state`` (it gets a copy
+    from :func:`run_round`)."""
+
+    name: str
+
+    def __call__(self, inp: RoundInput, state: ClusterState) -> RoundResult: ...
+
+
+def run_round(policy: Policy, inp: RoundInput,
+              timer: Callable[[], float] = time.perf_counter) -> RoundResult:
+    """Run one round of ``policy`` on ``inp``.
+
+    The policy decides on a private copy of the placement state; the result carries the new
+    state, so the caller commits the whole round or none of it.  Every active job gets exactly
+    one decision (checked: a policy that drops or invents jobs is a bug and raises
+    RuntimeError).  ``timer`` only measures the round's own duration for metrics.
+    """
+    t0 = timer()
+    state = inp.state.copy()
+    result = policy(inp, state)
+    ids = {a.job.id for a in inp.jobs}
+    if set(result.decisions) != ids:
+        missing = sorted(ids - set(result.decisions))[:5]
+        extra = sorted(set(result.decisions) - ids)[:5]
+        raise RuntimeError(f"policy {policy.name!r} decided for the wrong jobs: "
+                           f"missing {missing}, unknown {extra}")
+    result.phase_seconds["round"] = timer() - t0
+    return result
+
+
+def placed_configs(decisions: Mapping[str, Decision]) -> dict[str, Configuration]:
+    """Job id -> configuration for every job that runs after the round."""
+    return {k: d.config for k, d in decisions.items()
+            if d.status in (Status.PLACED, Status.DEGRADED) and d.config is not None}

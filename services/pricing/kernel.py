@@ -1,0 +1,88 @@
+"""The only Python caller of the native core :mod:`elastico._native` (STYLE.md 7, 10).
+
+Per-job configuration selection under shadow prices, the hot inner loop of Elastic Shadow
+Pricing (docs/pricing.md, section 2).  For a CSR batch of shape families (job ``j`` owns
+configurations ``[offsets[j], offsets[j+1])``), utilities ``u[M]``, demands ``d[M, R]`` and
+prices ``lam[R] >= 0`` it returns
+
+* ``choice[j] = argmax_{c in family j} u[c] - lam . d[c]`` (index within the family; lowest
+  index on ties),
+* ``totals[r] = sum_j d[choice_j, r]`` (the Lagrangian choice's total demand),
+* ``lagrangian = sum_j max_c (u[c] - lam . d[c]) + lam . capacity``, the Lagrangian dual value
+  L(lam), an upper bound on the MMKP optimum for every ``lam >= 0`` (weak duality).
+
+:func:`select` validates everything on every call.  The solver validates an instance once and
+then calls :meth:`PreparedInstance.select` every iteration, which only converts the prices.
+Callers: :mod:`elastico.pricing.solver`, tests and ``bench/bench_pricing.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from elastico import _native
+from elastico.pricing import validation as v
+
+__all__ = ["select", "prepare", "PreparedInstance"]
+
+_FUNCS = {"float64": _native.select_f64, "float32": _native.select_f32}
+
+
+@dataclass(frozen=True)
+class PreparedInstance:
+    """A validated instance converted once to the kernel's dtype (contiguous arrays).
+
+    ``offsets`` int64[N+1]; ``utility`` [M], ``demand`` [M, R], ``capacity`` [R] in ``dtype``
+    (float64 or float32); ``nthreads`` worker threads of the native loop.
+    """
+
+    offsets: np.ndarray
+    utility: np.ndarray
+    demand: np.ndarray
+    capacity: np.ndarray
+    dtype: np.dtype
+    nthreads: int
+
+    @property
+    def n_jobs(self) -> int:
+        return self.offsets.shape[0] - 1
+
+    @property
+    def n_resources(self) -> int:
+        return self.demand.shape[1]
+
+    def select(self, prices: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+        """Selection at ``prices`` (float64[R], finite, >= 0: the caller's guarantee; not
+        re-checked).  Returns ``(choice int64[N], totals float64[R], lagrangian float)``;
+        ``lagrangian`` is accumulated in double but, on the float32 path, from float32
+        per-job values (see :mod:`elastico.pricing.solver` for how the bound stays sound)."""
+        p = np.ascontiguousarray(prices, dtype=self.dtype)
+        choice, totals, lagr = _FUNCS[self.dtype.name](
+            self.offsets, self.utility, self.demand, p, self.capacity, self.nthreads)
+        return choice, np.asarray(totals, dtype=np.float64), float(lagr)
+
+
+def prepare(offsets: Any, utility: Any, demand: Any, capacity: Any, *,
+            dtype: Any = "float64", nthreads: int = 1) -> PreparedInstance:
+    """Validates an instance (raises :class:`elastico.errors.InvalidArgument`) and converts it
+    for repeated :meth:`PreparedInstance.select` calls."""
+    u, d, off, cap = v.check_instance(utility, demand, offsets, capacity)
+    dt = v.check_dtype(dtype)
+    nt = v.check_nthreads(nthreads)
+    return PreparedInstance(off, u.astype(dt, copy=False), d.astype(dt, copy=False),
+                            cap.astype(dt, copy=False), dt, nt)
+
+
+def select(offsets: Any, utility: Any, demand: Any, prices: Any, capacity: Any, *,
+           dtype: Any = "float64", nthreads: int = 1) -> tuple[np.ndarray, np.ndarray, float]:
+    """Validated per-job selection (module docstring).  Shapes: ``offsets`` [N+1] integers,
+    ``utility`` [M], ``demand`` [M, R], ``prices`` [R], ``capacity`` [R]; all finite, demand,
+    prices and capacity ``>= 0``.  ``dtype`` is ``"float64"`` or ``"float32"`` (the kernel's
+    arithmetic); ``nthreads >= 1``.  Returns ``(choice int64[N], totals float64[R],
+    lagrangian float)``."""
+    inst = prepare(offsets, utility, demand, capacity, dtype=dtype, nthreads=nthreads)
+    p = v.check_prices(prices, inst.n_resources)
+    return inst.select(p)

@@ -1,0 +1,417 @@
+"""Elastic Shadow Pricing: Lagrangian relaxation of the multiple-choice multidimensional
+knapsack (MMKP) with per-resource shadow prices, a primal repair/fill heuristic and a
+certified optimality gap.  The algorithm and every formula are in docs/pricing.md.
+
+Problem (N jobs, job ``j`` owns configurations ``F_j = [offsets[j], offsets[j+1])``, R
+resources)::
+
+    OPT = max  sum_j u[c_j]   s.t.  sum_j d[c_j] <= C,   c_j in F_j  (one per job)
+
+Lagrangian dual, for prices ``lam >= 0`` (weak duality: ``L(lam) >= OPT`` for every such
+``lam``, because any feasible choice has ``lam . (C - sum_j d[c_j]) >= 0``)::
+
+    L(lam) = sum_j max_{c in F_j} (u[c] - lam . d[c]) + lam . C
+
+The solver minimises L by projected subgradient with a Polyak step in capacity-normalised
+price space, warm-started from ``initial_prices``, and keeps the lowest value seen as the
+``dual_bound``.  Every iteration (every few on large instances) the Lagrangian choice is
+repaired to feasibility and greedily filled; the best feasible choice is ``choice`` and its
+utility ``primal_value``.  ``primal_value <= OPT <= dual_bound``, so ``gap`` certifies how far
+``choice`` can be from optimal.
+
+Callers: the scheduling round, the CLI (:mod:`elastico.pricing.cli`), later the gRPC
+PricingService.  Calls: :mod:`elastico.pricing.kernel` (the native selection).  The algorithm
+reads no clock; :func:`time.perf_counter` only fills ``PricingResult.seconds``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from elastico.errors import Infeasible, InvalidArgument
+from elastico.pricing import kernel
+from elastico.pricing import validation as v
+
+__all__ = ["PricingResult", "solve", "FEASIBILITY_RTOL"]
+
+#: A choice is feasible when ``totals[r] <= capacity[r] + FEASIBILITY_RTOL * max(capacity[r], 1)``.
+FEASIBILITY_RTOL = 1e-9
+
+# Step rule constants (docs/pricing.md, section 3).
+_THETA0 = 2.0          # initial Polyak step factor, in (0, 2]
+_PATIENCE = 8          # halve theta after this many iterations without a better dual value
+_THETA_MIN = 1e-7      # below this the prices no longer move: stop
+_FILL_ROUNDS = 30      # vectorised greedy-fill rounds per primal pass
+_REPAIR_ROUNDS = 1000  # guard; every repair round strictly lowers the violation
+_LARGE = 200_000       # M*R above which the primal pass runs every _EVERY_LARGE iterations
+_EVERY_LARGE = 5
+
+
+@dataclass(frozen=True)
+class PricingResult:
+    """Outcome of :func:`solve`.
+
+    Attributes:
+        choice: int64[N], index within each job's family (``offsets[j] + choice[j]`` is the
+            global configuration index).  Always feasible: ``totals <= capacity`` (up to
+            :data:`FEASIBILITY_RTOL`).
+        prices: float64[R] >= 0, the shadow prices at ``dual_bound`` (utility per unit of each
+            resource); pass them as ``initial_prices`` to warm-start the next round.
+        primal_value: ``sum_j utility[offsets[j] + choice[j]]`` (utility units).
+        dual_bound: lowest Lagrangian value found (float64 arithmetic), ``>= OPT``.
+        gap: ``(dual_bound - primal_value) / max(|dual_bound|, 1e-12)``, >= the true relative
+            gap to the optimum.
+        iterations: number of Lagrangian evaluations (price updates) performed.
+        seconds: wall time of the solve (``time.perf_counter``), seconds.
+        totals: float64[R], total demand of ``choice``.
+    """
+
+    choice: np.ndarray
+    prices: np.ndarray
+    primal_value: float
+    dual_bound: float
+    gap: float
+    iterations: int
+    seconds: float
+    totals: np.ndarray
+
+
+def _gap(dual: float, primal: float) -> float:
+    return (dual - primal) / max(abs(dual), 1e-12)
+
+
+class _Instance:
+    """The instance after dropping configurations that alone exceed capacity (they are in no
+    feasible choice, so dropping them keeps every dual value an upper bound and tightens it).
+
+    Items are indexed globally in the reduced instance; ``item_map`` maps them back.
+    """
+
+    def __init__(self, u: np.ndarray, d: np.ndarray, off: np.ndarray, cap: np.ndarray):
+        self.cap = cap
+        self.tol = FEASIBILITY_RTOL * np.maximum(cap, 1.0)
+        # Capacity normalisation: resource r is measured in fractions of its capacity.  A
+        # resource with zero capacity keeps scale 1; after the drop below no item uses it.
+        self.scale = np.where(cap > 0, cap, 1.0)
+        keep = np.all(d <= cap + self.tol, axis=1)
+        counts = np.add.reduceat(keep.astype(np.int64), off[:-1])
+        empty = np.flatnonzero(counts == 0)
+        if empty.size:
+            j = int(empty[0])
+            raise Infeasible(
+                f"job {j}: every configuration alone needs more than the capacity of some "
+                f"resource (configurations {int(off[j])}..{int(off[j + 1]) - 1}); no feasible "
+                f"choice exists ({empty.size} such job(s))")
+        self.orig_off = off
+        if keep.all():
+            self.item_map = None
+            self.u, self.d, self.off = u, d, off
+        else:
+            self.item_map = np.flatnonzero(keep)
+            self.u, self.d = u[keep], np.ascontiguousarray(d[keep])
+            self.off = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+        self.n = self.off.shape[0] - 1
+        self.starts = self.off[:-1]
+        self.job_of = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(self.off))
+
+    def original_choice(self, items: np.ndarray) -> np.ndarray:
+        """Global reduced item indices [N] -> index within each job's original family."""
+        g = items if self.item_map is None else self.item_map[items]
+        return (g - self.orig_off[:-1]).astype(np.int64)
+
+    def totals(self, items: np.ndarray) -> np.ndarray:
+        return self.d[items].sum(axis=0)
+
+    def feasible(self, totals: np.ndarray) -> bool:
+        return bool(np.all(totals <= self.cap + self.tol))
+
+    # -- primal heuristics (docs/pricing.md, section 4) ---------------------------------------
+
+    def _violation(self, excess: np.ndarray) -> np.ndarray:
+        """V = sum_r max(0, excess_r) / scale_r over the last axis (excess = T - C - tol)."""
+        return (np.maximum(excess, 0.0) / self.scale).sum(axis=-1)
+
+    def repair(self, items: np.ndarray, totals: np.ndarray) -> np.ndarray | None:
+        """Moves jobs to other configurations of their family until the choice is feasible,
+        cheapest utility loss per unit of removed (capacity-normalised) violation first.
+        Returns the feasible items, or None when no move lowers the violation any more."""
+        items = items.copy()
+        T = totals.copy()
+        for _ in range(_REPAIR_ROUNDS):
+            E = T - self.cap - self.tol
+            over = E > 0
+            if not over.any():
+                return items
+            V = float(self._violation(E))
+            # Only jobs whose configuration uses an overused resource can lower V.
+            jobs = np.flatnonzero((self.d[items][:, over] > 0).any(axis=1))
+            mask = np.zeros(self.n, dtype=bool)
+            mask[jobs] = True
+            cand = np.flatnonzero(mask[self.job_of])
+            cur = items[self.job_of[cand]]
+            cand_ok = cand != cur
+            cand, cur = cand[cand_ok], cur[cand_ok]
+            delta = self.d[cand] - self.d[cur]
+            red = V - self._violation(E + delta)
+            good = red > 1e-12 * max(V, 1.0)
+            if not good.any():
+                return None
+            cand, cur, delta, red = cand[good], cur[good], delta[good], red[good]
+            ratio = (self.u[cur] - self.u[cand]) / red
+            pick = _best_per_job(self.job_of[cand], ratio)  # ascending ratio
+            cum = np.cumsum(delta[pick], axis=0)
+            Vk = self._violation(E + cum)
+            k = int(np.argmin(Vk))  # first prefix with the lowest violation (0 = feasible)
+            moved = cand[pick[: k + 1]]
+            items[self.job_of[moved]] = moved
+            T = T + cum[k]
+        return None
+
+    def _upgrade_rows(self, items_mask_jobs: np.ndarray | None, items: np.ndarray,
+                      S: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Candidate upgrades (item, demand change [.,R], utility gain) that fit the slack S,
+        over all jobs (``items_mask_jobs`` None) or over the jobs in that boolean mask."""
+        cand = (np.arange(self.u.shape[0]) if items_mask_jobs is None
+                else np.flatnonzero(items_mask_jobs[self.job_of]))
+        cur = items[self.job_of[cand]]
+        gain = self.u[cand] - self.u[cur]
+        up = gain > 0
+        cand, cur, gain = cand[up], cur[up], gain[up]
+        delta = self.d[cand] - self.d[cur]
+        fits = np.all(delta <= S, axis=1)
+        return cand[fits], delta[fits], gain[fits]
+
+    def fill(self, items: np.ndarray, totals: np.ndarray, weights: np.ndarray,
+             rounds: int = _FILL_ROUNDS) -> tuple[np.ndarray, np.ndarray]:
+        """Greedy upgrades of a feasible choice: best utility gain per unit of added,
+        capacity-normalised, price-weighted demand first; each round applies the largest
+        prefix of the per-job best upgrades that fits the slack together.  The candidate pool
+        is built once and then only shrinks (rows that no longer fit) or is refreshed for the
+        jobs that moved.  Returns (items, totals), still feasible."""
+        items = items.copy()
+        T = totals.copy()
+        S = self.cap + self.tol - T
+        cand, delta, gain = self._upgrade_rows(None, items, S)
+        for _ in range(rounds):
+            if cand.size == 0:
+                break
+            cost = (np.maximum(delta, 0.0) / self.scale) @ weights
+            ratio = np.where(cost > 0, gain / np.where(cost > 0, cost, 1.0), np.inf)
+            pick = _best_per_job(self.job_of[cand], -ratio)  # descending ratio
+            cum = np.cumsum(delta[pick], axis=0)
+            ok = np.flatnonzero(np.all(cum <= S, axis=1))
+            k = int(ok[-1])  # the largest set of moves that fits together (row 0 fits alone)
+            moved = cand[pick[: k + 1]]
+            moved_jobs = self.job_of[moved]
+            items[moved_jobs] = moved
+            T = T + cum[k]
+            S = S - cum[k]
+            mask = np.zeros(self.n, dtype=bool)
+            mask[moved_jobs] = True
+            live = ~mask[self.job_of[cand]] & np.all(delta <= S, axis=1)
+            c2, d2, g2 = self._upgrade_rows(mask, items, S)
+            cand = np.concatenate((cand[live], c2))
+            delta = np.concatenate((delta[live], d2))
+            gain = np.concatenate((gain[live], g2))
+        return items, T
+
+    def smallest(self) -> np.ndarray:
+        """Per job, the configuration with the least capacity-normalised total demand (the
+        wait configuration when the family has one)."""
+        size = (self.d / self.scale).sum(axis=1)
+        return _best_per_job_sorted_by_job(self.job_of, size, self.n)
+
+
+def _best_per_job(jobs: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """Positions (into ``jobs``/``key``) of the lowest ``key`` per job, ordered by that key
+    (ties: the earlier position)."""
+    order = np.argsort(key, kind="stable")
+    _, first = np.unique(jobs[order], return_index=True)
+    return order[np.sort(first)]
+
+
+def _best_per_job_sorted_by_job(jobs: np.ndarray, key: np.ndarray, n: int) -> np.ndarray:
+    """Global index of the lowest ``key`` in each job, ordered by job (every job non-empty)."""
+    order = np.lexsort((key, jobs))
+    _, first = np.unique(jobs[order], return_index=True)
+    out = order[first]
+    assert out.shape[0] == n
+    return out
+
+
+def _check_options(max_iterations: Any, gap_tolerance: Any) -> tuple[int, float]:
+    if isinstance(max_iterations, bool) or not isinstance(max_iterations, (int, np.integer)) \
+            or max_iterations < 1:
+        raise InvalidArgument("max_iterations", max_iterations, "must be an integer >= 1")
+    try:
+        tol = float(gap_tolerance)
+    except (TypeError, ValueError):
+        raise InvalidArgument("gap_tolerance", gap_tolerance, "must be a finite number >= 0") from None
+    if not (math.isfinite(tol) and tol >= 0):
+        raise InvalidArgument("gap_tolerance", tol, "must be a finite number >= 0")
+    return int(max_iterations), tol
+
+
+def solve(utility: Any, demand: Any, offsets: Any, capacity: Any, *,
+          initial_prices: Any = None, max_iterations: int = 200, gap_tolerance: float = 1e-4,
+          dtype: str = "float64", nthreads: int = 1) -> PricingResult:
+    """Chooses one configuration per job (Elastic Shadow Pricing; docs/pricing.md).
+
+    Args:
+        utility: [M] finite, utility of each configuration (e.g. from
+            :data:`elastico.pricing.UTILITIES`).
+        demand: [M, R] finite, >= 0, resource vector of each configuration (model units:
+            GPUs, GiB, cores).
+        offsets: [N+1] integers, 0 = offsets[0] < offsets[1] < ... < offsets[N] = M; job j owns
+            configurations [offsets[j], offsets[j+1]).
+        capacity: [R] finite, >= 0, total capacity of each resource.
+        initial_prices: [R] finite, >= 0, warm-start shadow prices (e.g. the previous round's
+            ``PricingResult.prices``); None = cold start at 0.
+        max_iterations: >= 1, limit on Lagrangian evaluations.
+        gap_tolerance: >= 0, stop once the certified relative gap is at most this.
+        dtype: "float64" or "float32", arithmetic of the native selection.  The reported
+            ``dual_bound`` is always evaluated in float64, so it stays a valid bound.
+        nthreads: >= 1, threads of the native selection.
+
+    Returns:
+        :class:`PricingResult` with a feasible ``choice``.
+
+    Raises:
+        InvalidArgument: bad input (field, value and what is allowed in the message).
+        Infeasible: no feasible choice was found (only possible when some family lacks a
+            zero-demand configuration).
+    """
+    t0 = time.perf_counter()
+    u, d, off, cap = v.check_instance(utility, demand, offsets, capacity)
+    R = cap.shape[0]
+    lam = (np.zeros(R) if initial_prices is None
+           else v.check_prices(initial_prices, R, "initial_prices").copy())
+    dt = v.check_dtype(dtype)
+    nt = v.check_nthreads(nthreads)
+    max_it, gap_tol = _check_options(max_iterations, gap_tolerance)
+
+    n = off.shape[0] - 1
+    if n == 0:  # nothing to choose: OPT = 0 = L(0)
+        z = np.zeros(R)
+        return PricingResult(np.zeros(0, np.int64), z, 0.0, 0.0, 0.0, 0,
+                             time.perf_counter() - t0, z.copy())
+
+    inst = _Instance(u, d, off, cap)
+    lam[cap <= 0] = 0.0  # no remaining configuration uses a zero-capacity resource
+    kern = kernel.prepare(inst.off, inst.u, inst.d, cap, dtype=dt, nthreads=nt)
+    kern64 = kern if dt == np.float64 else kernel.prepare(inst.off, inst.u, inst.d, cap, nthreads=nt)
+    every = 1 if inst.u.shape[0] * R <= _LARGE else _EVERY_LARGE
+
+    best_items: np.ndarray | None = None
+    best_T = np.zeros(R)
+    best_primal = -math.inf
+
+    def consider(items: np.ndarray, T: np.ndarray, weights: np.ndarray) -> None:
+        nonlocal best_items, best_T, best_primal
+        items, T = inst.fill(items, T, weights)
+        val = float(inst.u[items].sum())
+        if val > best_primal:
+            best_items, best_T, best_primal = items, T, val
+
+    def fill_weights(mu: np.ndarray) -> np.ndarray:
+        top = float(mu.max()) if mu.size else 0.0
+        return mu + 0.01 * top if top > 0 else np.ones_like(mu)
+
+    scale = inst.scale
+    # Primal from the smallest configurations (the all-wait choice when families have one).
+    start = inst.smallest()
+    T0 = inst.totals(start)
+    if inst.feasible(T0):
+        consider(start, T0, fill_weights(lam * scale))
+    else:
+        fixed = inst.repair(start, T0)
+        if fixed is not None:
+            consider(fixed, inst.totals(fixed), fill_weights(lam * scale))
+
+    best_dual = math.inf
+    best_lam = lam.copy()
+    theta, stale = _THETA0, 0
+    it = 0
+    certified = dt == np.float64  # is best_dual a float64 evaluation?
+    for it in range(1, max_it + 1):
+        choice, T, L = kern.select(lam)
+        items = inst.starts + choice
+        if dt != np.float64:
+            T = inst.totals(items)
+        if L < best_dual:
+            best_dual, best_lam, stale = L, lam.copy(), 0
+            certified = dt == np.float64
+        else:
+            stale += 1
+            if stale >= _PATIENCE:
+                theta, stale = theta / 2, 0
+        mu = lam * scale
+        if inst.feasible(T):  # the Lagrangian choice itself is feasible: always worth a fill
+            consider(items, T, fill_weights(mu))
+        elif it % every == 0 or it <= 3:
+            fixed = inst.repair(items, T)
+            if fixed is not None:
+                consider(fixed, inst.totals(fixed), fill_weights(mu))
+        if best_items is not None and _gap(best_dual, best_primal) <= gap_tol:
+            if not certified:
+                best_dual, certified = kern64.select(best_lam)[2], True
+            if _gap(best_dual, best_primal) <= gap_tol:
+                break
+        if theta < _THETA_MIN:
+            break
+        # Projected subgradient step in normalised prices mu_r = lam_r * scale_r.
+        g = (cap - T) / scale                      # dL/dmu
+        g = np.where((mu <= 0) & (g > 0), 0.0, g)  # these prices are pinned at 0
+        g2 = float(g @ g)
+        if g2 <= 0.0:  # lambda-choice feasible with complementary slackness: L(lam) = OPT
+            break
+        target = best_primal if best_items is not None else best_dual - 0.1 * max(abs(best_dual), 1.0)
+        step = theta * max(L - target, 1e-9 * max(abs(L), 1.0)) / g2
+        mu = np.maximum(mu - step * g, 0.0)
+        lam = mu / scale
+
+    if not certified:
+        best_dual = kern64.select(best_lam)[2]
+    if best_items is None:
+        # Last resort: the Lagrangian choice at the best prices.
+        choice, T, _ = kern64.select(best_lam)
+        items = inst.starts + choice
+        fixed = inst.repair(items, inst.totals(items))
+        if fixed is not None:
+            consider(fixed, inst.totals(fixed), fill_weights(best_lam * scale))
+    if best_items is None:
+        raise Infeasible(_infeasible_message(inst, T0, it))
+    # A final, longer greedy fill of the best choice.
+    items, T = inst.fill(best_items, best_T, fill_weights(best_lam * scale), rounds=10 * _FILL_ROUNDS)
+    val = float(inst.u[items].sum())
+    if val > best_primal:
+        best_items, best_T, best_primal = items, T, val
+
+    choice = inst.original_choice(best_items)
+    totals = d[off[:-1] + choice].sum(axis=0)
+    primal = float(u[off[:-1] + choice].sum())
+    return PricingResult(
+        choice=choice, prices=best_lam, primal_value=primal, dual_bound=float(best_dual),
+        gap=_gap(best_dual, primal), iterations=it, seconds=time.perf_counter() - t0,
+        totals=totals)
+
+
+def _infeasible_message(inst: _Instance, smallest_totals: np.ndarray, iterations: int) -> str:
+    over = smallest_totals - inst.cap - inst.tol
+    if np.any(over > 0):
+        r = int(np.argmax(over / inst.scale))
+        lower = np.minimum.reduceat(inst.d, inst.starts, axis=0).sum(axis=0)
+        if np.any(lower > inst.cap + inst.tol):
+            r = int(np.argmax((lower - inst.cap) / inst.scale))
+            return (f"capacity[{r}]: {float(inst.cap[r])} is less than {float(lower[r])}, the "
+                    f"demand of every job's smallest configuration on resource {r}; no feasible "
+                    f"choice exists")
+        return (f"no feasible choice found after {iterations} iterations (the smallest "
+                f"configurations overuse resource {r}: {float(smallest_totals[r])} > capacity "
+                f"{float(inst.cap[r])}; add a zero-demand wait configuration to every family)")
+    return f"no feasible choice found after {iterations} iterations"

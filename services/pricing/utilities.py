@@ -1,0 +1,81 @@
+"""Per-configuration utilities for Elastic Shadow Pricing: pure policies with one signature,
+registered by name in :data:`UTILITIES` (STYLE.md 6).
+
+Signature::
+
+    fn(throughput[M], offsets[N+1], remaining_s[N], priority[N]) -> utility[M]
+
+* ``throughput[c]``: configuration c's normalized throughput (1.0 = the job's trace speed,
+  0.0 = wait), finite and >= 0.  Effective throughput (solo / predicted slowdown) when the
+  placer feeds slowdowns back.
+* ``offsets``: CSR families, job j owns configurations ``[offsets[j], offsets[j+1])``.
+* ``remaining_s[j]``: job j's remaining work, seconds at throughput 1.0 (``Job.remaining``).
+* ``priority[j]``: the job's priority weight, finite and > 0.
+
+Callers: the scheduling round (to build the pricing instance) and tests.  Calls nothing but
+numpy.  Every utility is 0 for the wait configuration (x = 0), so waiting is neutral.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from elastico.errors import InvalidArgument
+from elastico.pricing import validation as v
+
+__all__ = ["jct", "throughput", "fair", "UTILITIES", "FAIR_DELTA", "Utility"]
+
+Utility = Callable[[Any, Any, Any, Any], np.ndarray]
+
+#: The offset delta of :func:`fair`, in normalized throughput units.
+FAIR_DELTA = 0.01
+
+
+def _prepare(x: Any, offsets: Any, remaining_s: Any, priority: Any
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Checks the common arguments; returns (throughput[M], remaining per configuration [M],
+    priority per configuration [M])."""
+    x = v.check_vector("throughput", x, None, nonneg=True)
+    off = v.check_offsets(offsets, x.shape[0])
+    n = off.shape[0] - 1
+    rem = v.check_vector("remaining_s", remaining_s, n, nonneg=True, length_name="N")
+    pri = v.check_vector("priority", priority, n, nonneg=True, length_name="N")
+    bad = np.flatnonzero(pri <= 0)
+    if bad.size:
+        i = int(bad[0])
+        raise InvalidArgument(f"priority[{i}]", float(pri[i]), "must be finite and > 0")
+    counts = np.diff(off)
+    return x, np.repeat(rem, counts), np.repeat(pri, counts)
+
+
+def jct(throughput: Any, offsets: Any, remaining_s: Any, priority: Any) -> np.ndarray:
+    """Default: ``U_c = priority_j * x_c / max(remaining_j, 1.0)`` (units: 1/s).
+
+    Shortest-remaining-first pressure: the rate at which configuration c drains job j's
+    remaining time, ``x_c / remaining_j``, is the fraction of the job finished per second;
+    maximising its weighted sum favours short jobs, the rule that minimises average JCT on
+    one machine (SRPT, Schrage 1968).  ``max(., 1.0)`` caps the weight of jobs about to end.
+    """
+    x, rem, pri = _prepare(throughput, offsets, remaining_s, priority)
+    return pri * x / np.maximum(rem, 1.0)
+
+
+def throughput(throughput: Any, offsets: Any, remaining_s: Any, priority: Any) -> np.ndarray:
+    """``U_c = priority_j * x_c`` (normalized throughput, dimensionless): cluster throughput."""
+    x, _, pri = _prepare(throughput, offsets, remaining_s, priority)
+    return pri * x
+
+
+def fair(throughput: Any, offsets: Any, remaining_s: Any, priority: Any) -> np.ndarray:
+    """``U_c = priority_j * (log(x_c + delta) - log(delta))``, ``delta = 0.01``
+    (dimensionless).  Proportional fairness (Kelly 1997: maximise sum of weighted log
+    throughput); the shift by delta makes wait (x = 0) worth exactly 0 instead of -inf.
+    """
+    x, _, pri = _prepare(throughput, offsets, remaining_s, priority)
+    return pri * (np.log(x + FAIR_DELTA) - np.log(FAIR_DELTA))
+
+
+#: Utilities by name; ``jct`` is the default.
+UTILITIES: Mapping[str, Utility] = {"jct": jct, "throughput": throughput, "fair": fair}

@@ -1,0 +1,137 @@
+"""Input checks for MMKP instances in CSR form, shared by the kernel, the solver, the
+utilities and the CLI.
+
+Each check runs before any work and raises :class:`elastico.errors.InvalidArgument` naming
+the field (with the index of the first bad element), the bad value (a plain Python number or
+shape tuple) and what is allowed, e.g. ``capacity[2]: -1.0 is not allowed (must be finite
+and >= 0)``.  On success the checks return contiguous arrays of the canonical dtype
+(``int64`` offsets, ``float64`` values) without copying when the input already is one.
+
+Layout (docs/pricing.md, protos/elastico/v1/pricing.proto): N jobs, M configurations in all,
+R resources; job ``j`` owns configurations ``[offsets[j], offsets[j+1])``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from elastico.errors import InvalidArgument
+
+__all__ = [
+    "check_offsets",
+    "check_vector",
+    "check_demand",
+    "check_instance",
+    "check_prices",
+    "check_dtype",
+    "check_nthreads",
+    "DTYPES",
+]
+
+DTYPES = ("float64", "float32")
+
+
+def _plain(x: Any) -> Any:
+    """A numpy scalar as a plain Python number, so messages read ``nan``, not ``np.float64(nan)``."""
+    return x.item() if isinstance(x, np.generic) else x
+
+
+def _as_array(field: str, value: Any) -> np.ndarray:
+    try:
+        return np.asarray(value)
+    except (TypeError, ValueError) as exc:  # ragged lists and the like
+        raise InvalidArgument(field, type(value).__name__, f"must be an array ({exc})") from None
+
+
+def check_offsets(offsets: Any, m: int | None = None) -> np.ndarray:
+    """``offsets[N+1]``: 1-D integers, ``offsets[0] == 0``, strictly increasing (no empty
+    family), ending at ``m`` when given.  Returns a contiguous int64 array."""
+    a = _as_array("offsets", offsets)
+    if a.ndim != 1 or a.shape[0] < 1:
+        raise InvalidArgument("offsets.shape", a.shape, "must be 1-D with N+1 >= 1 entries")
+    integral_floats = a.dtype.kind == "f" and bool(np.all(np.isfinite(a)) and np.all(a == np.round(a)))
+    if a.dtype.kind not in "iu" and not integral_floats:  # integral floats come from JSON
+        raise InvalidArgument("offsets.dtype", str(a.dtype), "must be integers")
+    off = np.ascontiguousarray(a, dtype=np.int64)
+    if off[0] != 0:
+        raise InvalidArgument("offsets[0]", _plain(off[0]), "must be 0")
+    steps = np.diff(off)
+    bad = np.flatnonzero(steps <= 0)
+    if bad.size:
+        j = int(bad[0])
+        raise InvalidArgument(
+            f"offsets[{j + 1}]", _plain(off[j + 1]),
+            f"must be > offsets[{j}]={_plain(off[j])}: job {j} would have an empty family",
+        )
+    if m is not None and off[-1] != m:
+        n = off.shape[0] - 1
+        raise InvalidArgument(f"offsets[{n}]", _plain(off[-1]), f"must equal M={m}, the number of configurations")
+    return off
+
+
+def check_vector(field: str, value: Any, length: int | None, *, nonneg: bool,
+                 length_name: str = "M") -> np.ndarray:
+    """A 1-D finite float64 vector of ``length`` (when given), ``>= 0`` when ``nonneg``."""
+    a = _as_array(field, value)
+    if a.ndim != 1 or (length is not None and a.shape[0] != length):
+        want = f"must be 1-D of length {length_name}={length}" if length is not None else "must be 1-D"
+        raise InvalidArgument(f"{field}.shape", a.shape, want)
+    if a.dtype.kind not in "iuf":
+        raise InvalidArgument(f"{field}.dtype", str(a.dtype), "must be numbers")
+    v = np.ascontiguousarray(a, dtype=np.float64)
+    ok = np.isfinite(v) & (v >= 0) if nonneg else np.isfinite(v)
+    if not ok.all():
+        i = int(np.flatnonzero(~ok)[0])
+        raise InvalidArgument(f"{field}[{i}]", _plain(v[i]), "must be finite and >= 0" if nonneg else "must be finite")
+    return v
+
+
+def check_demand(demand: Any, m: int | None, r: int | None = None) -> np.ndarray:
+    """``demand[M, R]``: 2-D, finite, ``>= 0``.  Returns a contiguous float64 array."""
+    a = _as_array("demand", demand)
+    if a.ndim != 2 or (m is not None and a.shape[0] != m) or (r is not None and a.shape[1] != r):
+        want = f"must be 2-D [M, R] with M={m}" + (f", R={r}" if r is not None else "")
+        raise InvalidArgument("demand.shape", a.shape, want)
+    if a.dtype.kind not in "iuf":
+        raise InvalidArgument("demand.dtype", str(a.dtype), "must be numbers")
+    d = np.ascontiguousarray(a, dtype=np.float64)
+    ok = np.isfinite(d) & (d >= 0)
+    if not ok.all():
+        i, k = (int(x) for x in np.argwhere(~ok)[0])
+        raise InvalidArgument(f"demand[{i}, {k}]", _plain(d[i, k]), "must be finite and >= 0")
+    return d
+
+
+def check_instance(utility: Any, demand: Any, offsets: Any, capacity: Any
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Checks a whole instance; returns ``(utility[M], demand[M,R], offsets[N+1], capacity[R])``
+    as contiguous float64 / int64 arrays.  M is taken from ``utility``."""
+    u = check_vector("utility", utility, None, nonneg=False)
+    m = u.shape[0]
+    d = check_demand(demand, m)
+    off = check_offsets(offsets, m)
+    cap = check_vector("capacity", capacity, d.shape[1], nonneg=True, length_name="R")
+    return u, d, off, cap
+
+
+def check_prices(prices: Any, r: int, field: str = "prices") -> np.ndarray:
+    """Shadow prices ``[R]``: finite and ``>= 0``."""
+    return check_vector(field, prices, r, nonneg=True, length_name="R")
+
+
+def check_dtype(dtype: Any) -> np.dtype:
+    """``"float64"`` or ``"float32"`` (or the numpy dtypes)."""
+    name = np.dtype(dtype).name if isinstance(dtype, (type, np.dtype)) else dtype
+    if name not in DTYPES:
+        raise InvalidArgument("dtype", _plain(name) if not isinstance(name, str) else name,
+                              f"must be one of {', '.join(DTYPES)}")
+    return np.dtype(name)
+
+
+def check_nthreads(nthreads: Any) -> int:
+    """Worker threads of the native kernel: an integer ``>= 1``."""
+    if isinstance(nthreads, bool) or not isinstance(nthreads, (int, np.integer)) or nthreads < 1:
+        raise InvalidArgument("nthreads", _plain(nthreads), "must be an integer >= 1")
+    return int(nthreads)

@@ -1,0 +1,92 @@
+"""``elastico simulate`` as a user runs it: the table, the JSON keys, and every bad input
+exiting with status 2 and a message naming the flag and the value."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from elastico.cli import main
+from elastico.simulator import METRIC_KEYS
+
+SMALL = ["simulate", "--gpus", "64", "--jobs", "60", "--load", "0.5", "--no-progress"]
+
+
+def test_console_script_is_installed_and_explains_itself():
+    exe = Path(sys.executable).with_name("elastico")
+    out = subprocess.run([str(exe), "simulate", "--help"], capture_output=True, text=True,
+                         check=True).stdout
+    for flag in ("--gpus", "--policy", "--seed", "--load", "--jobs", "--json"):
+        assert flag in out
+
+
+def test_single_policy_json_is_flat(tmp_path, capsys):
+    out = tmp_path / "m.json"
+    assert main(SMALL + ["--policy", "elastico", "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert set(METRIC_KEYS) <= set(doc)
+    assert doc["policy"] == "elastico" and doc["gpus"] == 64
+    table = capsys.readouterr().out
+    assert "avg JCT (s)" in table and "elastico" in table
+
+
+def test_both_policies_json_has_runs_and_table_has_ratio(tmp_path, capsys):
+    out = tmp_path / "m.json"
+    assert main(SMALL + ["--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert [r["policy"] for r in doc["runs"]] == ["exclusive", "elastico"]
+    for r in doc["runs"]:
+        assert set(METRIC_KEYS) <= set(r)
+        assert 0 <= r["gpu_allocation"] <= 1 and 0 <= r["gpu_utilization"] <= 1
+    assert "ratio" in capsys.readouterr().out
+
+
+def _bad(tmp_path, capsys, args, *needles):
+    code = main(args)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    for n in needles:
+        assert n in err, err
+
+
+def test_bad_gpus(tmp_path, capsys):
+    _bad(tmp_path, capsys, ["simulate", "--gpus", "0", "--no-progress"], "--gpus", "0")
+    _bad(tmp_path, capsys, ["simulate", "--gpus", "100000", "--no-progress"], "100000")
+
+
+def test_bad_load(tmp_path, capsys):
+    _bad(tmp_path, capsys, SMALL + ["--load", "nan"], "--load", "nan")
+    _bad(tmp_path, capsys, SMALL + ["--load", "-1"], "--load", "-1")
+    # above what the sampled jobs can offer: names the maximum
+    _bad(tmp_path, capsys, SMALL + ["--load", "50"], "load", "50", "must be <")
+
+
+def test_bad_files(tmp_path, capsys):
+    _bad(tmp_path, capsys, SMALL + ["--trace", str(tmp_path / "missing.csv")], "--trace",
+         "missing.csv")
+    trunc = tmp_path / "trunc.csv"
+    trunc.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
+                     "creation_time,deletion_time,scheduled_time\nopenb-pod-0000,12000,16384,1\n")
+    _bad(tmp_path, capsys, SMALL + ["--trace", str(trunc)], "trunc.csv")
+    nan = tmp_path / "nan.csv"
+    nan.write_text("sn,cpu_milli,memory_mib,gpu,model\nopenb-node-0000,nan,262144,2,P100\n")
+    _bad(tmp_path, capsys, SMALL + ["--nodes", str(nan)], "nan.csv", "cpu_milli")
+    _bad(tmp_path, capsys, SMALL + ["--json", str(tmp_path / "no" / "dir" / "x.json")], "--json")
+
+
+def test_bad_counts(tmp_path, capsys):
+    _bad(tmp_path, capsys, SMALL + ["--jobs", "-3"], "--jobs", "-3")
+    _bad(tmp_path, capsys, SMALL + ["--seed", "-1"], "--seed", "-1")
+    _bad(tmp_path, capsys, SMALL + ["--restart-s", "inf"], "--restart-s")
+
+
+def test_argparse_rejects_non_numbers_with_status_2(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["simulate", "--gpus", "many"])
+    assert e.value.code == 2
+    assert "--gpus" in capsys.readouterr().err

@@ -1,0 +1,144 @@
+"""Property test: random clusters and random place/release sequences keep every invariant,
+checked independently of ClusterState's own bookkeeping."""
+
+import math
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from elastico.model import Configuration, Node
+from elastico.placer.mig import MIG_PROFILES
+from elastico.placer.placement import ClusterState
+from elastico.predictor import AnalyticSlowdown, JobProfile
+
+A100 = MIG_PROFILES["A100-40GB"]
+
+
+@st.composite
+def clusters(draw):
+    nodes, mig = [], set()
+    for i in range(draw(st.integers(1, 4))):
+        model = draw(st.sampled_from(["V100", "A100-40GB"]))
+        g = draw(st.integers(1, 8))
+        nodes.append(Node(f"n{i}", model, g, 16.0 if model == "V100" else 40.0,
+                          draw(st.sampled_from([4.0, 16.0, 64.0])), draw(st.sampled_from([32.0, 256.0]))))
+        if model == "A100-40GB":
+            for j in range(g):
+                if draw(st.booleans()):
+                    mig.add((i, j))
+    return nodes, mig
+
+
+@st.composite
+def configs(draw):
+    model = draw(st.sampled_from(["V100", "A100-40GB"]))
+    cpu = draw(st.sampled_from([0.0, 1.0, 4.0]))
+    mem = draw(st.sampled_from([0.0, 8.0, 64.0]))
+    kind = draw(st.sampled_from(["mps", "whole", "gang", "mig"]))
+    if kind == "mig" and model == "A100-40GB":
+        p = A100[draw(st.sampled_from(list(A100)))]
+        return Configuration("mig", model, draw(st.integers(1, 2)), p.share,
+                             draw(st.sampled_from([1.0, p.memory_gib])), cpu, mem, 1.0, p.name)
+    if kind == "gang":
+        return Configuration("gang", model, draw(st.integers(2, 4)), draw(st.sampled_from([0.5, 1.0])),
+                             draw(st.sampled_from([2.0, 12.0])), cpu, mem, 1.0)
+    share = 1.0 if kind == "whole" else draw(st.sampled_from([0.1, 0.25, 0.3, 0.5, 0.75]))
+    return Configuration(kind, model, 1, share, draw(st.sampled_from([1.0, 6.0, 15.0])), cpu, mem, 1.0)
+
+
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("place"), configs(), st.floats(0.0, 1.0), st.sampled_from([1.0, 1.2, 1.5, 3.0]),
+                  st.sampled_from(["bestfit", "firstfit"])),
+        st.tuples(st.just("release"), st.integers(0, 1000)),
+    ),
+    min_size=1, max_size=25,
+)
+
+
+def independent_check(cs, nodes, mig, live, kappa):
+    offs = [0]
+    for n in nodes:
+        offs.append(offs[-1] + n.num_gpus)
+    share = {}
+    mem = {}
+    occ = {}
+    comp = {}
+    cpu = [0.0] * len(nodes)
+    hmem = [0.0] * len(nodes)
+    act = {}
+    for j, (a, cfg, prof, bound) in live.items():
+        n = nodes[a.node_index]
+        assert a.node == n.name and len(a.gpu_indices) == cfg.num_gpus
+        assert len(set(a.gpu_indices)) == cfg.num_gpus and n.gpu_model == cfg.gpu_model
+        cpu[a.node_index] += cfg.cpu
+        hmem[a.node_index] += cfg.mem_gib
+        for i, g in enumerate(a.gpu_indices):
+            key = (a.node_index, g)
+            assert 0 <= g < n.num_gpus
+            if cfg.mig_profile:
+                assert key in mig
+                p = A100[cfg.mig_profile]
+                s = a.mig_starts[i]
+                assert s in p.starts
+                m = ((1 << p.memory_slices) - 1) << s
+                assert not occ.get(key, 0) & m, "MIG slices overlap"
+                occ[key] = occ.get(key, 0) | m
+                comp[key] = comp.get(key, 0) + p.compute_slices
+                share[key] = share.get(key, 0.0) + p.compute_slices / 7
+                mem[key] = mem.get(key, 0.0) + n.gpu_mem_gib * p.memory_slices / 8
+                assert cfg.gpu_mem_gib <= n.gpu_mem_gib * p.memory_slices / 8
+            else:
+                assert key not in mig
+                share[key] = share.get(key, 0.0) + cfg.gpu_share
+                mem[key] = mem.get(key, 0.0) + cfg.gpu_mem_gib
+                act.setdefault(key, []).append((j, prof.gpu_activity))
+                if cfg.gpu_share == 1.0:
+                    assert len([x for x in live.values() if (x[0].node_index, *()) == (a.node_index,)
+                                and g in x[0].gpu_indices]) == 1
+    for key, s in share.items():
+        assert s <= 1 + 1e-9, f"GPU {key} compute {s}"
+        assert mem[key] <= nodes[key[0]].gpu_mem_gib + 1e-9
+        assert comp.get(key, 0) <= 7
+    for i, n in enumerate(nodes):
+        assert cpu[i] <= n.cpu + 1e-9 and hmem[i] <= n.mem_gib + 1e-9
+    sig = {j: 1.0 for j in live}
+    for key, lst in act.items():
+        total = sum(a for _, a in lst)
+        for j, a in lst:
+            s = 1.0 + kappa * (total - a) if a > 0 else 1.0
+            sig[j] = max(sig[j], s)
+    for j, s in sig.items():
+        assert s <= live[j][3] + 1e-9, f"{j}: slowdown {s} > {live[j][3]}"
+    pred = cs.predicted_slowdowns()
+    assert set(pred) == set(live)
+    for j in live:
+        assert math.isclose(pred[j], sig[j], rel_tol=1e-9)
+    assert math.isclose(cs.used_gpus(), sum(share.values()), abs_tol=1e-9)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), ops, st.sampled_from([0.5, 1.8]))
+def test_random_place_release_keeps_invariants(cluster, steps, kappa):
+    nodes, mig = cluster
+    cs = ClusterState(nodes, mig_gpus=mig, slowdown_model=AnalyticSlowdown(kappa))
+    live = {}
+    for t, op in enumerate(steps):
+        if op[0] == "place":
+            _, cfg, a, bound, scorer = op
+            prof = JobProfile("t", "training", a, cfg.gpu_mem_gib)
+            before = ({k: v.tolist() for k, v in cs.gpu_usage().items()}, list(map(repr, cs.assignments())),
+                      [cs.node_free(i) for i in range(len(nodes))])
+            out = cs.place(f"j{t}", cfg, prof, bound, scorer=scorer)
+            if out.placed:
+                live[f"j{t}"] = (out.assignment, cfg, prof, bound)
+            else:
+                assert out.reason
+                after = ({k: v.tolist() for k, v in cs.gpu_usage().items()}, list(map(repr, cs.assignments())),
+                         [cs.node_free(i) for i in range(len(nodes))])
+                assert after == before, "failed placement changed the state"
+        elif live:
+            j = sorted(live)[op[1] % len(live)]
+            assert cs.release(j) == live.pop(j)[0]
+        cs.check_invariants()
+        independent_check(cs, nodes, mig, live, kappa)

@@ -1,0 +1,100 @@
+"""``elastico pricing solve`` through a local argparse harness (the lead wires
+:func:`elastico.pricing.cli.register` into ``elastico/cli.py``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+import pytest
+
+from elastico.pricing.cli import register
+
+# The hand-worked instance of test_pricing_solver: OPT = 7 at choice [1, 1].
+U = np.array([0.0, 3.0, 5.0, 0.0, 4.0])
+D = np.array([[0.0], [1.0], [2.0], [0.0], [1.0]])
+OFF = np.array([0, 3, 5])
+CAP = np.array([2.0])
+
+
+def run(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="elastico")
+    sub = p.add_subparsers(dest="command", required=True)
+    register(sub)
+    args = p.parse_args(argv)
+    return args.func(args)
+
+
+def write(tmp_path, name="inst.npz", **override):
+    arrays = dict(utility=U, demand=D, offsets=OFF, capacity=CAP)
+    arrays.update(override)
+    arrays = {k: v for k, v in arrays.items() if v is not None}
+    path = tmp_path / name
+    np.savez(path, **arrays)
+    return str(path)
+
+
+def test_json_happy_path(tmp_path, capsys):
+    assert run(["pricing", "solve", "--instance", write(tmp_path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {"choice", "prices", "primal_value", "dual_bound", "gap", "iterations", "seconds"} <= set(out)
+    assert out["choice"] == [1, 1] and out["primal_value"] == 7.0
+    assert out["dual_bound"] == pytest.approx(7.0)
+    chosen = OFF[:-1] + np.array(out["choice"])
+    assert D[chosen].sum(0) <= CAP + 1e-9
+
+
+def test_table_and_options(tmp_path, capsys):
+    prices = tmp_path / "p.npy"
+    np.save(prices, np.array([2.5]))
+    rc = run(["pricing", "solve", "--instance", write(tmp_path), "--dtype", "float32",
+              "--max-iterations", "5", "--gap-tolerance", "0.01", "--initial-prices", str(prices)])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "dual bound" in out and "gap" in out and "choice        [1, 1]" in out
+
+
+@pytest.mark.parametrize("override,field_and_value", [
+    (dict(demand=np.zeros((4, 1))), "demand.shape: (4, 1)"),
+    (dict(capacity=np.array([-1.0])), "capacity[0]: -1.0"),
+    (dict(utility=np.array([0.0, np.nan, 5.0, 0.0, 4.0])), "utility[1]: nan"),
+    (dict(offsets=np.array([0, 3, 4])), "offsets[2]: 4"),
+    (dict(offsets=np.array([0, 3, 3, 5])), "offsets[2]: 3"),
+    (dict(capacity=None), "instance.capacity: 'missing'"),
+])
+def test_bad_instance_exits_2_naming_field_and_value(tmp_path, capsys, override, field_and_value):
+    assert run(["pricing", "solve", "--instance", write(tmp_path, **override)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("elastico: error: " + field_and_value), err
+
+
+def test_empty_family_message_names_the_job(tmp_path, capsys):
+    assert run(["pricing", "solve", "--instance", write(tmp_path, offsets=np.array([0, 3, 3, 5]))]) == 2
+    assert "job 1 would have an empty family" in capsys.readouterr().err
+
+
+def test_missing_file_and_not_an_npz(tmp_path, capsys):
+    missing = str(tmp_path / "nope.npz")
+    assert run(["pricing", "solve", "--instance", missing]) == 2
+    assert capsys.readouterr().err.startswith(f"elastico: error: instance: {missing!r} is not allowed (no such file)")
+    junk = tmp_path / "junk.npz"
+    junk.write_text("not numpy")
+    assert run(["pricing", "solve", "--instance", str(junk)]) == 2
+    assert capsys.readouterr().err.startswith(f"elastico: error: instance: {str(junk)!r} is not allowed (not a readable numpy file")
+    single = tmp_path / "single.npy"
+    np.save(single, U)
+    assert run(["pricing", "solve", "--instance", str(single)]) == 2
+    assert "must be an .npz archive" in capsys.readouterr().err
+
+
+def test_bad_initial_prices_and_infeasible(tmp_path, capsys):
+    prices = tmp_path / "p.npy"
+    np.save(prices, np.array([-1.0]))
+    assert run(["pricing", "solve", "--instance", write(tmp_path), "--initial-prices", str(prices)]) == 2
+    assert capsys.readouterr().err.startswith("elastico: error: initial_prices[0]: -1.0")
+    # No wait configuration and every job needs >= 2 of capacity 3: infeasible, exit 2.
+    path = write(tmp_path, "inf.npz", utility=np.array([1.0, 1.0]), demand=np.array([[2.0], [2.0]]),
+                 offsets=np.array([0, 1, 2]), capacity=np.array([3.0]))
+    assert run(["pricing", "solve", "--instance", path]) == 2
+    assert "no feasible choice exists" in capsys.readouterr().err

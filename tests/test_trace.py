@@ -1,0 +1,190 @@
+"""Trace readers: counts on the bundled openb files, strict errors on small bad CSVs,
+sub-cluster GPU sums and model mix.  Counts are from data/alibaba-gpu-v2023-openb/PROVENANCE.md."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from elastico.errors import InvalidArgument
+from elastico.model import Node
+from elastico.paths import data_file
+from elastico.trace import (GPU_MEMORY_GIB, TRACE_CLUSTER_GPUS, read_nodes, read_pods,
+                            sub_cluster)
+
+HEADER = ("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
+          "creation_time,deletion_time,scheduled_time\n")
+GOOD = "openb-pod-0000,12000,16384,1,1000,,LS,Running,0,100,0\n"
+
+
+@pytest.fixture(scope="module")
+def pods():
+    return read_pods()
+
+
+@pytest.fixture(scope="module")
+def nodes():
+    return read_nodes()
+
+
+def test_default_pod_list_counts(pods):
+    assert len(pods) == 8152
+    assert sum(p.num_gpus == 0 for p in pods) == 1088
+    assert Counter(p.qos for p in pods) == {"LS": 4647, "BE": 3398, "Burstable": 100,
+                                            "Guaranteed": 7}
+    assert Counter(p.phase for p in pods) == {"Running": 5193, "Failed": 1870,
+                                              "Pending": 897, "Succeeded": 192}
+    assert sum(p.scheduled_s is None for p in pods) == 897
+    assert Counter(p.num_gpus for p in pods if p.num_gpus > 1) == {2: 16, 4: 15, 8: 44}
+    assert all(p.gpu_share == 1.0 for p in pods if p.num_gpus > 1)
+    # PROVENANCE: sum of GPU requests = 6086.8 GPUs
+    assert sum(p.gpus_total for p in pods) == pytest.approx(6086.8)
+    p0 = pods[0]  # openb-pod-0000,12000,16384,1,1000,,LS,Running,0,12537496,0
+    assert (p0.name, p0.cpu, p0.mem_gib, p0.num_gpus, p0.gpu_share) == ("openb-pod-0000", 12.0,
+                                                                        16.0, 1, 1.0)
+    assert (p0.creation_s, p0.scheduled_s, p0.deletion_s) == (0.0, 0.0, 12537496.0)
+
+
+def test_node_list_counts(nodes):
+    assert len(nodes) == 1213
+    assert sum(n.num_gpus for n in nodes) == TRACE_CLUSTER_GPUS == 6212
+    assert {n.gpu_model for n in nodes} == {"A10", "G2", "G3", "P100", "T4", "V100M16", "V100M32"}
+    assert all(n.gpu_mem_gib == GPU_MEMORY_GIB[n.gpu_model] for n in nodes)
+    n0 = nodes[0]  # openb-node-0000,64000,262144,2,P100
+    assert (n0.cpu, n0.mem_gib, n0.num_gpus, n0.gpu_model) == (64.0, 256.0, 2, "P100")
+
+
+def test_five_column_multigpu_file_gets_documented_defaults():
+    pods = read_pods(data_file("alibaba-gpu-v2023-openb", "openb_pod_list_multigpu20.csv"))
+    assert len(pods) == 8324
+    p = pods[0]
+    assert (p.qos, p.phase, p.gpu_models, p.creation_s, p.scheduled_s, p.deletion_s) == \
+        ("", "", frozenset(), 0.0, None, None)
+
+
+def test_gpuspec_tokens_are_exact_models():
+    pods = read_pods(data_file("alibaba-gpu-v2023-openb", "openb_pod_list_gpuspec33.csv"))
+    models = set().union(*(p.gpu_models for p in pods))
+    assert models == {"A10", "G2", "G3", "P100", "T4", "V100M16", "V100M32"}
+
+
+def test_all_node_list_has_cpu_only_nodes():
+    nodes = read_nodes(data_file("alibaba-gpu-v2023-openb", "openb_node_list_all_node.csv"))
+    assert len(nodes) == 1523 and sum(n.num_gpus == 0 for n in nodes) == 310
+
+
+def _write(tmp_path, body, name="pods.csv", header=HEADER):
+    p = tmp_path / name
+    p.write_text(header + body)
+    return p
+
+
+@pytest.mark.parametrize("row,line,column,value", [
+    ("p1,-1000,1024,1,500,,BE,Running,0,10,0\n", 3, "cpu_milli", "-1000"),
+    ("p1,1000,1024,1,0,,BE,Running,0,10,0\n", 3, "gpu_milli", "0"),
+    ("p1,1000,1024,1,1001,,BE,Running,0,10,0\n", 3, "gpu_milli", "1001"),
+    ("p1,1000,1024,2,500,,BE,Running,0,10,0\n", 3, "gpu_milli", "500"),
+    ("p1,1000,1024,0,500,,BE,Running,0,10,0\n", 3, "gpu_milli", "500"),
+    ("p1,1000,1024,1,500,A100,BE,Running,0,10,0\n", 3, "gpu_spec", "A100"),
+    ("p1,1000,1024,1,500,T4|A1,BE,Running,0,10,0\n", 3, "gpu_spec", "T4|A1"),
+    ("p1,1000,nan,1,500,,BE,Running,0,10,0\n", 3, "memory_mib", "nan"),
+    ("p1,1000,1024,one,500,,BE,Running,0,10,0\n", 3, "num_gpu", "one"),
+    ("p1,1000,1024,1.5,500,,BE,Running,0,10,0\n", 3, "num_gpu", "1.5"),
+    ("p1,1000,1024,1,500,,XX,Running,0,10,0\n", 3, "qos", "XX"),
+    ("p1,1000,1024,1,500,,BE,Gone,0,10,0\n", 3, "pod_phase", "Gone"),
+    ("p1,1000,1024,1,500,,BE,Running,0,10,\n", 3, "scheduled_time", ""),
+    ("p1,1000,1024,1,500,,BE,Running,5,10,4\n", 3, "scheduled_time", "4"),
+    ("p1,1000,1024,1,500,,BE,Running,0,10,11\n", 3, "deletion_time", "10"),
+    ("openb-pod-0000,1000,1024,1,500,,BE,Running,0,10,0\n", 3, "name", "openb-pod-0000"),
+    ("p1,1000,1024,1,500,,BE,Running,0,10\n", 3, "scheduled_time", None),
+])
+def test_bad_pod_row_names_file_line_column_value(tmp_path, row, line, column, value):
+    path = _write(tmp_path, GOOD + row)
+    with pytest.raises(InvalidArgument) as e:
+        read_pods(path)
+    assert e.value.field == f"pods.csv:{line}: {column}"
+    if value is not None:
+        assert e.value.value == value
+    assert f"pods.csv:{line}" in str(e.value)
+
+
+def test_a10_does_not_match_a100(tmp_path):
+    ok = read_pods(_write(tmp_path, "p1,1000,1024,1,500,A10|T4,BE,Running,0,10,0\n"))
+    assert ok[0].gpu_models == frozenset({"A10", "T4"})
+
+
+def test_truncated_file_is_rejected(tmp_path):
+    p = tmp_path / "pods.csv"
+    p.write_text(HEADER + GOOD + "p1,1000,1024,1,500,,BE,Runn")
+    with pytest.raises(InvalidArgument, match="pods.csv:3") as e:
+        read_pods(p)
+    assert "truncated" in str(e.value)
+
+
+def test_missing_required_column(tmp_path):
+    p = _write(tmp_path, "p1,1000,1,500\n", header="name,cpu_milli,num_gpu,gpu_milli\n")
+    with pytest.raises(InvalidArgument) as e:
+        read_pods(p)
+    assert e.value.field == "pods.csv:1: memory_mib"
+
+
+def test_partial_optional_columns_rejected(tmp_path):
+    p = _write(tmp_path, "p1,1000,1024,1,500,LS\n",
+               header="name,cpu_milli,memory_mib,num_gpu,gpu_milli,qos\n")
+    with pytest.raises(InvalidArgument, match="gpu_spec"):
+        read_pods(p)
+
+
+@pytest.mark.parametrize("row,column,value", [
+    ("n1,64000,262144,2,A100\n", "model", "A100"),
+    ("n1,-1,262144,2,T4\n", "cpu_milli", "-1"),
+    ("n1,64000,inf,2,T4\n", "memory_mib", "inf"),
+    ("n1,64000,262144,0,T4\n", "model", "T4"),
+])
+def test_bad_node_row(tmp_path, row, column, value):
+    p = _write(tmp_path, row, name="nodes.csv", header="sn,cpu_milli,memory_mib,gpu,model\n")
+    with pytest.raises(InvalidArgument) as e:
+        read_nodes(p)
+    assert e.value.field == f"nodes.csv:2: {column}" and e.value.value == value
+
+
+@pytest.mark.parametrize("gpus", [64, 512])
+def test_sub_cluster_exact_and_proportional(nodes, gpus):
+    sub = sub_cluster(nodes, gpus)
+    assert sum(n.num_gpus for n in sub) == gpus
+    assert sub == sub_cluster(nodes, gpus)  # deterministic
+    order = {n.name: i for i, n in enumerate(nodes)}
+    assert [order[n.name] for n in sub] == sorted(order[n.name] for n in sub)  # trace order
+    full = Counter()
+    for n in nodes:
+        full[n.gpu_model] += n.num_gpus
+    got = Counter()
+    for n in sub:
+        got[n.gpu_model] += n.num_gpus
+    for model, g in full.items():
+        target = gpus * g / TRACE_CLUSTER_GPUS
+        biggest = max(n.num_gpus for n in nodes if n.gpu_model == model)
+        # within one node of the proportional target (whole nodes only)
+        assert abs(got[model] - target) <= biggest, (model, got[model], target)
+    assert any(n.num_gpus == 8 for n in sub)
+
+
+def test_sub_cluster_512_keeps_8gpu_nodes_for_each_8gpu_model(nodes):
+    sub = sub_cluster(nodes, 512)
+    eight = {n.gpu_model for n in sub if n.num_gpus == 8}
+    assert eight == {"G2", "G3", "V100M16", "V100M32"}
+
+
+@pytest.mark.parametrize("gpus", [0, -8, 6213, 2.5, True])
+def test_sub_cluster_bad_size(nodes, gpus):
+    with pytest.raises(InvalidArgument) as e:
+        sub_cluster(nodes, gpus)
+    assert e.value.field == "gpus"
+
+
+def test_sub_cluster_no_exact_combination():
+    two = [Node(f"n{i}", "T4", 2, 16.0, 32.0, 128.0) for i in range(4)]
+    with pytest.raises(InvalidArgument, match="no combination"):
+        sub_cluster(two, 3)
+    assert sum(n.num_gpus for n in sub_cluster(two, 6)) == 6
