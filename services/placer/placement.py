@@ -44,9 +44,9 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from elastico.errors import InvalidArgument, NotFound
+from elastico.errors import Infeasible, InvalidArgument, NotFound
 from elastico.model import Configuration, Node
-from elastico.placer.mig import COMPUTE_SLICES, MEMORY_SLICES, MIG_PROFILES, MigGpu, MigProfile
+from elastico.placer.mig import COMPUTE_SLICES, MEMORY_SLICES, MIG_PROFILES, MigGpu, MigProfile, mig_profile
 from elastico.predictor import AnalyticSlowdown, JobProfile, SlowdownModel
 
 __all__ = ["Assignment", "PlaceOutcome", "ClusterState", "SCORERS", "EPS"]
@@ -574,6 +574,41 @@ class ClusterState:
         del self._node_jobs[a.node_index][job_id]
         self._refresh_node(a.node_index)
         del self._jobs[job_id]
+        return a
+
+    def rebook(self, a: Assignment, profile: JobProfile, bound: float) -> Assignment:
+        """Book ``a`` again exactly as it was (same node, GPUs, shares, MIG starts): undoes a
+        :meth:`release` when a planned move is abandoned.  All or nothing: raises Infeasible,
+        changing nothing, if any of those resources has been taken meanwhile."""
+        if a.job_id in self._jobs:
+            raise Infeasible(f"job {a.job_id!r} is already booked")
+        n = a.node_index
+        flats = [self._flat(n, gi) for gi in a.gpu_indices]
+        if self._node_cpu_used[n] + a.cpu > self._node_cpu[n] + EPS or \
+                self._node_mem_used[n] + a.mem_gib > self._node_mem[n] + EPS:
+            raise Infeasible(f"job {a.job_id!r}: node {a.node} no longer has its CPU/memory free")
+        prof = None
+        if a.mig_profile is not None:
+            prof = mig_profile(self.nodes[n].gpu_model, a.mig_profile)
+            for g, st in zip(flats, a.mig_starts):
+                if st not in self._mig[g].free_starts(prof):
+                    raise Infeasible(f"job {a.job_id!r}: MIG slot {st} taken on {a.node}")
+        else:
+            for g in flats:
+                if self._used_share[g] + a.gpu_share > 1.0 + EPS or \
+                        self._used_mem[g] + a.gpu_mem_gib > self._gpu_cap_mem[g] + EPS:
+                    raise Infeasible(f"job {a.job_id!r}: GPU {self._gpu_local[g]} of {a.node} "
+                                     "no longer has its share free")
+        for i, g in enumerate(flats):
+            if prof is not None:
+                self._mig[g].place(prof, a.mig_starts[i])
+                self._mig_occ[g] = self._mig[g].occupied_mask
+                self._mig_comp[g] = self._mig[g].compute_used
+            self._gpu_jobs[g][a.job_id] = (a.gpu_share, a.gpu_mem_gib)
+            self._refresh_gpu(g)
+        self._node_jobs[n][a.job_id] = (a.cpu, a.mem_gib)
+        self._refresh_node(n)
+        self._jobs[a.job_id] = (a, profile, bound)
         return a
 
     # ----------------------------------------------------------------------------- checks

@@ -259,7 +259,8 @@ def _check_options(max_iterations: Any, gap_tolerance: Any) -> tuple[int, float]
 
 def solve(utility: Any, demand: Any, offsets: Any, capacity: Any, *,
           initial_prices: Any = None, max_iterations: int = 200, gap_tolerance: float = 1e-4,
-          dtype: str = "float64", nthreads: int = 1) -> PricingResult:
+          dtype: str = "float64", nthreads: int = 1,
+          primal_every: int | None = None) -> PricingResult:
     """Chooses one configuration per job (Elastic Shadow Pricing; docs/pricing.md).
 
     Args:
@@ -277,6 +278,9 @@ def solve(utility: Any, demand: Any, offsets: Any, capacity: Any, *,
         dtype: "float64" or "float32", arithmetic of the native selection.  The reported
             ``dual_bound`` is always evaluated in float64, so it stays a valid bound.
         nthreads: >= 1, threads of the native selection.
+        primal_every: build a primal (repair + fill) from the Lagrangian choice every this many
+            iterations (and always at the end); None = every iteration on small instances
+            and at the first three.  A round that warm-starts from good prices needs few.
 
     Returns:
         :class:`PricingResult` with a feasible ``choice``.
@@ -294,6 +298,10 @@ def solve(utility: Any, demand: Any, offsets: Any, capacity: Any, *,
     dt = v.check_dtype(dtype)
     nt = v.check_nthreads(nthreads)
     max_it, gap_tol = _check_options(max_iterations, gap_tolerance)
+    if primal_every is not None and (isinstance(primal_every, bool)
+                                     or not isinstance(primal_every, (int, np.integer))
+                                     or primal_every < 1):
+        raise InvalidArgument("primal_every", primal_every, "must be an integer >= 1 or None")
 
     n = off.shape[0] - 1
     if n == 0:  # nothing to choose: OPT = 0 = L(0)
@@ -353,7 +361,7 @@ def solve(utility: Any, demand: Any, offsets: Any, capacity: Any, *,
         mu = lam * scale
         if inst.feasible(T):  # the Lagrangian choice itself is feasible: always worth a fill
             consider(items, T, fill_weights(mu))
-        elif it % every == 0 or it <= 3:
+        elif (it % every == 0 or it <= 3) if primal_every is None else it % primal_every == 0:
             fixed = inst.repair(items, T)
             if fixed is not None:
                 consider(fixed, inst.totals(fixed), fill_weights(mu))
@@ -377,6 +385,13 @@ def solve(utility: Any, demand: Any, offsets: Any, capacity: Any, *,
 
     if not certified:
         best_dual = kern64.select(best_lam)[2]
+    if primal_every is not None:
+        # the primal from the best prices, which the thinned schedule may have skipped
+        choice, T, _ = kern64.select(best_lam)
+        items = inst.starts + choice
+        fixed = items if inst.feasible(T) else inst.repair(items, T)
+        if fixed is not None:
+            consider(fixed, inst.totals(fixed), fill_weights(best_lam * scale))
     if best_items is None:
         # Last resort: the Lagrangian choice at the best prices.
         choice, T, _ = kern64.select(best_lam)

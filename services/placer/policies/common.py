@@ -34,7 +34,7 @@ class PolicyEnv:
     scorer: str = "bestfit"
     # per-round pricing budget: warm-started prices converge in a few iterations, and a
     # round that stops early still returns a feasible choice with its certified gap
-    pricing_max_iterations: int = 40
+    pricing_max_iterations: int = 20
     pricing_gap_tolerance: float = 1e-3
 
 

@@ -16,10 +16,10 @@ One round:
 4. *Pricing.*  :func:`elastico.pricing.solve` picks one configuration per job under the
    aggregate capacity per resource, warm-started from the previous round's prices.
 5. *Placement.*  Jobs that keep their configuration keep their GPUs.  A running job whose
-   priced configuration changed is tried on a copy of the placement state: its priced
+   priced configuration changed is released and tried again: its priced
    configuration, then any configuration whose reduced value ``u_c - lambda . r_c`` is at
    least that of staying; if none fits (fragmentation, memory, or a co-resident's slowdown
-   bound) it keeps running where it is -- a failed move never costs a restart.  Jobs to
+   bound) it is booked back exactly where it was -- a failed move never costs a restart.  Jobs to
    start are then placed by utility density, falling back by reduced value.
 6. *Backfill.*  Waiting jobs then take any configuration that fits the GPUs left free, by
    descending utility, so no GPU idles while a job that could use it waits.
@@ -47,9 +47,24 @@ class ElasticoPolicy:
         self.capacity = capacity_of(env.nodes, self.space)
         self.utility_fn = UTILITIES[env.utility]
         self.prices: np.ndarray | None = None  # warm start ("dynamic prices")
+        # per running job: (its configuration, index in its family, demand vector) -- saves
+        # re-deriving them every round
+        self._cur: dict[str, tuple[Configuration, int, np.ndarray]] = {}
 
     def forget(self, job_id: str) -> None:
         self.catalog.forget(job_id)
+        self._cur.pop(job_id, None)
+
+    def _current(self, job_id: str, config: Configuration, configs) -> tuple[int, np.ndarray]:
+        hit = self._cur.get(job_id)
+        if hit is None or hit[0] is not config:
+            try:
+                k = configs.index(config) if configs is not None else -1
+            except ValueError:
+                k = -1
+            hit = (config, k, config.demand(self.space))
+            self._cur[job_id] = hit
+        return hit[1], hit[2]
 
     # -- the round -------------------------------------------------------------------------
     def __call__(self, inp: RoundInput, state: ClusterState) -> RoundResult:
@@ -69,7 +84,7 @@ class ElasticoPolicy:
                                       scorer=self.env.scorer)
             decisions[a.job.id] = d
             if d.config is not None and d.status is Status.PLACED:
-                cap -= d.config.demand(self.space)
+                cap -= self._current(a.job.id, d.config, None)[1]
         np.maximum(cap, 0.0, out=cap)
         if not elastic:
             return RoundResult(decisions, state)
@@ -90,9 +105,8 @@ class ElasticoPolicy:
         current = np.full(len(elastic), -1, dtype=np.int64)
         for i, a in enumerate(elastic):
             if a.running:
-                try:
-                    k = fams[i].configs.index(a.config)
-                except ValueError:
+                k = self._current(a.job.id, a.config, fams[i].configs)[0]
+                if k < 0:
                     continue
                 current[i] = k
                 lo, hi = offsets[i], offsets[i + 1]
@@ -106,7 +120,8 @@ class ElasticoPolicy:
         init = self.prices if self.prices is not None and len(self.prices) == len(cap) else None
         res = solve(util, demand, offsets, cap, initial_prices=init,
                     max_iterations=self.env.pricing_max_iterations,
-                    gap_tolerance=self.env.pricing_gap_tolerance)
+                    gap_tolerance=self.env.pricing_gap_tolerance,
+                    primal_every=self.env.pricing_max_iterations)
         self.prices = np.asarray(res.prices, dtype=float)
         reduced = util - demand @ self.prices
 
@@ -125,6 +140,9 @@ class ElasticoPolicy:
                 starts.append(i)
         waiting: list[int] = [i for i, a in enumerate(elastic)
                               if not a.running and int(res.choice[i]) == 0]
+        # A shape that failed to fit this round is not retried, nor any shape at least as
+        # large on the same GPU model (a heuristic: slowdown bounds differ between jobs).
+        failed: list[Configuration] = []
         for i in moves:
             a = elastic[i]
             lo, hi = offsets[i], offsets[i + 1]
@@ -132,20 +150,22 @@ class ElasticoPolicy:
             floor = reduced[lo + cur] if cur >= 0 else reduced[lo]
             order = [k] + [c for c in np.argsort(-reduced[lo:hi], kind="stable")
                            if c not in (k, cur) and reduced[lo + c] >= floor]
-            trial = state.copy()
-            trial.release(a.job.id)
-            d = None
+            old = state.assignment(a.job.id)
+            old_profile = state.profile(a.job.id)
+            state.release(a.job.id)
             if k == 0:  # priced out: preempt
-                d = Decision(a.job.id, Status.WAITING, None, changed=True, reason="preempted: priced out")
+                d = Decision(a.job.id, Status.WAITING, None, changed=True,
+                             reason="preempted: priced out")
             else:
-                d = self._place_first(a, trial, [fams[i].configs[c] for c in order if c != 0], True)
-            if d is None:
-                decisions[a.job.id] = Decision(
-                    a.job.id, Status.PLACED, a.config, state.assignment(a.job.id),
-                    reason="kept: no better configuration fits")
-            else:
-                state = trial
-                decisions[a.job.id] = d
+                cands = [fams[i].configs[c] for c in order if c != 0]
+                cands = [c for c in cands if not any(_dominates(c, f) for f in failed)]
+                d = self._place_first(a, state, cands, cands[:1] == [fams[i].configs[k]],
+                                      failed=failed)
+            if d is None:  # nothing better fits: stay exactly where it was
+                state.rebook(old, old_profile, a.job.slowdown_bound)
+                d = Decision(a.job.id, Status.PLACED, a.config, old,
+                             reason="kept: no better configuration fits")
+            decisions[a.job.id] = d
         starts.sort(key=lambda i: -util[offsets[i] + res.choice[i]])
         for i in starts:
             a = elastic[i]
@@ -153,7 +173,10 @@ class ElasticoPolicy:
             k = int(res.choice[i])
             order = [k] + [c for c in np.argsort(-reduced[lo:hi], kind="stable")
                            if c not in (k, 0) and reduced[lo + c] >= reduced[lo]]
-            d = self._place_first(a, state, [fams[i].configs[c] for c in order], True)
+            cands = [fams[i].configs[c] for c in order]
+            cands = [c for c in cands if not any(_dominates(c, f) for f in failed)]
+            d = self._place_first(a, state, cands, cands[:1] == [fams[i].configs[k]],
+                                  failed=failed)
             if d is None:
                 waiting.append(i)
             else:
@@ -164,16 +187,17 @@ class ElasticoPolicy:
         for i in waiting:
             a = elastic[i]
             lo, hi = offsets[i], offsets[i + 1]
-            order = [c for c in np.argsort(-util[lo:hi], kind="stable") if c != 0]
-            d = self._place_first(a, state, [fams[i].configs[c] for c in order], False,
-                                  why="backfill")
+            order = [fams[i].configs[c] for c in np.argsort(-util[lo:hi], kind="stable") if c != 0]
+            order = [c for c in order if not any(_dominates(c, f) for f in failed)]
+            d = self._place_first(a, state, order, False, why="backfill", failed=failed)
             decisions[a.job.id] = d if d is not None else Decision(
                 a.job.id, Status.WAITING, None,
                 reason="priced out" if res.choice[i] == 0 else "no GPU fits any configuration")
         return RoundResult(decisions, state, pricing=res)
 
     def _place_first(self, a: ActiveJob, state: ClusterState, configs: list[Configuration],
-                     first_is_choice: bool, why: str = "") -> Decision | None:
+                     first_is_choice: bool, why: str = "",
+                     failed: list[Configuration] | None = None) -> Decision | None:
         for j, c in enumerate(configs):
             out = state.place(a.job.id, c, self.catalog.profile(a.job, c), a.job.slowdown_bound,
                               self.env.slowdown, scorer=self.env.scorer)
@@ -181,4 +205,14 @@ class ElasticoPolicy:
                 reason = why or ("priced choice" if (j == 0 and first_is_choice) else "fallback")
                 return Decision(a.job.id, Status.PLACED, c, out.assignment, reason=reason,
                                 changed=True)
+            if failed is not None:
+                failed.append(c)
         return None
+
+
+def _dominates(c: Configuration, f: Configuration) -> bool:
+    """``c`` needs at least what ``f`` needs on the same GPU model (so if f did not fit, c
+    will not either, up to slowdown bounds)."""
+    return (c.gpu_model == f.gpu_model and c.mig_profile == f.mig_profile
+            and c.num_gpus >= f.num_gpus and c.gpu_share >= f.gpu_share
+            and c.gpu_mem_gib >= f.gpu_mem_gib and c.cpu >= f.cpu and c.mem_gib >= f.mem_gib)
