@@ -262,3 +262,25 @@ def test_float32_and_threads_keep_the_bound_sound():
         res = solve(u, d, off, cap, dtype=dtype, nthreads=nthreads)
         assert_sound(res, u, d, off, cap, lo, hi)
         assert res.gap < 0.05
+
+
+# ---- the thinned primal schedule the scheduling round uses -------------------------------
+
+@pytest.mark.parametrize("every", [1, 5, 20])
+def test_thinned_primal_schedule_stays_sound(every):
+    rng = np.random.default_rng(100 + every)
+    for _ in range(25):
+        n, r = int(rng.integers(1, 7)), int(rng.integers(1, 4))
+        u, d, off, cap = random_instance(rng, n, 4, r)
+        opt = brute_force_optimum(u, d, off, cap)
+        res = solve(u, d, off, cap, max_iterations=20, primal_every=every)
+        assert_sound(res, u, d, off, cap, opt, opt)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True, "3"])
+def test_primal_every_must_be_a_positive_integer(bad):
+    from elastico.errors import InvalidArgument
+
+    u, d, off, cap = random_instance(np.random.default_rng(0), 3, 3, 2)
+    with pytest.raises(InvalidArgument, match="primal_every"):
+        solve(u, d, off, cap, primal_every=bad)

@@ -30,6 +30,9 @@ class PolicyEnv:
     slowdown: SlowdownModel
     utility: str = "jct"
     restart_s: float = 30.0
+    # a job keeps a new configuration for at least dwell_factor x restart_s seconds, which
+    # bounds the time lost to restarts at about 1/dwell_factor of a job's run time
+    dwell_factor: float = 10.0
     max_configs: int = 16
     scorer: str = "bestfit"
     # per-round pricing budget: warm-started prices converge in a few iterations, and a

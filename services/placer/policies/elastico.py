@@ -12,7 +12,10 @@ One round:
    running job every configuration other than its current one is charged the utility it
    would lose while restarting: ``u_cur * restart_s / max(remaining_time_at_cur, restart_s)``
    -- so the solver itself only moves a job when the gain over its remaining time beats the
-   restart (hysteresis inside the optimisation, not bolted on after it).
+   restart (hysteresis inside the optimisation, not bolted on after it).  A running job that
+   started or changed less than ``dwell_factor x restart_s`` seconds ago is not re-priced at
+   all this round: it keeps its GPUs and its demand comes off capacity, like a service's.
+   Without that, jobs thrash as short jobs come and go (each move costs a restart).
 4. *Pricing.*  :func:`elastico.pricing.solve` picks one configuration per job under the
    aggregate capacity per resource, warm-started from the previous round's prices.
 5. *Placement.*  Jobs that keep their configuration keep their GPUs.  A running job whose
@@ -26,6 +29,8 @@ One round:
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -50,10 +55,12 @@ class ElasticoPolicy:
         # per running job: (its configuration, index in its family, demand vector) -- saves
         # re-deriving them every round
         self._cur: dict[str, tuple[Configuration, int, np.ndarray]] = {}
+        self._changed_at: dict[str, float] = {}  # job id -> time of its last start or change
 
     def forget(self, job_id: str) -> None:
         self.catalog.forget(job_id)
         self._cur.pop(job_id, None)
+        self._changed_at.pop(job_id, None)
 
     def _current(self, job_id: str, config: Configuration, configs) -> tuple[int, np.ndarray]:
         hit = self._cur.get(job_id)
@@ -85,6 +92,18 @@ class ElasticoPolicy:
             decisions[a.job.id] = d
             if d.config is not None and d.status is Status.PLACED:
                 cap -= self._current(a.job.id, d.config, None)[1]
+        # 1b. dwell: a running job changed less than min_dwell_s ago keeps its configuration
+        #     and GPUs this round (priced like a service), so a job cannot thrash between
+        #     configurations faster than its restarts pay off
+        dwell = self.env.dwell_factor * self.env.restart_s
+        movable: list[ActiveJob] = []
+        for a in elastic:
+            if a.running and inp.now - self._changed_at.get(a.job.id, -math.inf) < dwell:
+                decisions[a.job.id] = keep_running(a, state)
+                cap -= self._current(a.job.id, a.config, None)[1]
+            else:
+                movable.append(a)
+        elastic = movable
         np.maximum(cap, 0.0, out=cap)
         if not elastic:
             return RoundResult(decisions, state)
@@ -193,6 +212,9 @@ class ElasticoPolicy:
             decisions[a.job.id] = d if d is not None else Decision(
                 a.job.id, Status.WAITING, None,
                 reason="priced out" if res.choice[i] == 0 else "no GPU fits any configuration")
+        for jid, d in decisions.items():
+            if d.changed:
+                self._changed_at[jid] = inp.now
         return RoundResult(decisions, state, pricing=res)
 
     def _place_first(self, a: ActiveJob, state: ClusterState, configs: list[Configuration],

@@ -1,0 +1,47 @@
+"""Layering (STYLE.md 7): the algorithm code knows nothing of gRPC or Kubernetes, and only the
+pricing kernel module touches the native extension.  Checked on the source with ``ast``, so
+it holds for every file, imported by a test or not."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ALGORITHM = ["elastico", "services/pricing", "services/placer", "services/predictor"]
+FORBIDDEN = ("grpc", "kubernetes", "elastico.v1")
+
+
+def imports(path: Path) -> set[str]:
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+            out |= {f"{node.module}.{a.name}" for a in node.names}
+    return out
+
+
+def sources(folder: str) -> list[Path]:
+    return sorted((ROOT / folder).glob("**/*.py"))
+
+
+@pytest.mark.parametrize("folder", ALGORITHM)
+def test_algorithm_code_imports_no_grpc_or_kubernetes(folder):
+    files = sources(folder)
+    assert files, folder
+    for f in files:
+        bad = sorted(m for m in imports(f) if m.split(".")[0] in ("grpc", "kubernetes")
+                     or m.startswith("elastico.v1"))
+        assert not bad, f"{f.relative_to(ROOT)} imports {bad}"
+
+
+def test_only_the_pricing_kernel_imports_the_native_extension():
+    users = sorted(str(f.relative_to(ROOT)) for folder in ALGORITHM + ["services/nodeagent"]
+                   for f in sources(folder)
+                   if any(m == "elastico._native" or m.startswith("elastico._native.")
+                          for m in imports(f)))
+    assert users == ["services/pricing/kernel.py"]
