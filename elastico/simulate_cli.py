@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -24,14 +25,19 @@ _ROWS = [
     ("avg_queue_s", "avg queueing (s)", "{:,.0f}"),
     ("makespan_s", "makespan (s)", "{:,.0f}"),
     ("jobs_per_hour", "throughput (jobs/h)", "{:,.2f}"),
-    ("jobs_completed", "jobs completed", "{:,.0f}"),
-    ("jobs_unfinished", "jobs never placed", "{:,.0f}"),
+    ("jobs_completed", "batch jobs completed", "{:,.0f}"),
+    ("jobs_unfinished", "batch jobs unfinished", "{:,.0f}"),
+    ("service_avg_queue_s", "service queueing (s)", "{:,.0f}"),
+    ("services_never_placed", "services never placed", "{:,.0f}"),
     ("gpu_allocation", "GPU allocation", "{:.1%}"),
     ("gpu_utilization", "GPU utilization", "{:.1%}"),
     ("restarts", "reconfigurations", "{:,.0f}"),
     ("round_ms_p50", "round p50 (ms)", "{:,.2f}"),
     ("round_ms_p99", "round p99 (ms)", "{:,.2f}"),
 ]
+
+
+MAX_RESTART_S = 86_400.0  # a checkpoint/restore longer than a day is a typo, not a model
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -43,50 +49,66 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="replay the bundled Alibaba GPU trace through scheduling policies",
         description="Discrete-event replay of the Alibaba GPU trace v2023 (openb) on a "
                     "deterministic sub-cluster of its GPU nodes.  Prints one column per "
-                    "policy; see docs/metrics.md for every metric's definition.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+                    "policy; docs/metrics.md defines every metric and docs/model.md the "
+                    "workload (sampling, kinds, load).",
     )
-    p.add_argument("--trace", type=Path, default=None,
-                   help="pod list CSV (default: bundled openb_pod_list_default.csv)")
-    p.add_argument("--nodes", type=Path, default=None,
-                   help="node list CSV (default: bundled openb_node_list_gpu_node.csv)")
+    p.add_argument("--trace", type=Path, default=None, metavar="CSV",
+                   help="pod list (default: the bundled openb_pod_list_default.csv)")
+    p.add_argument("--nodes", type=Path, default=None, metavar="CSV",
+                   help="node list (default: the bundled openb_node_list_gpu_node.csv)")
     p.add_argument("--gpus", type=int, default=512,
-                   help="GPUs in the deterministic sub-cluster (the trace has 6212)")
-    p.add_argument("--policy", action="append", choices=sorted(POLICIES),
-                   help="policy to simulate; repeat for several (default: exclusive and elastico)")
-    p.add_argument("--jobs", type=int, default=2000,
+                   help="GPUs in the deterministic sub-cluster, 1..6212 for the bundled "
+                        "node list (default: %(default)s)")
+    p.add_argument("--jobs", type=int, default=None,
                    help="trace pods to replay, drawn without replacement (seeded) from the "
-                        "eligible GPU pods in trace order; 0 = a proportional share of the "
-                        "trace (GPUs/6212 of its pods)")
-    p.add_argument("--seed", type=int, default=0, help="seed for pod sampling and job types")
-    p.add_argument("--load", type=float, default=1.0,
-                   help="offered load: requested GPU-seconds / (GPUs x arrival span)")
+                        "eligible GPU pods, trace order kept (default: 4 x --gpus); "
+                        "0 = a proportional share of the trace (GPUs/6212 of its pods)")
+    p.add_argument("--policy", action="append", choices=sorted(POLICIES),
+                   help="policy to simulate; repeat for several "
+                        "(default: exclusive and elastico)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed for pod sampling and job types (default: %(default)s)")
+    p.add_argument("--load", type=float, default=None,
+                   help="offered load: average fraction of the cluster's GPUs the pods "
+                        "request during their arrival window (default: 1.0, or 0.9 of the "
+                        "most the sampled pods can offer if that is less)")
     p.add_argument("--utility", choices=sorted(UTILITIES), default="jct",
-                   help="elastico's objective")
+                   help="elastico's objective (default: %(default)s)")
     p.add_argument("--restart-s", type=float, default=30.0,
-                   help="seconds lost when a running job changes configuration")
+                   help="seconds of progress a running job loses when it changes "
+                        f"configuration or restarts, 0..{MAX_RESTART_S:g} (default: %(default)s)")
     p.add_argument("--json", type=Path, default=None, metavar="FILE",
-                   help="write metrics as JSON (flat for one policy, {'runs': [...]} for several)")
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+                   help="also write the metrics as JSON: flat for one policy, "
+                        "{'runs': [...]} for several")
+    p.add_argument("--no-progress", action="store_true",
+                   help="hide the progress bar (shown only on a terminal)")
     p.set_defaults(func=run)
 
 
 def _check(args: argparse.Namespace) -> None:
+    """Every flag checked before any work: a bad --json must not cost a 4-minute run."""
     if args.gpus <= 0:
         raise InvalidArgument("--gpus", args.gpus, "must be a positive integer")
-    if args.jobs < 0:
+    if args.jobs is not None and args.jobs < 0:
         raise InvalidArgument("--jobs", args.jobs, "must be an integer >= 0")
     if args.seed < 0:
         raise InvalidArgument("--seed", args.seed, "must be an integer >= 0")
-    if not (math.isfinite(args.load) and args.load > 0):
+    if args.load is not None and not (math.isfinite(args.load) and args.load > 0):
         raise InvalidArgument("--load", args.load, "must be a finite number > 0")
-    if not (math.isfinite(args.restart_s) and args.restart_s >= 0):
-        raise InvalidArgument("--restart-s", args.restart_s, "must be a finite number >= 0")
+    if not (math.isfinite(args.restart_s) and 0 <= args.restart_s <= MAX_RESTART_S):
+        raise InvalidArgument("--restart-s", args.restart_s, f"must be in 0..{MAX_RESTART_S:g}")
     for flag, path in (("--trace", args.trace), ("--nodes", args.nodes)):
         if path is not None and not path.is_file():
             raise InvalidArgument(flag, str(path), "must be an existing CSV file")
-    if args.json is not None and args.json.parent and not args.json.parent.exists():
-        raise InvalidArgument("--json", str(args.json), "its folder must exist")
+    if args.json is not None:
+        j = args.json
+        folder = j.parent if str(j.parent) else Path(".")
+        if str(j) in ("", ".") or j.is_dir():
+            raise InvalidArgument("--json", str(j), "must be a file path, not a folder")
+        if not folder.is_dir():
+            raise InvalidArgument("--json", str(j), "its folder must exist")
+        if not os.access(folder, os.W_OK) or (j.exists() and not os.access(j, os.W_OK)):
+            raise InvalidArgument("--json", str(j), "must be writable")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -99,38 +121,61 @@ def run(args: argparse.Namespace) -> int:
     from elastico.throughput import ThroughputModel
 
     _check(args)
-    policies = args.policy or ["exclusive", "elastico"]
+    policies = list(dict.fromkeys(args.policy or ["exclusive", "elastico"]))
     nodes_all = trace.read_nodes(args.nodes)
     nodes = trace.sub_cluster(nodes_all, args.gpus)
     pods = trace.read_pods(args.trace)
     model = ThroughputModel.bundled()
-    wl = workload.build_workload(pods, nodes, seed=args.seed, load=args.load, model=model,
-                                 jobs=args.jobs or None)
+    n_jobs = 4 * args.gpus if args.jobs is None else (args.jobs or None)
+    try:
+        wl = workload.build_workload(pods, nodes, seed=args.seed, load=args.load, model=model,
+                                     jobs=n_jobs)
+    except InvalidArgument as e:
+        if e.field == "load":  # the user's knob is --load (or --jobs, which sets the maximum)
+            raise InvalidArgument("--load", e.value, e.allowed + "; lower --load or replay "
+                                  "more pods with --jobs") from None
+        raise
+    if not wl.jobs:
+        raise InvalidArgument("--trace", str(args.trace or "bundled trace"),
+                              "has no GPU pod that ran and fits this cluster (excluded: "
+                              + ", ".join(f"{k} {v}" for k, v in wl.excluded.items() if v) + ")")
+    if n_jobs is not None and len(wl.jobs) < n_jobs:
+        print(f"note: --jobs {n_jobs} asked, but only {len(wl.jobs)} trace pods are eligible; "
+              "replaying all of them", file=sys.stderr)
     print(f"cluster: {args.gpus} GPUs on {len(nodes)} nodes "
           f"({', '.join(f'{m} {c}' for m, c in _model_mix(nodes))}); "
-          f"workload: {len(wl.jobs)} jobs ({_kind_mix(wl.jobs)}), load {args.load}, seed {args.seed}",
-          file=sys.stderr)
+          f"workload: {len(wl.jobs)} jobs ({_kind_mix(wl.jobs)}), "
+          f"load {wl.offered_load:.3g}, seed {args.seed}", file=sys.stderr)
 
     runs = []
     for name in policies:
         env = PolicyEnv(nodes=nodes, throughput=model, slowdown=AnalyticSlowdown(),
                         utility=args.utility, restart_s=args.restart_s)
         policy = make_policy(name, env)
-        bar = tqdm(total=len(wl.jobs), desc=f"{name:>9}", unit="job", file=sys.stderr,
-                   disable=args.no_progress or None, leave=False)
+        batch = sum(1 for j in wl.jobs if j.kind.elastic) or len(wl.jobs)
+        bar = tqdm(total=batch, desc=f"{name:>9}", unit="job", file=sys.stderr,
+                   disable=True if args.no_progress else None, leave=False)
+
+        def progress(done: int, now: float, _bar=bar) -> None:
+            _bar.update(done)
+            _bar.set_postfix_str(f"t={now:,.0f}s", refresh=False)
+
         try:
             res = simulate(nodes, wl.jobs, policy, restart_s=args.restart_s,
                            activity=lambda j, c, _cat=policy.catalog: _cat.profile(j, c).gpu_activity,
-                           progress=bar.update)
+                           progress=progress)
         finally:
             bar.close()
-        runs.append({"policy": name, "gpus": args.gpus, "seed": args.seed, "load": args.load,
-                     "jobs": len(wl.jobs), **res.metrics})
+        runs.append({"policy": name, "gpus": args.gpus, "seed": args.seed,
+                     "load": wl.offered_load, "jobs": len(wl.jobs), **res.metrics})
 
     _print_table(runs)
     if args.json is not None:
         doc = runs[0] if len(runs) == 1 else {"runs": runs}
-        args.json.write_text(json.dumps(doc, indent=2) + "\n")
+        try:
+            args.json.write_text(json.dumps(doc, indent=2) + "\n")
+        except OSError as e:
+            raise InvalidArgument("--json", str(args.json), f"could not be written: {e.strerror}") from None
     return 0
 
 
@@ -160,9 +205,10 @@ def _print_table(runs: list[dict]) -> None:
             ex, el = (next(r[key] for r in runs if r["policy"] == p) for p in ("exclusive", "elastico"))
             lower_better = key.endswith("_s") or key.startswith("round")
             num, den = (ex, el) if lower_better else (el, ex)
-            line += f"{(num / den if den else float('nan')):>9.2f}x" if key not in (
-                "jobs_unfinished", "restarts", "jobs_completed") else f"{'':>10}"
+            counts = ("jobs_unfinished", "restarts", "jobs_completed", "services_never_placed")
+            line += f"{num / den:>9.2f}x" if den and key not in counts else f"{'':>10}"
         print(line)
     if ratio:
         print("ratio: exclusive/elastico for times (higher = elastico faster), "
-              "elastico/exclusive otherwise")
+              "elastico/exclusive otherwise; JCT, queueing, makespan and throughput are over "
+              "batch jobs (training + inference), see docs/metrics.md")

@@ -80,14 +80,15 @@ def _busy(profile_activity: float, num_gpus: int, slowdown: float) -> float:
 
 def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
              restart_s: float = 30.0, activity: Callable[[Job, Configuration], float],
-             progress: Callable[[int], None] | None = None,
+             progress: Callable[[int, float], None] | None = None,
              timer: Callable[[], float] = time.perf_counter,
              validate: bool = False) -> SimResult:
     """Replay ``jobs`` (each with ``arrival_s`` and ``work``) on ``nodes`` under ``policy``.
 
     ``activity(job, config)`` gives the fraction of one GPU's SMs the job keeps busy per GPU
-    when alone (for utilization; see docs/metrics.md).  ``progress(n)`` is called with the
-    number of jobs that just finished (for a progress bar).  Returns per-job records and the
+    when alone (for utilization; see docs/metrics.md).  ``progress(n, now)`` is called after every
+    event with the number of batch jobs that just finished and the virtual time (for a
+    progress bar).  Returns per-job records and the
     metrics of :data:`METRIC_KEYS` (plus ``jobs_unfinished``, ``restarts``).
 
     ``validate=True`` re-checks the placement state's invariants (no GPU, node or MIG slot
@@ -206,8 +207,15 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
         alloc_int += alloc_now * in_win
         util_int += busy_int
         t = next_t
+        # A job is done when its remaining work is negligible, or when what is left would take
+        # less time than the clock can resolve at this magnitude (at t ~ 1e11 s a float step
+        # is ~1e-5 s; without this the clock would stop advancing and the loop never end).
+        tick = 4 * math.ulp(max(abs(t), 1.0))
         finished = [jid for jid, l in live.items()
-                    if l.config is not None and l.job.work - l.job.done <= 1e-9 * max(1.0, l.job.work)]
+                    if l.config is not None and t >= l.restart_until
+                    and (l.job.work - l.job.done <= 1e-9 * max(1.0, l.job.work)
+                         or (rates.get(jid, 0.0) > 0
+                             and (l.job.work - l.job.done) / rates[jid] <= tick))]
         for jid in finished:
             rec = records[jid]
             rec.finish_s, rec.status = t, "finished"
@@ -216,8 +224,8 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
             state.release(jid)
             del live[jid]
             _forget(policy, jid)
-        if finished and progress is not None:
-            progress(len(finished))
+        if progress is not None:
+            progress(sum(1 for jid in finished if records[jid].kind != "service"), t)
 
     recs = list(records.values())
     span = (min(t, w_hi) - w_lo) if recs else 0.0

@@ -16,7 +16,11 @@ Files (bundled under ``data/alibaba-gpu-v2023-openb``, see its PROVENANCE.md):
   excludes them (reason ``no_times``).
 
 Parsing is strict: any bad value raises :class:`elastico.errors.InvalidArgument` whose field is
-``<file>:<line>: <column>`` (line 1 = the header) and whose value is the raw text.
+``<file>:<line>: <column>`` (line 1 = the header) and whose value is the raw text; a row with
+the wrong number of fields is named ``<file>:<line>`` with the raw row as value.  Files are
+UTF-8, a leading byte-order mark is accepted.  Numbers are bounded (:data:`MAX_GPUS_PER_NODE`
+GPUs per node or pod, :data:`MAX_QUANTITY` for CPU, memory, gpu_milli and times) so that no
+absurd value can overflow a sum or a bitset later.
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ __all__ = [
     "sub_cluster",
     "DEFAULT_NODES",
     "DEFAULT_PODS",
+    "MAX_GPUS_PER_NODE",
+    "MAX_QUANTITY",
 ]
 
 TRACE_DIR = "alibaba-gpu-v2023-openb"
@@ -79,6 +85,18 @@ TRACE_GPU_MODELS = frozenset({"A10", "G2", "G3", "P100", "T4", "V100M16", "V100M
 
 #: GPUs of the trace's full cluster (sum of ``gpu`` over openb_node_list_gpu_node.csv).
 TRACE_CLUSTER_GPUS = 6212
+
+#: Upper bound of a node's ``gpu`` and of a pod's ``num_gpu``.  No real node has more GPUs:
+#: NVIDIA DGX/HGX nodes carry 8 (DGX A100/H100/B200) to 16 (DGX-2); the openb trace's largest
+#: node and largest pod have 8.  64 leaves room for denser future nodes while keeping the
+#: sub-cluster bitsets (``1 << gpus``) small; a value like 99999999999999999999 would
+#: otherwise overflow there.
+MAX_GPUS_PER_NODE = 64
+
+#: Upper bound of ``cpu_milli``, ``memory_mib``, ``gpu_milli`` and the times (seconds): 1e15
+#: (1e12 cores, ~1 EiB of memory, ~31.7 million years), far above any real value and far below
+#: where sums over a whole trace would lose all precision or overflow.
+MAX_QUANTITY = 1e15
 
 QOS_CLASSES = frozenset({"LS", "BE", "Burstable", "Guaranteed"})
 POD_PHASES = frozenset({"Running", "Failed", "Pending", "Succeeded"})
@@ -137,18 +155,26 @@ class _Row:
     def text(self, column: str) -> str:
         return self.values[column].strip()
 
-    def number(self, column: str, *, integer: bool = False, minimum: float = 0.0) -> float:
+    def number(self, column: str, *, integer: bool = False, minimum: float = 0.0,
+               maximum: float = MAX_QUANTITY) -> float:
+        """The column as a finite number in ``minimum..maximum`` (an integer when asked).
+        Huge digit strings (``99999999999999999999``, ``1e400``) fail the bound here rather
+        than overflow later."""
         raw = self.text(column)
+        kind = "an integer" if integer else "a number"
+        bounds = f"{minimum:g}..{maximum:g}"
         try:
             v = float(raw)
-        except ValueError:
-            raise self.fail(column, "must be a number") from None
-        if not math.isfinite(v):
-            raise self.fail(column, "must be finite")
-        if v < minimum:
-            raise self.fail(column, f"must be >= {minimum:g}")
+        except (ValueError, OverflowError):
+            raise self.fail(column, f"must be {kind} in {bounds}") from None
+        if math.isnan(v):
+            raise self.fail(column, f"must be finite: {kind} in {bounds}")
+        if math.isinf(v) and raw.lstrip("+-").isalpha():  # "inf", "-Infinity"
+            raise self.fail(column, f"must be finite: {kind} in {bounds}")
+        if not minimum <= v <= maximum:
+            raise self.fail(column, f"must be {kind} in {bounds}")
         if integer and v != int(v):
-            raise self.fail(column, "must be an integer")
+            raise self.fail(column, f"must be {kind} in {bounds}")
         return v
 
 
@@ -159,7 +185,7 @@ def _rows(path: Path, required: Sequence[str], optional: Sequence[str] = ()) -> 
     except FileNotFoundError:
         raise InvalidArgument("path", str(path), "file does not exist") from None
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")  # a leading byte-order mark (Excel) is not data
     except UnicodeDecodeError as e:
         raise InvalidArgument(f"{path.name}", f"byte {e.start}", "file must be UTF-8") from None
     if not text:
@@ -188,13 +214,15 @@ def _rows(path: Path, required: Sequence[str], optional: Sequence[str] = ()) -> 
             raise InvalidArgument(f"{path.name}:1: {col}", col, "unknown column")
     if len(set(header)) != len(header):
         raise InvalidArgument(f"{path.name}:1", ",".join(header), "duplicated column")
-    for i, values in enumerate(reader, start=2):
+    for values in reader:
+        i = reader.line_num  # physical line of the record's end (line 1 = the header)
         if not values:
             raise InvalidArgument(f"{path.name}:{i}", "", "empty line")
         if len(values) != len(header):
-            col = header[len(values)] if len(values) < len(header) else "(extra)"
-            raise InvalidArgument(f"{path.name}:{i}: {col}", ",".join(values),
-                                  f"row has {len(values)} fields, header has {len(header)}")
+            # The row as a whole is wrong; naming the column after its last field would blame
+            # a column whose value is simply missing.
+            raise InvalidArgument(f"{path.name}:{i}", lines[i - 1],
+                                  f"{len(header)} fields like the header, got {len(values)}")
         yield _Row(path, i, header, values)
 
 
@@ -211,8 +239,10 @@ def read_nodes(path: str | Path | None = None) -> list[Node]:
 
     CPU-only rows (``gpu`` 0, empty ``model``; e.g. ``openb_node_list_all_node.csv``) become
     nodes with ``gpu_model=""`` and ``num_gpus=0``.  Raises InvalidArgument naming
-    ``file:line: column`` and the value on any bad row (unknown model: exact token match
-    against :data:`GPU_MEMORY_GIB`).
+    ``file:line: column`` and the value on any bad row (``gpu`` an integer in
+    0..:data:`MAX_GPUS_PER_NODE`; unknown model: exact token match against
+    :data:`GPU_MEMORY_GIB`), and naming the file when it has no GPU node at all (header only,
+    or only CPU-only rows): every consumer builds a GPU cluster from it.
     """
     p = _default(path, DEFAULT_NODES)
     nodes: list[Node] = []
@@ -226,7 +256,7 @@ def read_nodes(path: str | Path | None = None) -> list[Node]:
         names.add(name)
         cpu = row.number("cpu_milli") / 1000.0
         mem = row.number("memory_mib") / 1024.0
-        gpus = int(row.number("gpu", integer=True))
+        gpus = int(row.number("gpu", integer=True, maximum=MAX_GPUS_PER_NODE))
         model = row.text("model")
         if gpus == 0:
             if model:
@@ -237,6 +267,10 @@ def read_nodes(path: str | Path | None = None) -> list[Node]:
                 raise row.fail("model", "known GPU models: " + ", ".join(sorted(GPU_MEMORY_GIB)))
             gmem = GPU_MEMORY_GIB[model]
         nodes.append(Node(name, model, gpus, gmem, cpu, mem))
+    if not any(n.num_gpus > 0 for n in nodes):
+        what = (f"{len(nodes)} rows, all with gpu=0" if nodes
+                else "header only, no data rows")
+        raise InvalidArgument(p.name, str(p), f"has no GPU nodes: {what}")
     return nodes
 
 
@@ -246,10 +280,12 @@ def read_pods(path: str | Path | None = None) -> list[TracePod]:
     ``multigpu*`` lists (defaults in the module docstring).
 
     Checks (each failure -> InvalidArgument naming ``file:line: column`` and the value):
-    numbers finite and >= 0; ``num_gpu`` an integer; ``gpu_milli`` 0 for CPU-only pods, in
+    numbers finite and in 0..:data:`MAX_QUANTITY`; ``num_gpu`` an integer in
+    0..:data:`MAX_GPUS_PER_NODE` (checked before ``gpu_milli``); ``gpu_milli`` 0 for CPU-only pods, in
     1..1000 for one-GPU pods, exactly 1000 for multi-GPU pods; every ``gpu_spec`` token (split
     on ``|``) exactly a known model name; ``qos`` and ``pod_phase`` known; ``scheduled_time``
-    empty only for Pending pods; creation <= scheduled <= deletion; unique names.
+    empty only for Pending pods; creation <= scheduled <= deletion; unique names; at least
+    one pod (a header-only file raises naming the file).
     """
     p = _default(path, DEFAULT_PODS)
     pods: list[TracePod] = []
@@ -264,7 +300,9 @@ def read_pods(path: str | Path | None = None) -> list[TracePod]:
         names.add(name)
         cpu = row.number("cpu_milli") / 1000.0
         mem = row.number("memory_mib") / 1024.0
-        n = int(row.number("num_gpu", integer=True))
+        # num_gpu first and bounded: the gpu_milli rule below depends on it, and an absurd
+        # num_gpu must be blamed itself, not the gpu_milli it makes look wrong.
+        n = int(row.number("num_gpu", integer=True, maximum=MAX_GPUS_PER_NODE))
         milli = row.number("gpu_milli")
         if n == 0:
             if milli != 0:
@@ -310,6 +348,8 @@ def read_pods(path: str | Path | None = None) -> list[TracePod]:
             raise row.fail("deletion_time", "must be >= scheduled_time (or creation_time)")
         pods.append(TracePod(name, cpu, mem, n, share, frozenset(models), qos, phase,
                              created, scheduled, deleted))
+    if not pods:
+        raise InvalidArgument(p.name, str(p), "has no pods: header only, no data rows")
     return pods
 
 
@@ -361,11 +401,14 @@ def sub_cluster(nodes: Sequence[Node], gpus: int) -> list[Node]:
     and its quota allows (so 8-GPU gang pods still fit).  Result in trace order.  CPU-only
     nodes are not taken.
 
-    Raises InvalidArgument if ``gpus`` <= 0, > the GPUs of ``nodes``, or no combination of
-    whole nodes reaches exactly ``gpus``.
+    Raises InvalidArgument if ``nodes`` has no GPU node, ``gpus`` <= 0, > the GPUs of
+    ``nodes``, or no combination of whole nodes reaches exactly ``gpus``.
     """
     gpu_nodes = [n for n in nodes if n.num_gpus > 0]
     total = sum(n.num_gpus for n in gpu_nodes)
+    if total == 0:
+        raise InvalidArgument("nodes", f"{len(nodes)} nodes, 0 GPUs",
+                              "the cluster has no GPU nodes to take a sub-cluster from")
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus <= 0 or gpus > total:
         raise InvalidArgument("gpus", gpus, f"must be an integer in 1..{total}")
     by_model: dict[str, list[Node]] = {}

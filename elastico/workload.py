@@ -58,6 +58,8 @@ __all__ = ["Workload", "build_workload", "job_kind", "offered_load", "EXCLUSION_
 
 EXCLUSION_REASONS = ("cpu_only", "no_times", "never_scheduled", "no_fit", "not_sampled")
 SERVICE_QOS = frozenset({"LS", "Guaranteed", "Burstable"})
+# load=None picks 1.0, or this fraction of the maximum (every sampled job at once) if smaller
+AUTO_LOAD_FRACTION = 0.9
 SLOWDOWN_BOUND = {JobKind.SERVICE: 1.1, JobKind.TRAINING: 1.5, JobKind.INFERENCE: 1.5}
 
 
@@ -141,16 +143,18 @@ def _fits(pod: TracePod, nodes: Sequence[Node], known: frozenset[str]) -> bool:
 
 
 def build_workload(pods: Sequence[TracePod], nodes: Sequence[Node], *, seed: int = 0,
-                   load: float = 1.0, model: ThroughputModel,
+                   load: float | None = 1.0, model: ThroughputModel,
                    jobs: int | None = None) -> Workload:
     """Jobs for a cluster of ``nodes`` from trace ``pods`` (rules in the module docstring).
 
     ``load`` > 0: target offered load (1.0 = the GPU-seconds asked for equal the cluster's GPU
-    capacity over the arrival span).  Raises InvalidArgument for load <= 0, NaN or inf, a
-    cluster without GPUs, or an unknown qos on a pod that would be kept.
+    capacity over the arrival span); ``None`` = 1.0, or :data:`AUTO_LOAD_FRACTION` of the
+    maximum when the sampled jobs cannot offer 1.0.  Raises InvalidArgument for load <= 0,
+    NaN or inf, a load at or above the maximum, a cluster without GPUs, or an unknown qos on
+    a pod that would be kept.
     """
-    if isinstance(load, bool) or not isinstance(load, (int, float)) or not math.isfinite(load) \
-            or load <= 0:
+    if load is not None and (isinstance(load, bool) or not isinstance(load, (int, float))
+                             or not math.isfinite(load) or load <= 0):
         raise InvalidArgument("load", load, "must be a finite number > 0")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise InvalidArgument("seed", seed, "must be an integer >= 0")
@@ -201,6 +205,8 @@ def build_workload(pods: Sequence[TracePod], nodes: Sequence[Node], *, seed: int
         if span0 > 0:
             g = np.array([d[4].gpus_total for d in drafts])
             w = np.array([d[3] for d in drafts])
+            if load is None:
+                load = min(1.0, AUTO_LOAD_FRACTION * float(g.sum()) / cluster_gpus)
             k = _solve_span(g, w, cluster_gpus, load) / span0
     jobs = [Job(id=pod.name, kind=kind, arrival_s=max(pod.scheduled_s - t0, 0.0) * k, work=work,
                 request=req, job_type=jt, priority=1.0, slowdown_bound=SLOWDOWN_BOUND[kind])

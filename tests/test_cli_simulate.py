@@ -17,6 +17,14 @@ from elastico.simulator import METRIC_KEYS
 SMALL = ["simulate", "--gpus", "64", "--jobs", "60", "--load", "0.5", "--no-progress"]
 
 
+def test_help_states_each_default_once(capsys):
+    with pytest.raises(SystemExit):
+        main(["simulate", "--help"])
+    out = capsys.readouterr().out
+    assert "(default: None)" not in out
+    assert out.count("default: 512") == 1
+
+
 def test_console_script_is_installed_and_explains_itself():
     exe = Path(sys.executable).with_name("elastico")
     out = subprocess.run([str(exe), "simulate", "--help"], capture_output=True, text=True,
@@ -77,12 +85,41 @@ def test_bad_files(tmp_path, capsys):
     nan.write_text("sn,cpu_milli,memory_mib,gpu,model\nopenb-node-0000,nan,262144,2,P100\n")
     _bad(tmp_path, capsys, SMALL + ["--nodes", str(nan)], "nan.csv", "cpu_milli")
     _bad(tmp_path, capsys, SMALL + ["--json", str(tmp_path / "no" / "dir" / "x.json")], "--json")
+    # a folder, or an unwritable place, is refused before any simulation runs
+    _bad(tmp_path, capsys, SMALL + ["--json", str(tmp_path)], "--json", "folder")
+
+
+def test_json_write_failure_exits_2(tmp_path, capsys):
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full on this system")
+    _bad(tmp_path, capsys, SMALL + ["--policy", "exclusive", "--json", "/dev/full"], "--json",
+         "could not be written")
 
 
 def test_bad_counts(tmp_path, capsys):
     _bad(tmp_path, capsys, SMALL + ["--jobs", "-3"], "--jobs", "-3")
     _bad(tmp_path, capsys, SMALL + ["--seed", "-1"], "--seed", "-1")
     _bad(tmp_path, capsys, SMALL + ["--restart-s", "inf"], "--restart-s")
+    _bad(tmp_path, capsys, SMALL + ["--restart-s", "1e9"], "--restart-s", "1000000000")
+
+
+def test_default_load_adapts_to_a_small_sample(capsys):
+    # 50 pods on 64 GPUs cannot offer load 1.0; without --load the run picks 0.9 of the most
+    # they can offer and says which load it used
+    assert main(["simulate", "--gpus", "64", "--jobs", "50", "--no-progress",
+                 "--policy", "exclusive"]) == 0
+    err = capsys.readouterr().err
+    assert "workload: 50 jobs" in err and "load 0." in err
+    # asked explicitly, the same load is refused, and the message says what to change
+    code = main(["simulate", "--gpus", "64", "--jobs", "50", "--no-progress", "--load", "1"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--load" in err and "--jobs" in err
+
+
+def test_repeated_policy_runs_once(tmp_path, capsys):
+    out = tmp_path / "m.json"
+    assert main(SMALL + ["--policy", "exclusive", "--policy", "exclusive", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["policy"] == "exclusive"  # flat: one run
 
 
 def test_argparse_rejects_non_numbers_with_status_2(capsys):

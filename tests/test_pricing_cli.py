@@ -81,7 +81,10 @@ def test_missing_file_and_not_an_npz(tmp_path, capsys):
     junk = tmp_path / "junk.npz"
     junk.write_text("not numpy")
     assert run(["pricing", "solve", "--instance", str(junk)]) == 2
-    assert capsys.readouterr().err.startswith(f"elastico: error: instance: {str(junk)!r} is not allowed (not a readable numpy file")
+    # a text file is not an npz; numpy's own message would talk about pickled data
+    err = capsys.readouterr().err
+    assert err.startswith(f"elastico: error: instance: {str(junk)!r} is not allowed (not an .npz archive")
+    assert "pickle" not in err
     single = tmp_path / "single.npy"
     np.save(single, U)
     assert run(["pricing", "solve", "--instance", str(single)]) == 2
@@ -98,3 +101,73 @@ def test_bad_initial_prices_and_infeasible(tmp_path, capsys):
                  offsets=np.array([0, 1, 2]), capacity=np.array([3.0]))
     assert run(["pricing", "solve", "--instance", path]) == 2
     assert "no feasible choice exists" in capsys.readouterr().err
+
+
+def test_damaged_zip_is_not_a_readable_numpy_file(tmp_path, capsys):
+    cut = tmp_path / "cut.npz"
+    cut.write_bytes(open(write(tmp_path), "rb").read()[:40])
+    assert run(["pricing", "solve", "--instance", str(cut)]) == 2
+    assert capsys.readouterr().err.startswith(
+        f"elastico: error: instance: {str(cut)!r} is not allowed (not a readable numpy file")
+
+
+def test_directory_is_named_as_such(tmp_path, capsys):
+    assert run(["pricing", "solve", "--instance", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.startswith(
+        f"elastico: error: instance: {str(tmp_path)!r} is not allowed (is a directory)")
+    assert run(["pricing", "solve", "--instance", write(tmp_path),
+                "--initial-prices", str(tmp_path)]) == 2
+    assert "initial_prices: " in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("key", ["utility", "capacity"])
+def test_object_array_exits_2_naming_array_and_dtype(tmp_path, capsys, key):
+    arrays = dict(utility=U, demand=D, offsets=OFF, capacity=CAP)
+    arrays[key] = np.array([1.0, "x", None], dtype=object)
+    path = tmp_path / "obj.npz"
+    np.savez(path, **arrays)  # numpy pickles object arrays when saving
+    assert run(["pricing", "solve", "--instance", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"elastico: error: instance.{key}.dtype: 'object' is not allowed"), err
+
+
+def test_object_initial_prices_and_wrong_kind(tmp_path, capsys):
+    obj = tmp_path / "p.npy"
+    np.save(obj, np.array([None], dtype=object))
+    assert run(["pricing", "solve", "--instance", write(tmp_path), "--initial-prices", str(obj)]) == 2
+    assert capsys.readouterr().err.startswith("elastico: error: initial_prices.dtype: 'object'")
+    text = tmp_path / "p.txt"
+    text.write_text("1.0\n")
+    assert run(["pricing", "solve", "--instance", write(tmp_path), "--initial-prices", str(text)]) == 2
+    assert "not an .npy array" in capsys.readouterr().err
+    assert run(["pricing", "solve", "--instance", write(tmp_path),
+                "--initial-prices", write(tmp_path, "p.npz")]) == 2
+    assert "must be an .npy array" in capsys.readouterr().err
+
+
+def test_max_iterations_is_bounded(tmp_path, capsys):
+    assert run(["pricing", "solve", "--instance", write(tmp_path),
+                "--max-iterations", "99999999999999"]) == 2
+    assert capsys.readouterr().err.startswith(
+        "elastico: error: max_iterations: 99999999999999 is not allowed (must be an integer in 1..1000000)")
+    assert run(["pricing", "solve", "--instance", write(tmp_path), "--max-iterations", "1000000"]) == 0
+
+
+def test_solve_help_describes_every_option(capsys):
+    with pytest.raises(SystemExit):
+        run(["pricing", "solve", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    for flag, text in [("--max-iterations", "(default: 200)"), ("--gap-tolerance", "(default: 0.0001)"),
+                       ("--dtype", "(default: float64)"), ("--nthreads", "(default: 1)"),
+                       ("--initial-prices", "(default: none, cold start at 0)"),
+                       ("--json", "(default: table)"), ("--instance", "(required)")]:
+        assert flag in out and text in out, (flag, text)
+    assert "1..1000000" in out and "GPUs, GiB, cores" in out and "fraction" in out
+
+
+def test_pricing_without_subcommand_says_command(capsys):
+    with pytest.raises(SystemExit) as e:
+        run(["pricing"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "required: COMMAND" in err and "pricing_command" not in err

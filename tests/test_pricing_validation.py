@@ -37,6 +37,8 @@ def call(**kw):
     (dict(initial_prices=np.array([1.0, -0.5])), r"^initial_prices\[1\]: -0.5 "),
     (dict(initial_prices=np.array([1.0])), r"^initial_prices.shape: \(1,\) "),
     (dict(max_iterations=0), r"^max_iterations: 0 "),
+    (dict(max_iterations=1_000_001), r"^max_iterations: 1000001 is not allowed \(must be an integer in 1\.\.1000000\)"),
+    (dict(max_iterations=np.int64(99999999999999)), r"^max_iterations: 99999999999999 "),
     (dict(gap_tolerance=-1.0), r"^gap_tolerance: -1.0 "),
     (dict(dtype="float16"), r"^dtype: 'float16' is not allowed \(must be one of float64, float32\)"),
     (dict(nthreads=0), r"^nthreads: 0 "),

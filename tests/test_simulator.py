@@ -174,3 +174,14 @@ def test_metrics_keys_and_ranges_on_the_real_trace():
         assert m["p50_jct_s"] <= m["p95_jct_s"] <= m["p99_jct_s"]
         assert m["jobs_completed"] + m["jobs_unfinished"] == sum(1 for j in wl.jobs if j.kind.elastic)
         assert math.isfinite(m["avg_jct_s"]) and m["avg_jct_s"] > 0
+
+
+def test_huge_clock_values_still_finish():
+    # At t ~ 1e11 s a float step is ~1.5e-5 s: a tiny --load stretches arrivals that far.
+    # The clock must keep advancing and every job finish (this once looped forever).
+    jobs = [job(i, 1e11 + 7.3 * i, 1.0 + 0.37 * i, kind=JobKind.INFERENCE, share=0.5)
+            for i in range(6)]
+    res = run([node("a", 2)], jobs, "elastico")
+    assert res.metrics["jobs_completed"] == 6
+    for r in res.records:
+        assert r.progress == pytest.approx(r.work, rel=1e-4)

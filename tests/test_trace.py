@@ -97,7 +97,17 @@ def _write(tmp_path, body, name="pods.csv", header=HEADER):
     ("p1,1000,1024,1,500,,BE,Running,5,10,4\n", 3, "scheduled_time", "4"),
     ("p1,1000,1024,1,500,,BE,Running,0,10,11\n", 3, "deletion_time", "10"),
     ("openb-pod-0000,1000,1024,1,500,,BE,Running,0,10,0\n", 3, "name", "openb-pod-0000"),
-    ("p1,1000,1024,1,500,,BE,Running,0,10\n", 3, "scheduled_time", None),
+    # num_gpu is bounded and checked before the gpu_milli rule that depends on it
+    ("p1,1000,1024,99999999999999999999,0,,BE,Running,0,10,0\n", 3, "num_gpu",
+     "99999999999999999999"),
+    ("p1,1000,1024,65,1000,,BE,Running,0,10,0\n", 3, "num_gpu", "65"),
+    ("p1,1000,1024,1e400,1000,,BE,Running,0,10,0\n", 3, "num_gpu", "1e400"),
+    ("p1,1e16,1024,1,500,,BE,Running,0,10,0\n", 3, "cpu_milli", "1e16"),
+    ("p1,1000,99999999999999999999,1,500,,BE,Running,0,10,0\n", 3, "memory_mib",
+     "99999999999999999999"),
+    ("p1,1000,1024,1,500,,BE,Running,0,99999999999999999999,0\n", 3, "deletion_time",
+     "99999999999999999999"),
+    ("p1,1000,1024,1,500,,BE,Running,1e300,1e300,1e300\n", 3, "creation_time", "1e300"),
 ])
 def test_bad_pod_row_names_file_line_column_value(tmp_path, row, line, column, value):
     path = _write(tmp_path, GOOD + row)
@@ -107,6 +117,47 @@ def test_bad_pod_row_names_file_line_column_value(tmp_path, row, line, column, v
     if value is not None:
         assert e.value.value == value
     assert f"pods.csv:{line}" in str(e.value)
+
+
+def test_bound_messages_say_the_range(tmp_path):
+    with pytest.raises(InvalidArgument) as e:
+        read_pods(_write(tmp_path, "p1,1000,1024,99999999999999999999,0,,BE,Running,0,10,0\n"))
+    assert "must be an integer in 0..64" in str(e.value)
+    with pytest.raises(InvalidArgument) as e:
+        read_pods(_write(tmp_path, "p1,1e16,1024,1,500,,BE,Running,0,10,0\n"))
+    assert "must be a number in 0..1e+15" in str(e.value)
+    # the largest allowed values still parse
+    ok = read_pods(_write(tmp_path, "p1,1e15,1024,64,1000,,BE,Running,0,1e15,0\n"))
+    assert ok[0].num_gpus == 64 and ok[0].deletion_s == 1e15
+
+
+@pytest.mark.parametrize("row,got", [
+    ("p1,1000,1024,1\n", 4),
+    ("p1,1000,1024,1,500,,BE,Running,0,10\n", 10),
+    ("p1,1000,1024,1,500,,BE,Running,0,10,0,7\n", 12),
+])
+def test_row_with_wrong_field_count_names_the_row_not_a_column(tmp_path, row, got):
+    with pytest.raises(InvalidArgument) as e:
+        read_pods(_write(tmp_path, GOOD + row))
+    assert e.value.field == "pods.csv:3"
+    assert e.value.value == row.rstrip("\n")
+    assert e.value.allowed == f"11 fields like the header, got {got}"
+
+
+def test_header_only_pod_list_has_no_pods(tmp_path):
+    with pytest.raises(InvalidArgument) as e:
+        read_pods(_write(tmp_path, ""))
+    assert e.value.field == "pods.csv" and "no pods" in str(e.value)
+
+
+def test_utf8_bom_is_accepted(tmp_path):
+    pods = tmp_path / "pods.csv"
+    pods.write_bytes(("\ufeff" + HEADER + GOOD).encode("utf-8"))
+    assert [p.name for p in read_pods(pods)] == ["openb-pod-0000"]
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_bytes("\ufeffsn,cpu_milli,memory_mib,gpu,model\nn1,64000,262144,2,T4\n"
+                      .encode("utf-8"))
+    assert [(n.name, n.num_gpus) for n in read_nodes(nodes)] == [("n1", 2)]
 
 
 def test_a10_does_not_match_a100(tmp_path):
@@ -141,12 +192,44 @@ def test_partial_optional_columns_rejected(tmp_path):
     ("n1,-1,262144,2,T4\n", "cpu_milli", "-1"),
     ("n1,64000,inf,2,T4\n", "memory_mib", "inf"),
     ("n1,64000,262144,0,T4\n", "model", "T4"),
+    # no real node has more than 64 GPUs (DGX/HGX: 8-16); a huge one used to overflow later
+    ("n1,64000,262144,99999999999999999999,T4\n", "gpu", "99999999999999999999"),
+    ("n1,64000,262144,1000000,T4\n", "gpu", "1000000"),
+    ("n1,64000,262144,65,T4\n", "gpu", "65"),
+    ("n1,1e16,262144,8,T4\n", "cpu_milli", "1e16"),
+    ("n1,64000,1e400,8,T4\n", "memory_mib", "1e400"),
 ])
 def test_bad_node_row(tmp_path, row, column, value):
     p = _write(tmp_path, row, name="nodes.csv", header="sn,cpu_milli,memory_mib,gpu,model\n")
     with pytest.raises(InvalidArgument) as e:
         read_nodes(p)
     assert e.value.field == f"nodes.csv:2: {column}" and e.value.value == value
+
+
+def test_node_with_64_gpus_is_the_largest_accepted(tmp_path):
+    p = _write(tmp_path, "n1,64000,262144,64,T4\n", name="nodes.csv",
+               header="sn,cpu_milli,memory_mib,gpu,model\n")
+    assert read_nodes(p)[0].num_gpus == 64
+
+
+@pytest.mark.parametrize("body,detail", [
+    ("", "header only, no data rows"),
+    ("n1,32000,262144,0,\nn2,32000,262144,0,\n", "2 rows, all with gpu=0"),
+])
+def test_node_list_without_gpu_nodes_names_the_file(tmp_path, body, detail):
+    p = _write(tmp_path, body, name="nodes.csv", header="sn,cpu_milli,memory_mib,gpu,model\n")
+    with pytest.raises(InvalidArgument) as e:
+        read_nodes(p)
+    assert e.value.field == "nodes.csv" and e.value.value == str(p)
+    assert f"has no GPU nodes: {detail}" in str(e.value)
+
+
+@pytest.mark.parametrize("nodes_", [[], [Node("c1", "", 0, 0.0, 32.0, 256.0)]])
+def test_sub_cluster_of_a_cluster_without_gpus_says_so(nodes_):
+    with pytest.raises(InvalidArgument) as e:
+        sub_cluster(nodes_, 64)
+    assert e.value.field == "nodes" and "has no GPU nodes" in str(e.value)
+    assert "1..0" not in str(e.value)
 
 
 @pytest.mark.parametrize("gpus", [64, 512])

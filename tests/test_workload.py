@@ -249,3 +249,15 @@ def test_bad_load(pods, sub512, model, load):
     with pytest.raises(InvalidArgument) as e:
         build_workload(pods[:10], sub512, seed=0, load=load, model=model)
     assert e.value.field == "load"
+
+
+def test_auto_load_is_one_or_nine_tenths_of_the_maximum(pods, sub512, model):
+    # few jobs: 1.0 is out of reach, so load=None asks for 0.9 x sum(g) / G
+    few = build_workload(pods, sub512, seed=0, load=None, model=model, jobs=100)
+    want = 0.9 * _max_load(few.jobs, 512)
+    assert want < 1.0
+    assert _capped_load(few.jobs, 512) == pytest.approx(want, rel=1e-9)
+    # many jobs: 1.0 is reachable and is what load=None asks for
+    many = build_workload(pods, sub512, seed=0, load=None, model=model, jobs=2000)
+    assert _max_load(many.jobs, 512) > 1.0 / 0.9
+    assert _capped_load(many.jobs, 512) == pytest.approx(1.0, rel=1e-9)

@@ -15,12 +15,12 @@ import json
 import sys
 import zipfile
 from pathlib import Path
-from typing import Any, TextIO
+from typing import IO, Any, TextIO
 
 import numpy as np
 
 from elastico.errors import ElasticoError, InvalidArgument
-from elastico.pricing.solver import PricingResult, solve
+from elastico.pricing.solver import MAX_ITERATIONS, PricingResult, solve
 from elastico.pricing.validation import DTYPES
 
 __all__ = ["register", "load_instance", "INSTANCE_KEYS"]
@@ -32,25 +32,85 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     """Adds ``pricing`` (with subcommand ``solve``) to an argparse subparsers object."""
     p = subparsers.add_parser("pricing", help="Elastic Shadow Pricing (MMKP solver)",
                               description="Elastic Shadow Pricing: choose one configuration per job.")
-    sub = p.add_subparsers(dest="pricing_command", required=True)
+    sub = p.add_subparsers(dest="pricing_command", required=True, metavar="COMMAND")
     s = sub.add_parser("solve", help="solve an instance stored as .npz",
                        description="Solve one MMKP instance; the npz holds utility[M], "
                                    "demand[M,R], offsets[N+1], capacity[R].")
-    s.add_argument("--instance", required=True, metavar="FILE.npz", help="instance file")
-    s.add_argument("--json", action="store_true", help="print one JSON object")
-    s.add_argument("--max-iterations", type=int, default=200, metavar="N")
-    s.add_argument("--gap-tolerance", type=float, default=1e-4, metavar="X")
-    s.add_argument("--dtype", choices=DTYPES, default="float64")
-    s.add_argument("--nthreads", type=int, default=1, metavar="K")
-    s.add_argument("--initial-prices", metavar="FILE.npy", help="warm-start prices [R]")
+    s.add_argument("--instance", required=True, metavar="FILE.npz",
+                   help="instance written with numpy.savez: utility[M] (utility of each "
+                        "configuration), demand[M,R] (resources of each configuration, model "
+                        "units: GPUs, GiB, cores), offsets[N+1] (integers; job j owns "
+                        "configurations offsets[j]..offsets[j+1]-1), capacity[R] (same units "
+                        "as demand); numeric arrays only (required)")
+    s.add_argument("--json", action="store_true",
+                   help="print one JSON object (choice, prices, primal_value, dual_bound, gap, "
+                        "iterations, seconds, totals) instead of the table (default: table)")
+    s.add_argument("--max-iterations", type=int, default=200, metavar="N",
+                   help="limit on Lagrangian evaluations (iterations), an integer in "
+                        f"1..{MAX_ITERATIONS} (default: %(default)s)")
+    s.add_argument("--gap-tolerance", type=float, default=1e-4, metavar="X",
+                   help="stop once the certified relative duality gap is at most X, a fraction "
+                        "(0.0001 = 0.01 %%), finite and >= 0 (default: %(default)s)")
+    s.add_argument("--dtype", choices=DTYPES, default="float64",
+                   help="floating-point type of the native selection; the reported dual bound "
+                        "is always evaluated in float64 (default: %(default)s)")
+    s.add_argument("--nthreads", type=int, default=1, metavar="K",
+                   help="threads of the native selection, an integer >= 1 (default: %(default)s)")
+    s.add_argument("--initial-prices", metavar="FILE.npy",
+                   help="warm-start shadow prices [R] written with numpy.save, finite and >= 0, "
+                        "in utility per unit of each resource (e.g. a previous run's prices) "
+                        "(default: none, cold start at 0)")
     s.set_defaults(func=_cmd_solve)
     return p
 
 
-def _load(path: str, field: str) -> Any:
+_ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # a zip's first record, or an empty zip
+_NPY_MAGIC = b"\x93NUMPY"
+
+
+def _header_dtype(f: IO[bytes]) -> np.dtype | None:
+    """dtype from a .npy header at the start of ``f`` (no data read); None if unreadable."""
+    try:
+        version = np.lib.format.read_magic(f)
+        read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                else np.lib.format.read_array_header_2_0)
+        return read(f)[2]
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile):
+        return None
+
+
+def _refuse_objects(dtype: np.dtype | None, field: str) -> None:
+    if dtype is not None and dtype.hasobject:
+        raise InvalidArgument(f"{field}.dtype", str(dtype),
+                              "must be a numeric array: object arrays need pickle, which is "
+                              "never loaded; save numbers, e.g. float64")
+
+
+def _load(path: str, field: str, kind: str) -> Any:
+    """Loads ``path`` as ``kind`` ("npz" or "npy") without pickle; InvalidArgument naming
+    ``field`` and the path (or ``field.dtype`` and the dtype) otherwise."""
     p = Path(path)
-    if not p.is_file():
+    if p.is_dir():
+        raise InvalidArgument(field, path, "is a directory")
+    if not p.exists():
         raise InvalidArgument(field, path, "no such file")
+    if not p.is_file():
+        raise InvalidArgument(field, path, "not a regular file")
+    try:
+        with p.open("rb") as f:
+            head = f.read(len(_NPY_MAGIC))
+            f.seek(0)
+            dtype = _header_dtype(f) if head == _NPY_MAGIC else None
+    except OSError as exc:
+        raise InvalidArgument(field, path, f"cannot be read: {exc.strerror or exc}") from None
+    is_npz, is_npy = head.startswith(_ZIP_MAGIC), head == _NPY_MAGIC
+    if kind == "npz" and not is_npz:
+        raise InvalidArgument(field, path, "must be an .npz archive (numpy.savez)" if is_npy
+                              else "not an .npz archive: it is not a zip file; write one with numpy.savez")
+    if kind == "npy" and not is_npy:
+        raise InvalidArgument(field, path, "must be an .npy array (numpy.save)" if is_npz
+                              else "not an .npy array: no .npy header; write one with numpy.save")
+    _refuse_objects(dtype, field)
     try:
         return np.load(p, allow_pickle=False)
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
@@ -58,16 +118,30 @@ def _load(path: str, field: str) -> Any:
 
 
 def load_instance(path: str) -> dict[str, np.ndarray]:
-    """Reads an instance npz; raises InvalidArgument naming the file or the missing key."""
-    data = _load(path, "instance")
-    if not isinstance(data, np.lib.npyio.NpzFile):
-        raise InvalidArgument("instance", path, "must be an .npz archive (numpy.savez)")
+    """Reads an instance npz; raises InvalidArgument naming the file, the missing key, or an
+    array that is not numeric (``instance.<key>.dtype``) or unreadable."""
+    data = _load(path, "instance", "npz")
     with data:
         missing = [k for k in INSTANCE_KEYS if k not in data.files]
         if missing:
             raise InvalidArgument(f"instance.{missing[0]}", "missing",
                                   f"the npz must hold arrays {', '.join(INSTANCE_KEYS)}")
-        return {k: data[k] for k in INSTANCE_KEYS}
+        members = set(data.zip.namelist())
+        arrays = {}
+        for k in INSTANCE_KEYS:
+            member = f"{k}.npy" if f"{k}.npy" in members else k
+            try:
+                with data.zip.open(member) as f:
+                    dtype = _header_dtype(f)
+            except (OSError, zipfile.BadZipFile, EOFError, KeyError):
+                dtype = None  # np.load below reports the damage
+            _refuse_objects(dtype, f"instance.{k}")
+            try:
+                arrays[k] = data[k]
+            except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+                raise InvalidArgument(f"instance.{k}", path,
+                                      f"not a readable array: {exc}") from None
+        return arrays
 
 
 def _cmd_solve(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -77,9 +151,7 @@ def _cmd_solve(args: argparse.Namespace, out: TextIO | None = None, err: TextIO 
         inst = load_instance(args.instance)
         prices = None
         if args.initial_prices:
-            prices = _load(args.initial_prices, "initial_prices")
-            if not isinstance(prices, np.ndarray):
-                raise InvalidArgument("initial_prices", args.initial_prices, "must be an .npy array")
+            prices = _load(args.initial_prices, "initial_prices", "npy")
         res = solve(inst["utility"], inst["demand"], inst["offsets"], inst["capacity"],
                     initial_prices=prices, max_iterations=args.max_iterations,
                     gap_tolerance=args.gap_tolerance, dtype=args.dtype, nthreads=args.nthreads)

@@ -244,10 +244,19 @@ def _best_per_job_sorted_by_job(jobs: np.ndarray, key: np.ndarray, n: int) -> np
     return out
 
 
+#: Upper bound of ``max_iterations``.  The default is 200 and the placer uses 20; a million
+#: evaluations already take minutes on a large instance, and an unbounded value (e.g.
+#: 99999999999999) would let an infeasible instance run for hours before it is reported.
+MAX_ITERATIONS = 1_000_000
+
+
 def _check_options(max_iterations: Any, gap_tolerance: Any) -> tuple[int, float]:
     if isinstance(max_iterations, bool) or not isinstance(max_iterations, (int, np.integer)) \
-            or max_iterations < 1:
-        raise InvalidArgument("max_iterations", max_iterations, "must be an integer >= 1")
+            or not 1 <= max_iterations <= MAX_ITERATIONS:
+        raise InvalidArgument("max_iterations",
+                              max_iterations.item() if isinstance(max_iterations, np.generic)
+                              else max_iterations,
+                              f"must be an integer in 1..{MAX_ITERATIONS}")
     try:
         tol = float(gap_tolerance)
     except (TypeError, ValueError):
@@ -273,7 +282,8 @@ def solve(utility: Any, demand: Any, offsets: Any, capacity: Any, *,
         capacity: [R] finite, >= 0, total capacity of each resource.
         initial_prices: [R] finite, >= 0, warm-start shadow prices (e.g. the previous round's
             ``PricingResult.prices``); None = cold start at 0.
-        max_iterations: >= 1, limit on Lagrangian evaluations.
+        max_iterations: 1..:data:`MAX_ITERATIONS` (1_000_000), limit on Lagrangian
+            evaluations.
         gap_tolerance: >= 0, stop once the certified relative gap is at most this.
         dtype: "float64" or "float32", arithmetic of the native selection.  The reported
             ``dual_bound`` is always evaluated in float64, so it stays a valid bound.
