@@ -18,16 +18,7 @@ import numpy as np
 from elastico.pricing import kernel, solve
 
 
-def numpy_select(off, u, d, p, cap):
-    """Vectorised numpy reference of the native selection."""
-    val = u - d @ p
-    best = np.maximum.reduceat(val, off[:-1])
-    n = len(off) - 1
-    job = np.repeat(np.arange(n), np.diff(off))
-    is_best = val == best[job]
-    first = np.full(n, len(u))
-    np.minimum.at(first, job[is_best], np.flatnonzero(is_best))
-    return first - off[:-1], d[first].sum(0), best.sum() + p @ cap
+numpy_select = kernel.reference_select
 
 
 def instance(rng, n, k=16, r=10, tight=0.4):

@@ -34,16 +34,7 @@ def test_cpp_unit_tests_build_and_pass(tmp_path):
     assert "100% tests passed" in out
 
 
-def numpy_select(off, u, d, p, cap):
-    """Reference: per-job argmax of u - d @ p (first index on ties) with np.maximum.reduceat."""
-    val = u - d @ p
-    best = np.maximum.reduceat(val, off[:-1])
-    n = len(off) - 1
-    job = np.repeat(np.arange(n), np.diff(off))
-    is_best = val == best[job]
-    first = np.full(n, len(u))
-    np.minimum.at(first, job[is_best], np.flatnonzero(is_best))
-    return first - off[:-1], d[first].sum(0), best.sum() + p @ cap
+numpy_select = kernel.reference_select
 
 
 def instance(rng, n, k_max, r):

@@ -153,7 +153,27 @@ class _MpsBook:
         }
 
 
-class SimulatedGpuBackend:
+class _MpsLimitsOf:
+    """The MPS-limit half of :class:`GpuBackend`, shared by every backend: NVML cannot set
+    per-client MPS limits (the MPS control daemon and the client environment do), so each
+    backend keeps the same validated book (``self._mps``) against its own GPU list."""
+
+    _mps: "_MpsBook"
+
+    def set_mps_limits(self, client_id, active_thread_percentage, pinned_mem_limit_gib, gpu_indices=(0,)):
+        return self._mps.set(self.list_gpus(), client_id, active_thread_percentage, pinned_mem_limit_gib, gpu_indices)
+
+    def clear_mps_limits(self, client_id: str) -> None:
+        self._mps.clear(client_id)
+
+    def mps_limits(self, client_id: str) -> MpsLimits:
+        return self._mps.get(client_id)
+
+    def mps_env(self, client_id: str) -> dict[str, str]:
+        return self._mps.env(client_id)
+
+
+class SimulatedGpuBackend(_MpsLimitsOf):
     """An in-memory backend over a fixed list of GPUs.  Telemetry defaults to an idle GPU and
     can be set with :meth:`set_telemetry` (tests, the simulator)."""
 
@@ -213,18 +233,6 @@ class SimulatedGpuBackend:
     def set_mig_mode(self, index: int, enabled: bool) -> None:
         self._gpus[index] = replace(self._gpu(index), mig_mode=bool(enabled))
 
-    def set_mps_limits(self, client_id, active_thread_percentage, pinned_mem_limit_gib, gpu_indices=(0,)):
-        return self._mps.set(self.list_gpus(), client_id, active_thread_percentage, pinned_mem_limit_gib, gpu_indices)
-
-    def clear_mps_limits(self, client_id: str) -> None:
-        self._mps.clear(client_id)
-
-    def mps_limits(self, client_id: str) -> MpsLimits:
-        return self._mps.get(client_id)
-
-    def mps_env(self, client_id: str) -> dict[str, str]:
-        return self._mps.env(client_id)
-
     def close(self) -> None:
         pass
 
@@ -236,7 +244,7 @@ def _unavailable(reason: str) -> BackendUnavailable:
     )
 
 
-class NvmlGpuBackend:
+class NvmlGpuBackend(_MpsLimitsOf):
     """GPUs read through NVML (``pynvml`` from the ``nvidia-ml-py`` package, imported here,
     lazily).  Raises :class:`BackendUnavailable` (never crashes) when pynvml is missing or
     ``nvmlInit`` fails; NVML errors on a query of one GPU mark it unhealthy / raise
@@ -316,18 +324,6 @@ class NvmlGpuBackend:
             except Exception:
                 pass
         return out
-
-    def set_mps_limits(self, client_id, active_thread_percentage, pinned_mem_limit_gib, gpu_indices=(0,)):
-        return self._mps.set(self.list_gpus(), client_id, active_thread_percentage, pinned_mem_limit_gib, gpu_indices)
-
-    def clear_mps_limits(self, client_id: str) -> None:
-        self._mps.clear(client_id)
-
-    def mps_limits(self, client_id: str) -> MpsLimits:
-        return self._mps.get(client_id)
-
-    def mps_env(self, client_id: str) -> dict[str, str]:
-        return self._mps.env(client_id)
 
     def close(self) -> None:
         if self._open:

@@ -26,7 +26,7 @@ import numpy as np
 from elastico import _native
 from elastico.pricing import validation as v
 
-__all__ = ["select", "prepare", "PreparedInstance"]
+__all__ = ["select", "prepare", "PreparedInstance", "reference_select"]
 
 _FUNCS = {"float64": _native.select_f64, "float32": _native.select_f32}
 
@@ -86,3 +86,19 @@ def select(offsets: Any, utility: Any, demand: Any, prices: Any, capacity: Any, 
     inst = prepare(offsets, utility, demand, capacity, dtype=dtype, nthreads=nthreads)
     p = v.check_prices(prices, inst.n_resources)
     return inst.select(p)
+
+
+def reference_select(offsets: np.ndarray, utility: np.ndarray, demand: np.ndarray,
+                     prices: np.ndarray, capacity: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """The same selection in vectorised numpy, independent of the native code: the reference
+    the C++ core is tested against (tests/test_native_cpp.py) and timed against
+    (bench/bench_pricing.py).  Same shapes, units and tie rule as :func:`select`; no input
+    checks."""
+    val = utility - demand @ prices
+    best = np.maximum.reduceat(val, offsets[:-1])
+    n = len(offsets) - 1
+    job = np.repeat(np.arange(n), np.diff(offsets))
+    is_best = val == best[job]
+    first = np.full(n, len(utility))
+    np.minimum.at(first, job[is_best], np.flatnonzero(is_best))  # lowest index on ties
+    return first - offsets[:-1], demand[first].sum(0), float(best.sum() + prices @ capacity)
