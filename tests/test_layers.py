@@ -12,6 +12,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 ALGORITHM = ["elastico", "services/pricing", "services/placer", "services/predictor"]
 FORBIDDEN = ("grpc", "kubernetes", "elastico.v1")
+#: The gRPC adapters that live beside the algorithm code: the only files in ALGORITHM folders
+#: allowed to import grpc and the generated ``elastico.v1`` messages (STYLE.md 8: thin
+#: servicers, one error mapping).  Listed one by one so that a new file is checked by default.
+ADAPTERS = {"services/pricing/server.py", "elastico/grpc_errors.py"}
+#: ... and their import names: algorithm code must not import them either (that would pull
+#: grpc in through the back door).
+ADAPTER_MODULES = {"elastico.pricing.server", "elastico.grpc_errors"}
 
 
 def imports(path: Path) -> set[str]:
@@ -29,13 +36,19 @@ def sources(folder: str) -> list[Path]:
     return sorted((ROOT / folder).glob("**/*.py"))
 
 
+def test_every_adapter_exists():
+    assert sorted(a for a in ADAPTERS if not (ROOT / a).is_file()) == []
+
+
 @pytest.mark.parametrize("folder", ALGORITHM)
 def test_algorithm_code_imports_no_grpc_or_kubernetes(folder):
     files = sources(folder)
     assert files, folder
     for f in files:
+        if str(f.relative_to(ROOT)) in ADAPTERS:
+            continue
         bad = sorted(m for m in imports(f) if m.split(".")[0] in ("grpc", "kubernetes")
-                     or m.startswith("elastico.v1"))
+                     or m.startswith("elastico.v1") or m in ADAPTER_MODULES)
         assert not bad, f"{f.relative_to(ROOT)} imports {bad}"
 
 

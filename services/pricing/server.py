@@ -1,0 +1,177 @@
+"""gRPC ``elastico.v1.PricingService``: a thin adapter over :func:`elastico.pricing.solve`.
+
+Each RPC converts the request to numpy arrays, calls the core and converts the result back.
+Errors are not handled here: the core and the conversion raise the domain exceptions of
+:mod:`elastico.errors` and :class:`elastico.grpc_errors.ErrorInterceptor` maps them to status
+codes (``INVALID_ARGUMENT`` naming the wire field and value, ``FAILED_PRECONDITION`` for an
+infeasible instance, ``INTERNAL`` for anything unexpected).
+
+Wire layout (protos/elastico/v1/pricing.proto): ``instance.offsets[N+1]``,
+``instance.utility[M]``, ``instance.demand[M*R]`` row-major (configuration ``c`` uses
+``demand[c*R .. c*R+R)``), ``instance.capacity[R]`` -- R is ``len(capacity)``.
+``max_iterations == 0`` and ``gap_tolerance == 0`` mean the core's defaults.
+
+State: only the prices (and resource names) of the last successful Solve, returned by
+GetPrices; a lock guards them.  A Solve that fails (bad input, infeasible, deadline passed)
+leaves them unchanged -- every request is validated and solved before the state is touched.
+
+Deadlines: solving is pure CPU and cannot be interrupted, so the deadline is checked before
+solving (no effort spent on a call whose caller has gone) and after it (a late answer is
+``DEADLINE_EXCEEDED`` and changes nothing).
+
+Who calls it: the placer's gRPC pricer client, ``grpcurl``, Kubernetes probes (health).
+Whom it calls: :func:`elastico.pricing.solve`, grpc, grpc_health, grpc_reflection.  This is
+an adapter module: it is exempt from the no-grpc rule of tests/test_layers.py.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import threading
+from concurrent import futures
+from typing import Any
+
+import grpc
+import numpy as np
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+import elastico.pricing as pricing
+from elastico.errors import InvalidArgument
+from elastico.grpc_errors import ErrorInterceptor
+from elastico.v1 import pricing_pb2, pricing_pb2_grpc
+
+__all__ = ["SERVICE_NAME", "PricingServicer", "build_server", "solve_kwargs"]
+
+#: Full name of the service, as health checking and reflection know it.
+SERVICE_NAME: str = pricing_pb2.DESCRIPTOR.services_by_name["PricingService"].full_name
+
+_PARAMS = inspect.signature(pricing.solve).parameters
+#: The core's defaults, used when the request says 0.
+DEFAULT_MAX_ITERATIONS: int = _PARAMS["max_iterations"].default
+DEFAULT_GAP_TOLERANCE: float = _PARAMS["gap_tolerance"].default
+
+#: Largest request/response accepted (an instance of 1M configurations x 4 resources is 40 MB).
+MAX_MESSAGE_BYTES = 64 * 2**20
+
+_INSTANCE_FIELDS = re.compile(r"^(offsets|utility|demand|capacity|resource_names)\b")
+_DEMAND_CELL = re.compile(r"^demand\[(\d+), (\d+)\]$")
+
+
+def _wire_error(e: InvalidArgument, r: int) -> InvalidArgument:
+    """The core's field name -> the request field (``utility[3]`` ->
+    ``instance.utility[3]``; ``demand[i, k]`` -> ``instance.demand[i*R+k]``)."""
+    cell = _DEMAND_CELL.match(e.field)
+    if cell:
+        i, k = int(cell.group(1)), int(cell.group(2))
+        return InvalidArgument(f"instance.demand[{i * r + k}]", e.value,
+                               f"{e.allowed}; configuration {i}, resource {k}")
+    if _INSTANCE_FIELDS.match(e.field):
+        return InvalidArgument(f"instance.{e.field}", e.value, e.allowed)
+    return e
+
+
+def _floats(field: Any) -> np.ndarray:
+    return np.fromiter(field, dtype=np.float64, count=len(field))
+
+
+def solve_kwargs(request: pricing_pb2.SolveRequest) -> dict[str, Any]:
+    """The arguments of :func:`elastico.pricing.solve` for a SolveRequest.
+
+    Checks what only the wire format can get wrong (the length of the flat ``demand`` and of
+    ``resource_names``); the core checks the rest.  Raises InvalidArgument naming the field.
+    """
+    inst = request.instance
+    m, r = len(inst.utility), len(inst.capacity)
+    if len(inst.demand) != m * r:
+        raise InvalidArgument(
+            "instance.demand.shape", (len(inst.demand),),
+            f"must have M*R = {m}*{r} = {m * r} entries, row-major [M, R], "
+            f"M = len(instance.utility), R = len(instance.capacity)")
+    if len(inst.resource_names) not in (0, r):
+        raise InvalidArgument("instance.resource_names.shape", (len(inst.resource_names),),
+                              f"must be empty or of length R={r} = len(instance.capacity)")
+    return dict(
+        utility=_floats(inst.utility),
+        demand=_floats(inst.demand).reshape(m, r),
+        offsets=np.fromiter(inst.offsets, dtype=np.int64, count=len(inst.offsets)),
+        capacity=_floats(inst.capacity),
+        initial_prices=_floats(request.initial_prices) if len(request.initial_prices) else None,
+        max_iterations=request.max_iterations or DEFAULT_MAX_ITERATIONS,
+        gap_tolerance=request.gap_tolerance or DEFAULT_GAP_TOLERANCE,
+    )
+
+
+def _deadline_passed(context: grpc.ServicerContext) -> bool:
+    # grpc clamps time_remaining() at 0; no deadline reads as a very large number.
+    remaining = context.time_remaining()
+    return remaining is not None and remaining <= 0
+
+
+class PricingServicer(pricing_pb2_grpc.PricingServiceServicer):
+    """Solve and GetPrices.  The only state is the last prices and resource names."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._prices: tuple[float, ...] = ()
+        self._names: tuple[str, ...] = ()
+
+    def Solve(self, request: pricing_pb2.SolveRequest,
+              context: grpc.ServicerContext) -> pricing_pb2.SolveResponse:
+        if _deadline_passed(context):
+            context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "deadline passed before solving")
+        kwargs = solve_kwargs(request)
+        try:
+            res = pricing.solve(**kwargs)
+        except InvalidArgument as e:
+            raise _wire_error(e, len(request.instance.capacity)) from None
+        if _deadline_passed(context):
+            context.abort(grpc.StatusCode.DEADLINE_EXCEEDED,
+                          f"deadline passed while solving ({res.seconds:.3f} s); prices not kept")
+        prices = tuple(float(x) for x in res.prices)
+        with self._lock:
+            self._prices, self._names = prices, tuple(request.instance.resource_names)
+        return pricing_pb2.SolveResponse(
+            choice=res.choice.tolist(), prices=prices, primal_value=res.primal_value,
+            dual_bound=res.dual_bound, gap=res.gap, iterations=res.iterations,
+            seconds=res.seconds)
+
+    def GetPrices(self, request: pricing_pb2.GetPricesRequest,
+                  context: grpc.ServicerContext) -> pricing_pb2.GetPricesResponse:
+        with self._lock:
+            prices, names = self._prices, self._names
+        return pricing_pb2.GetPricesResponse(prices=prices, resource_names=names)
+
+
+def build_server(address: str = "127.0.0.1:0", *, max_workers: int = 4,
+                 max_concurrent_rpcs: int = 32) -> tuple[grpc.Server, int]:
+    """A PricingService server bound to ``address`` (port 0 picks a free port), not started.
+
+    Registers :class:`PricingServicer`, the standard health service (``""`` and
+    :data:`SERVICE_NAME` SERVING) and server reflection; installs
+    :class:`~elastico.grpc_errors.ErrorInterceptor`.  More than ``max_concurrent_rpcs`` RPCs
+    in flight are refused by grpc with ``RESOURCE_EXHAUSTED``.
+
+    Returns ``(server, port)``; the caller runs ``server.start()`` and, to shut down
+    gracefully, ``server.stop(grace)``.
+    """
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=max_workers,
+                                   thread_name_prefix="elastico-pricing"),
+        interceptors=[ErrorInterceptor()],
+        maximum_concurrent_rpcs=max_concurrent_rpcs,
+        options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)],
+    )
+    pricing_pb2_grpc.add_PricingServiceServicer_to_server(PricingServicer(), server)
+    health_servicer = health.HealthServicer()
+    for name in ("", SERVICE_NAME):
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+    port = server.add_insecure_port(address)
+    if port == 0:  # older grpc returns 0 instead of raising
+        raise RuntimeError(f"cannot bind {address!r}")
+    return server, port
