@@ -185,3 +185,17 @@ def test_huge_clock_values_still_finish():
     assert res.metrics["jobs_completed"] == 6
     for r in res.records:
         assert r.progress == pytest.approx(r.work, rel=1e-4)
+
+
+def test_a_job_is_not_restarted_once_its_dwell_time_is_over():
+    # A long job alone on a roomy node: the small jobs arriving after its dwell time
+    # (10 x restart_s = 10 s) fit beside it, so nothing should ever move it.  (A stale cache
+    # once made every post-dwell round "move" it to the same configuration: one restart per
+    # round.)
+    jobs = [job(0, 0.0, 2000.0)] + [  # the first small job arrives inside the dwell window
+        job(i, 5.0 if i == 1 else 100.0 * i, 5.0, kind=JobKind.INFERENCE, share=0.25)
+        for i in range(1, 6)]
+    res = run([node("a", 4)], jobs, "elastico", restart_s=1.0)
+    by = {r.job_id: r for r in res.records}
+    assert all(r.status == "finished" for r in res.records)
+    assert by["j0"].restarts == 0

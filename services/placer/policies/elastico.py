@@ -64,7 +64,7 @@ class ElasticoPolicy:
 
     def _current(self, job_id: str, config: Configuration, configs) -> tuple[int, np.ndarray]:
         hit = self._cur.get(job_id)
-        if hit is None or hit[0] is not config:
+        if hit is None or hit[0] is not config or (hit[1] < 0 and configs is not None):
             try:
                 k = configs.index(config) if configs is not None else -1
             except ValueError:
@@ -100,7 +100,7 @@ class ElasticoPolicy:
         for a in elastic:
             if a.running and inp.now - self._changed_at.get(a.job.id, -math.inf) < dwell:
                 decisions[a.job.id] = keep_running(a, state)
-                cap -= self._current(a.job.id, a.config, None)[1]
+                cap -= self._current(a.job.id, a.config, self.catalog.family(a.job).configs)[1]
             else:
                 movable.append(a)
         elastic = movable
