@@ -7,7 +7,8 @@ Subcommands register themselves (``register(subparsers)``) so each component own
 * ``elastico pricing solve`` -- solve one MMKP instance with Elastic Shadow Pricing
   (:mod:`elastico.pricing.cli`).
 
-Exit status: 0 success, 2 bad input (the message names the field and the value), 1 any other
+Exit status: 0 success, 2 bad input (the message names the field and the value), 3 no
+feasible choice (``pricing solve`` on an instance without zero configurations), 1 any other
 failure.
 """
 

@@ -96,11 +96,54 @@ def test_bad_initial_prices_and_infeasible(tmp_path, capsys):
     np.save(prices, np.array([-1.0]))
     assert run(["pricing", "solve", "--instance", write(tmp_path), "--initial-prices", str(prices)]) == 2
     assert capsys.readouterr().err.startswith("elastico: error: initial_prices[0]: -1.0")
-    # No wait configuration and every job needs >= 2 of capacity 3: infeasible, exit 2.
+
+
+def test_infeasible_instance_exits_3(tmp_path, capsys):
+    # No wait configuration and every job needs >= 2 of capacity 3: infeasible, exit 3.
     path = write(tmp_path, "inf.npz", utility=np.array([1.0, 1.0]), demand=np.array([[2.0], [2.0]]),
                  offsets=np.array([0, 1, 2]), capacity=np.array([3.0]))
-    assert run(["pricing", "solve", "--instance", path]) == 2
-    assert "no feasible choice exists" in capsys.readouterr().err
+    assert run(["pricing", "solve", "--instance", path]) == 3
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("elastico: error: infeasible: capacity[0]: 3.0 is less than 4.0"), captured.err
+    assert "no feasible choice exists" in captured.err
+    # --json changes nothing: still exit 3, nothing on stdout.
+    assert run(["pricing", "solve", "--instance", path, "--json"]) == 3
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith("elastico: error: infeasible: ")
+
+
+def test_configuration_too_large_for_capacity_alone_exits_3(tmp_path, capsys):
+    # Job 1's only configuration needs 5 > capacity 4 by itself: infeasible (not bad input).
+    path = write(tmp_path, "big.npz", utility=np.array([0.0, 1.0, 1.0]),
+                 demand=np.array([[0.0], [1.0], [5.0]]), offsets=np.array([0, 2, 3]),
+                 capacity=np.array([4.0]))
+    assert run(["pricing", "solve", "--instance", path]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("elastico: error: infeasible: job 1: "), err
+
+
+def test_feasible_instance_without_zero_configuration_exits_0(tmp_path, capsys):
+    # Two resources, no wait configuration anywhere; capacity [4, 4] admits e.g. (a0, b1, c0).
+    u = np.array([3.0, 5.0, 2.0, 4.0, 1.0, 6.0])
+    d = np.array([[1.0, 2.0], [3.0, 1.0],    # job 0
+                  [2.0, 2.0], [1.0, 1.0],    # job 1
+                  [1.0, 1.0], [2.0, 3.0]])   # job 2
+    off = np.array([0, 2, 4, 6])
+    cap = np.array([4.0, 4.0])
+    path = write(tmp_path, "nowait.npz", utility=u, demand=d, offsets=off, capacity=cap)
+    assert run(["pricing", "solve", "--instance", path, "--json"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    out = json.loads(captured.out)
+    choice = np.array(out["choice"])
+    assert choice.shape == (3,) and np.all((choice >= 0) & (choice < np.diff(off)))
+    chosen = off[:-1] + choice
+    totals = d[chosen].sum(0)
+    assert np.all(totals <= cap + 1e-9), (totals, cap)
+    np.testing.assert_allclose(out["totals"], totals)
+    assert out["primal_value"] == pytest.approx(float(u[chosen].sum()))
+    assert out["primal_value"] <= out["dual_bound"] + 1e-9
 
 
 def test_damaged_zip_is_not_a_readable_numpy_file(tmp_path, capsys):
@@ -163,6 +206,8 @@ def test_solve_help_describes_every_option(capsys):
                        ("--json", "(default: table)"), ("--instance", "(required)")]:
         assert flag in out and text in out, (flag, text)
     assert "1..1000000" in out and "GPUs, GiB, cores" in out and "fraction" in out
+    assert "exit status: 0 ok" in out and "2 bad input" in out and "3 infeasible" in out
+    assert "zero-demand configuration" in out
 
 
 def test_pricing_without_subcommand_says_command(capsys):

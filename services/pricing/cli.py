@@ -1,8 +1,10 @@
 """``elastico pricing solve``: solve one MMKP instance from an ``.npz`` file.
 
 The lead's ``elastico/cli.py`` calls :func:`register` with its subparsers object; the chosen
-command runs as ``args.func(args)`` and returns the exit status (0 ok, 2 bad input or
-infeasible instance, the message on stderr as ``elastico: error: <field>: <value> ...``).
+command runs as ``args.func(args)`` and returns the exit status: 0 ok; 2 bad input (the
+message on stderr as ``elastico: error: <field>: <value> ...``); 3 infeasible (the solver
+raised :class:`elastico.errors.Infeasible`, possible only when some family has no zero-demand
+configuration; ``elastico: error: infeasible: <the solver's message>`` on stderr).
 
 Instance file: ``numpy.savez(FILE, utility=[M], demand=[M, R], offsets=[N+1], capacity=[R])``
 (docs/pricing.md).  Calls :func:`elastico.pricing.solve`.
@@ -19,13 +21,24 @@ from typing import IO, Any, TextIO
 
 import numpy as np
 
-from elastico.errors import ElasticoError, InvalidArgument
+from elastico.errors import ElasticoError, Infeasible, InvalidArgument
 from elastico.pricing.solver import MAX_ITERATIONS, PricingResult, solve
 from elastico.pricing.validation import DTYPES
 
-__all__ = ["register", "load_instance", "INSTANCE_KEYS"]
+__all__ = ["register", "load_instance", "INSTANCE_KEYS", "EXIT_OK", "EXIT_BAD_INPUT",
+           "EXIT_INFEASIBLE"]
 
 INSTANCE_KEYS = ("utility", "demand", "offsets", "capacity")
+
+EXIT_OK = 0
+EXIT_BAD_INPUT = 2
+EXIT_INFEASIBLE = 3
+
+_SOLVE_EPILOG = (
+    "exit status: 0 ok (a feasible choice was printed); 2 bad input (elastico: error: "
+    "<field>: <value> is not allowed (...) on stderr); 3 infeasible: no feasible choice was "
+    "found, possible only when some job has no zero-demand configuration (elastico: error: "
+    "infeasible: <the solver's message> on stderr)")
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
@@ -35,7 +48,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="pricing_command", required=True, metavar="COMMAND")
     s = sub.add_parser("solve", help="solve an instance stored as .npz",
                        description="Solve one MMKP instance; the npz holds utility[M], "
-                                   "demand[M,R], offsets[N+1], capacity[R].")
+                                   "demand[M,R], offsets[N+1], capacity[R].",
+                       epilog=_SOLVE_EPILOG)
     s.add_argument("--instance", required=True, metavar="FILE.npz",
                    help="instance written with numpy.savez: utility[M] (utility of each "
                         "configuration), demand[M,R] (resources of each configuration, model "
@@ -155,15 +169,18 @@ def _cmd_solve(args: argparse.Namespace, out: TextIO | None = None, err: TextIO 
         res = solve(inst["utility"], inst["demand"], inst["offsets"], inst["capacity"],
                     initial_prices=prices, max_iterations=args.max_iterations,
                     gap_tolerance=args.gap_tolerance, dtype=args.dtype, nthreads=args.nthreads)
+    except Infeasible as exc:
+        print(f"elastico: error: infeasible: {exc}", file=err)
+        return EXIT_INFEASIBLE
     except ElasticoError as exc:
         print(f"elastico: error: {exc}", file=err)
-        return 2
+        return EXIT_BAD_INPUT
     if args.json:
         json.dump(_as_json(res), out)
         out.write("\n")
     else:
         _print_table(res, out)
-    return 0
+    return EXIT_OK
 
 
 def _as_json(res: PricingResult) -> dict[str, Any]:
