@@ -16,7 +16,6 @@ is read only to measure round durations.
 
 from __future__ import annotations
 
-import heapq
 import math
 import time
 from dataclasses import dataclass, field
@@ -167,7 +166,6 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
 
         # ---- rates, next event ----
         rates: dict[str, float] = {}
-        busy_now = 0.0
         alloc_now = state.used_gpus()
         next_t = arrivals[-1].arrival_s if arrivals else math.inf
         for jid, l in live.items():
@@ -187,7 +185,6 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
                 records[jid].status = "unfinished"
                 records[jid].reason = records[jid].reason or "never placed"
             break
-        dt = next_t - t
         timeline["t"].append(t)
         timeline["allocated"].append(alloc_now)
         timeline["queue"].append(sum(1 for l in live.values() if l.config is None))

@@ -4,7 +4,6 @@ exiting with status 2 and a message naming the flag and the value."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path

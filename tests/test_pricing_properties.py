@@ -3,13 +3,10 @@ brute-force enumeration: feasibility and a valid dual bound, monotonicity in cap
 fixed-shape (single-configuration) jobs, and invariance of the certificates under a
 permutation of the jobs.
 
-The builders are minimal copies of ``random_instance`` / ``brute_force_optimum`` in
-tests/test_pricing_solver.py (copied, not imported, so that this module does not depend on
-pytest's import mode)."""
+The builders ``random_instance`` / ``brute_force_optimum`` come from tests/mmkp_builders.py."""
 
 from __future__ import annotations
 
-import itertools
 
 import numpy as np
 import pytest
@@ -18,45 +15,13 @@ from hypothesis import strategies as st
 
 from elastico.errors import Infeasible
 from elastico.pricing import PricingResult, solve
+from mmkp_builders import brute_force_optimum, random_instance
 
 EPS = 1e-9
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-# ---- builders and references (minimal copies of test_pricing_solver's) ----------------------
-
-def random_instance(rng: np.random.Generator, n: int, k_max: int, r: int, *, wait: bool = True,
-                    integer: bool = False, tight: float = 0.5):
-    """N jobs with 2..k_max configurations (configuration 0 = wait when ``wait``), R resources;
-    capacity = ``tight`` x the total of every job's per-resource largest demand."""
-    sizes = rng.integers(2, k_max + 1, size=n)
-    off = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
-    m = int(off[-1])
-    if integer:
-        d = rng.integers(0, 10, (m, r)).astype(float)
-        u = np.round(d.sum(1) * rng.uniform(0.5, 1.5, m))
-    else:
-        d = rng.uniform(0, 5, (m, r))
-        u = rng.uniform(0, 10, m)
-    if wait:
-        u[off[:-1]] = 0.0
-        d[off[:-1]] = 0.0
-    cap = np.maximum.reduceat(d, off[:-1], axis=0).sum(0) * tight
-    if integer:
-        cap = np.floor(cap)
-    return u, d, off, cap
-
-
-def brute_force_optimum(u, d, off, cap, tol=EPS) -> float:
-    """Exact optimum by enumerating every choice (-inf when none is feasible)."""
-    best = -np.inf
-    fams = [range(off[j], off[j + 1]) for j in range(len(off) - 1)]
-    for combo in itertools.product(*fams):
-        c = list(combo)
-        if np.all(d[c].sum(0) <= cap + tol):
-            best = max(best, float(u[c].sum()))
-    return best
-
+# ---- helpers ---------------------------------------------------------------------------
 
 def families(u, d, off):
     return [(u[off[j]:off[j + 1]], d[off[j]:off[j + 1]]) for j in range(len(off) - 1)]

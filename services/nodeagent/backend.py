@@ -15,7 +15,7 @@ Units: memory GiB, power W, temperature degrees C, clocks MHz, utilization perce
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, Sequence, runtime_checkable
 
 from elastico.errors import ElasticoError, InvalidArgument, NotFound

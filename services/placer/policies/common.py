@@ -3,7 +3,7 @@ the placement of fixed-shape (service / requested-shape) jobs."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
