@@ -3,9 +3,12 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
 #include <stdexcept>
+#include <vector>
 #include <string>
 
+#include "primal.hpp"
 #include "select.hpp"
 
 namespace py = pybind11;
@@ -52,10 +55,85 @@ py::tuple select(py::array_t<int64_t, py::array::c_style | py::array::forcecast>
     return py::make_tuple(choice, totals, dual);
 }
 
+
+using F64 = py::array_t<double, py::array::c_style | py::array::forcecast>;
+using I64 = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
+
+// Checks the shapes and the item indices of a primal call (cheap, O(N + R)) and returns the
+// instance view.  The arrays must outlive the returned struct.
+elastico::PrimalInstance primal_instance(const I64& offsets, const F64& utility, const F64& demand,
+                                         const F64& capacity, const F64& tol, const F64& scale,
+                                         const I64& items, const F64& totals) {
+    if (offsets.ndim() != 1 || offsets.shape(0) < 1)
+        throw std::invalid_argument("offsets: must be 1-D with N+1 >= 1 entries");
+    if (demand.ndim() != 2) throw std::invalid_argument("demand: must be 2-D [M, R]");
+    const int64_t n = offsets.shape(0) - 1;
+    const int64_t m = demand.shape(0), r = demand.shape(1);
+    if (utility.ndim() != 1 || utility.shape(0) != m)
+        throw std::invalid_argument("utility: must be 1-D of length M=" + std::to_string(m));
+    for (const auto* a : {&capacity, &tol, &scale, &totals})
+        if (a->ndim() != 1 || a->shape(0) != r)
+            throw std::invalid_argument("capacity, tol, scale, totals: must be 1-D of length R=" +
+                                        std::to_string(r));
+    if (items.ndim() != 1 || items.shape(0) != n)
+        throw std::invalid_argument("items: must be 1-D of length N=" + std::to_string(n));
+    const int64_t* off = offsets.data();
+    if (off[0] != 0 || off[n] != m)
+        throw std::invalid_argument("offsets: must start at 0 and end at M");
+    const int64_t* it = items.data();
+    for (int64_t j = 0; j < n; ++j) {
+        if (off[j + 1] <= off[j])
+            throw std::invalid_argument("offsets: job " + std::to_string(j) + " has an empty family");
+        if (it[j] < off[j] || it[j] >= off[j + 1])
+            throw std::invalid_argument("items: job " + std::to_string(j) +
+                                        " holds an item outside its family");
+    }
+    const double* sc = scale.data();
+    for (int64_t k = 0; k < r; ++k)
+        if (!(sc[k] > 0)) throw std::invalid_argument("scale: must be > 0");
+    return {n, r, off, utility.data(), demand.data(), capacity.data(), tol.data(), sc};
+}
+
+py::tuple greedy_fill(I64 offsets, F64 utility, F64 demand, F64 capacity, F64 tol, F64 scale,
+                      F64 weights, I64 items, F64 totals, int64_t rounds) {
+    const auto in = primal_instance(offsets, utility, demand, capacity, tol, scale, items, totals);
+    if (weights.ndim() != 1 || weights.shape(0) != in.n_res)
+        throw std::invalid_argument("weights: must be 1-D of length R=" + std::to_string(in.n_res));
+    py::array_t<int64_t> items_out(in.n_jobs);
+    py::array_t<double> totals_out(in.n_res);
+    int64_t* it = items_out.mutable_data();
+    double* t = totals_out.mutable_data();
+    std::copy(items.data(), items.data() + in.n_jobs, it);
+    std::copy(totals.data(), totals.data() + in.n_res, t);
+    const double* w = weights.data();
+    {
+        py::gil_scoped_release release;
+        elastico::greedy_fill(in, w, it, t, rounds);
+    }
+    return py::make_tuple(items_out, totals_out);
+}
+
+py::object repair(I64 offsets, F64 utility, F64 demand, F64 capacity, F64 tol, F64 scale,
+                  I64 items, F64 totals, int64_t max_rounds) {
+    const auto in = primal_instance(offsets, utility, demand, capacity, tol, scale, items, totals);
+    py::array_t<int64_t> items_out(in.n_jobs);
+    int64_t* it = items_out.mutable_data();
+    std::copy(items.data(), items.data() + in.n_jobs, it);
+    std::vector<double> t(totals.data(), totals.data() + in.n_res);
+    bool ok;
+    {
+        py::gil_scoped_release release;
+        ok = elastico::repair(in, it, t.data(), max_rounds);
+    }
+    if (!ok) return py::none();
+    return std::move(items_out);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_native, mod) {
-    mod.doc() = "ElastiCo native core: per-job configuration selection under shadow prices.";
+    mod.doc() = "ElastiCo native core: per-job configuration selection under shadow prices and "
+                "the primal repair/fill heuristics.";
     const char* doc =
         "select(offsets[N+1] int64, utility[M], demand[M,R], prices[R], capacity[R], nthreads=1)"
         " -> (choice[N] int64, totals[R], lagrangian float).\n"
@@ -68,4 +146,17 @@ PYBIND11_MODULE(_native, mod) {
     mod.def("select_f32", &select<float>, py::arg("offsets"), py::arg("utility"),
             py::arg("demand"), py::arg("prices"), py::arg("capacity"), py::arg("nthreads") = 1,
             doc);
+    mod.def("greedy_fill", &greedy_fill, py::arg("offsets"), py::arg("utility"),
+            py::arg("demand"), py::arg("capacity"), py::arg("tol"), py::arg("scale"),
+            py::arg("weights"), py::arg("items"), py::arg("totals"), py::arg("rounds"),
+            "greedy_fill(offsets[N+1], utility[M], demand[M,R], capacity[R], tol[R], scale[R], "
+            "weights[R], items[N] (global item indices), totals[R], rounds) -> (items[N], "
+            "totals[R]): greedy upgrades of a feasible choice (native/primal.hpp).  float64; "
+            "releases the GIL.");
+    mod.def("repair", &repair, py::arg("offsets"), py::arg("utility"), py::arg("demand"),
+            py::arg("capacity"), py::arg("tol"), py::arg("scale"), py::arg("items"),
+            py::arg("totals"), py::arg("max_rounds"),
+            "repair(offsets[N+1], utility[M], demand[M,R], capacity[R], tol[R], scale[R], "
+            "items[N], totals[R], max_rounds) -> items[N] or None: moves jobs until the choice "
+            "is feasible (native/primal.hpp).  float64; releases the GIL.");
 }

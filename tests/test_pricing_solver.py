@@ -250,3 +250,89 @@ def test_primal_every_must_be_a_positive_integer(bad):
     u, d, off, cap = random_instance(np.random.default_rng(0), 3, 3, 2)
     with pytest.raises(InvalidArgument, match="primal_every"):
         solve(u, d, off, cap, primal_every=bad)
+
+
+# ---- native primal heuristics against their numpy references --------------------------------
+
+
+def _primal_cases():
+    from elastico.pricing.solver import _Instance, FEASIBILITY_RTOL  # noqa: F401
+
+    rng = np.random.default_rng(2024)
+    for case in range(240):
+        r = [1, 2, 3, 4, 7, 8, 9, 12, 20][case % 9]
+        n = int(rng.integers(1, 60))
+        integer = case % 2 == 0  # integer data: many exact ratio ties
+        u, d, off, cap = random_instance(rng, n, int(rng.integers(2, 12)), r, integer=integer,
+                                         wait=case % 5 != 0, tight=float(rng.uniform(0.1, 0.9)))
+        if case % 7 == 0:
+            cap[int(rng.integers(r))] = 0.0  # a zero-capacity resource (scale 1)
+        try:
+            inst = _Instance(u, d, off, cap)
+        except Infeasible:
+            continue
+        # starts: random choices (mostly infeasible), the smallest configurations
+        starts = [inst.starts + np.array([rng.integers(0, k) for k in np.diff(inst.off)],
+                                         dtype=np.int64) for _ in range(3)]
+        starts.append(inst.smallest())
+        weights = [np.ones(r), rng.uniform(0, 2, r), rng.integers(0, 3, r).astype(float),
+                   np.zeros(r)]
+        yield inst, starts, weights, rng
+
+
+def test_native_fill_and_repair_equal_the_numpy_references():
+    n_fill = n_repair = n_repaired = 0
+    for inst, starts, weights, rng in _primal_cases():
+        for items in starts:
+            T = inst.totals(items)
+            fixed = items
+            if not inst.feasible(T):
+                a = inst.repair(items, T)
+                b = inst._repair_numpy(items, T)
+                n_repair += 1
+                assert (a is None) == (b is None)
+                if a is None:
+                    continue
+                n_repaired += 1
+                assert a.dtype == np.int64
+                np.testing.assert_array_equal(a, b)
+                fixed = a
+            Tf = inst.totals(fixed)
+            for w in weights:
+                for rounds in (1, 3, 30, 300):
+                    i1, t1 = inst.fill(fixed, Tf, w, rounds=rounds)
+                    i2, t2 = inst._fill_numpy(fixed, Tf, w, rounds=rounds)
+                    n_fill += 1
+                    np.testing.assert_array_equal(i1, i2)
+                    np.testing.assert_array_equal(t1, t2)  # bit-identical totals
+                    assert inst.feasible(t1)
+    assert n_fill > 1000 and n_repair > 200 and n_repaired > 100, (n_fill, n_repair, n_repaired)
+
+
+def test_native_primal_does_not_modify_its_inputs():
+    from elastico.pricing.solver import _Instance
+
+    u, d, off, cap = random_instance(np.random.default_rng(5), 30, 6, 3, tight=0.3)
+    inst = _Instance(u, d, off, cap)
+    items = inst.starts + np.array([k - 1 for k in np.diff(inst.off)], dtype=np.int64)
+    T = inst.totals(items)
+    i0, T0 = items.copy(), T.copy()
+    fixed = inst.repair(items, T)
+    assert fixed is not None and inst.feasible(inst.totals(fixed))
+    np.testing.assert_array_equal(items, i0)
+    np.testing.assert_array_equal(T, T0)
+    inst.fill(fixed, inst.totals(fixed), np.ones(3))
+    assert inst.feasible(inst.totals(fixed))
+
+
+def test_native_primal_rejects_items_outside_their_family():
+    from elastico.pricing import kernel
+
+    off = np.array([0, 2, 4], dtype=np.int64)
+    u = np.array([0.0, 1.0, 0.0, 1.0])
+    d = np.zeros((4, 1))
+    one = np.ones(1)
+    with pytest.raises(ValueError, match="items"):
+        kernel.greedy_fill(off, u, d, one, one * 0, one, one, np.array([0, 1]), np.zeros(1), 3)
+    with pytest.raises(ValueError, match="items"):
+        kernel.repair(off, u, d, one, one * 0, one, np.array([2, 3]), np.zeros(1), 3)

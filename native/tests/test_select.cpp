@@ -6,6 +6,8 @@
 
 #include "select.hpp"
 
+int primal_tests();  // test_primal.cpp
+
 static int failures = 0;
 #define CHECK(cond)                                                        \
     do {                                                                   \
@@ -64,6 +66,7 @@ int main() {
     two_jobs_hand_worked<double>();
     two_jobs_hand_worked<float>();
     threads_agree();
+    failures += primal_tests();
     if (failures) {
         std::fprintf(stderr, "%d failed\n", failures);
         return 1;

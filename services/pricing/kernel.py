@@ -14,6 +14,10 @@ prices ``lam[R] >= 0`` it returns
 :func:`select` validates everything on every call.  The solver validates an instance once and
 then calls :meth:`PreparedInstance.select` every iteration, which only converts the prices.
 Callers: :mod:`elastico.pricing.solver`, tests and ``bench/bench_pricing.py``.
+
+It also exposes the solver's primal heuristics (docs/pricing.md, section 4) in C++:
+:func:`greedy_fill` and :func:`repair` (native/primal.hpp), float64 only, bit-identical to the
+numpy references ``_fill_numpy`` / ``_repair_numpy`` in :mod:`elastico.pricing.solver`.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import numpy as np
 from elastico import _native
 from elastico.pricing import validation as v
 
-__all__ = ["select", "prepare", "PreparedInstance", "reference_select"]
+__all__ = ["select", "prepare", "PreparedInstance", "reference_select", "greedy_fill", "repair"]
 
 _FUNCS = {"float64": _native.select_f64, "float32": _native.select_f32}
 
@@ -102,3 +106,33 @@ def reference_select(offsets: np.ndarray, utility: np.ndarray, demand: np.ndarra
     first = np.full(n, len(utility))
     np.minimum.at(first, job[is_best], np.flatnonzero(is_best))  # lowest index on ties
     return first - offsets[:-1], demand[first].sum(0), float(best.sum() + prices @ capacity)
+
+
+def _f64(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.float64)
+
+
+def greedy_fill(offsets: np.ndarray, utility: np.ndarray, demand: np.ndarray,
+                capacity: np.ndarray, tol: np.ndarray, scale: np.ndarray, weights: np.ndarray,
+                items: np.ndarray, totals: np.ndarray, rounds: int) -> tuple[np.ndarray, np.ndarray]:
+    """Native greedy fill of a feasible choice (docs/pricing.md, section 4; the solver's
+    ``_Instance.fill``).  ``offsets`` int64[N+1], ``utility`` [M], ``demand`` [M, R]; ``capacity``,
+    ``tol``, ``scale`` (> 0), ``weights``, ``totals`` float64[R]; ``items`` int64[N], global item
+    indices (each in its job's family: checked).  The caller guarantees the instance was validated
+    (:func:`elastico.pricing.validation.check_instance`).  Returns new ``(items int64[N], totals
+    float64[R])``; the inputs are not modified."""
+    return _native.greedy_fill(offsets, _f64(utility), _f64(demand), _f64(capacity), _f64(tol),
+                               _f64(scale), _f64(weights), np.ascontiguousarray(items, np.int64),
+                               _f64(totals), int(rounds))
+
+
+def repair(offsets: np.ndarray, utility: np.ndarray, demand: np.ndarray, capacity: np.ndarray,
+           tol: np.ndarray, scale: np.ndarray, items: np.ndarray, totals: np.ndarray,
+           max_rounds: int) -> np.ndarray | None:
+    """Native repair of an over-capacity choice (docs/pricing.md, section 4; the solver's
+    ``_Instance.repair``).  Same arguments as :func:`greedy_fill` (no weights); ``totals`` is the
+    demand of ``items``.  Returns the feasible items (a new int64[N]) or None when no move lowers
+    the violation any more (or ``max_rounds`` ran out)."""
+    return _native.repair(offsets, _f64(utility), _f64(demand), _f64(capacity), _f64(tol),
+                          _f64(scale), np.ascontiguousarray(items, np.int64), _f64(totals),
+                          int(max_rounds))

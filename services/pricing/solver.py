@@ -20,7 +20,8 @@ utility ``primal_value``.  ``primal_value <= OPT <= dual_bound``, so ``gap`` cer
 ``choice`` can be from optimal.
 
 Callers: the scheduling round, the CLI (:mod:`elastico.pricing.cli`), later the gRPC
-PricingService.  Calls: :mod:`elastico.pricing.kernel` (the native selection).  The algorithm
+PricingService.  Calls: :mod:`elastico.pricing.kernel` (the native selection and the native
+repair / greedy fill).  The algorithm
 reads no clock; :func:`time.perf_counter` only fills ``PricingResult.seconds``.
 """
 
@@ -46,7 +47,7 @@ FEASIBILITY_RTOL = 1e-9
 _THETA0 = 2.0          # initial Polyak step factor, in (0, 2]
 _PATIENCE = 8          # halve theta after this many iterations without a better dual value
 _THETA_MIN = 1e-7      # below this the prices no longer move: stop
-_FILL_ROUNDS = 30      # vectorised greedy-fill rounds per primal pass
+_FILL_ROUNDS = 30      # greedy-fill rounds per primal pass
 _REPAIR_ROUNDS = 1000  # guard; every repair round strictly lowers the violation
 _LARGE = 200_000       # M*R above which the primal pass runs every _EVERY_LARGE iterations
 _EVERY_LARGE = 5
@@ -139,7 +140,14 @@ class _Instance:
     def repair(self, items: np.ndarray, totals: np.ndarray) -> np.ndarray | None:
         """Moves jobs to other configurations of their family until the choice is feasible,
         cheapest utility loss per unit of removed (capacity-normalised) violation first.
-        Returns the feasible items, or None when no move lowers the violation any more."""
+        Returns the feasible items, or None when no move lowers the violation any more.
+        Runs natively (:func:`elastico.pricing.kernel.repair`), bit-identical to
+        :meth:`_repair_numpy`."""
+        return kernel.repair(self.off, self.u, self.d, self.cap, self.tol, self.scale, items,
+                             totals, _REPAIR_ROUNDS)
+
+    def _repair_numpy(self, items: np.ndarray, totals: np.ndarray) -> np.ndarray | None:
+        """The numpy reference of :meth:`repair` (tests compare the two)."""
         items = items.copy()
         T = totals.copy()
         for _ in range(_REPAIR_ROUNDS):
@@ -192,7 +200,14 @@ class _Instance:
         capacity-normalised, price-weighted demand first; each round applies the largest
         prefix of the per-job best upgrades that fits the slack together.  The candidate pool
         is built once and then only shrinks (rows that no longer fit) or is refreshed for the
-        jobs that moved.  Returns (items, totals), still feasible."""
+        jobs that moved.  Returns (items, totals), still feasible.  Runs natively
+        (:func:`elastico.pricing.kernel.greedy_fill`), bit-identical to :meth:`_fill_numpy`."""
+        return kernel.greedy_fill(self.off, self.u, self.d, self.cap, self.tol, self.scale,
+                                  weights, items, totals, rounds)
+
+    def _fill_numpy(self, items: np.ndarray, totals: np.ndarray, weights: np.ndarray,
+                    rounds: int = _FILL_ROUNDS) -> tuple[np.ndarray, np.ndarray]:
+        """The numpy reference of :meth:`fill` (tests compare the two)."""
         items = items.copy()
         T = totals.copy()
         S = self.cap + self.tol - T
@@ -200,7 +215,10 @@ class _Instance:
         for _ in range(rounds):
             if cand.size == 0:
                 break
-            cost = (np.maximum(delta, 0.0) / self.scale) @ weights
+            # Elementwise product + pairwise sum, not ``@``: BLAS's dot order (and FMA use)
+            # varies by kernel and machine; this order is reproducible and the native
+            # greedy_fill reproduces it bit for bit.
+            cost = (np.maximum(delta, 0.0) / self.scale * weights).sum(axis=1)
             ratio = np.where(cost > 0, gain / np.where(cost > 0, cost, 1.0), np.inf)
             pick = _best_per_job(self.job_of[cand], -ratio)  # descending ratio
             cum = np.cumsum(delta[pick], axis=0)
