@@ -189,64 +189,95 @@ int64_t greedy_fill(const PrimalInstance& in, const double* weights, int64_t* it
 bool repair(const PrimalInstance& in, int64_t* items, double* totals, int64_t max_rounds) {
     const int64_t R = in.n_res, N = in.n_jobs;
     std::vector<double> E(R), scratch(R), cum(R), cum_k(R);
-    std::vector<char> over(R);
-    // Candidates of one round, in numpy's order (ascending item index).
-    std::vector<int64_t> cand, cand_cur, cand_job, picks;
-    std::vector<double> delta, ratio;
-    std::vector<int64_t> best_pos(static_cast<size_t>(N), -1);
+    std::vector<int64_t> over_idx;
+    over_idx.reserve(static_cast<size_t>(R));
+    // Each job's best candidate of one round (numpy `_best_per_job` over the candidates that
+    // pass the red filter), in ascending job order; `order` sorts them.
+    std::vector<int64_t> best_item, best_job, order;
+    std::vector<double> best_ratio;
+    best_item.reserve(static_cast<size_t>(N));
+    best_job.reserve(static_cast<size_t>(N));
+    best_ratio.reserve(static_cast<size_t>(N));
+    order.reserve(static_cast<size_t>(N));
+    const auto less = [](double a, double b) { return a < b; };  // ascending ratio
     for (int64_t round = 0; round < max_rounds; ++round) {
-        bool any_over = false;
+        over_idx.clear();
         for (int64_t r = 0; r < R; ++r) {
             E[r] = (totals[r] - in.capacity[r]) - in.tol[r];
-            over[r] = E[r] > 0;
-            any_over = any_over || over[r];
+            if (E[r] > 0) over_idx.push_back(r);
         }
-        if (!any_over) return true;
+        if (over_idx.empty()) return true;
         for (int64_t r = 0; r < R; ++r) scratch[r] = (E[r] > 0.0 ? E[r] : 0.0) / in.scale[r];
         const double V = pairwise_sum(scratch.data(), R);
         const double min_red = 1e-12 * std::max(V, 1.0);
-        cand.clear();
-        cand_cur.clear();
-        cand_job.clear();
-        delta.clear();
-        ratio.clear();
+        best_item.clear();
+        best_job.clear();
+        best_ratio.clear();
         for (int64_t j = 0; j < N; ++j) {
             const int64_t cur = items[j];
             const double* dc = in.demand + cur * R;
             bool uses = false;
-            for (int64_t r = 0; r < R; ++r)
-                if (over[r] && dc[r] > 0) uses = true;
+            for (const int64_t r : over_idx)
+                if (dc[r] > 0) {
+                    uses = true;
+                    break;
+                }
             if (!uses) continue;
+            int64_t bc = -1;
+            double br = 0.0;
             for (int64_t c = in.offsets[j]; c < in.offsets[j + 1]; ++c) {
                 if (c == cur) continue;
                 const double* dn = in.demand + c * R;
-                const size_t base = delta.size();
-                for (int64_t r = 0; r < R; ++r) delta.push_back(dn[r] - dc[r]);
+                // Exact pre-filter: when delta_r >= 0 on every overused r (E_r > 0), each
+                // term max(E_r + delta_r, 0) / scale_r is >= the term of V (rounding is
+                // monotone, scale_r > 0; the terms of resources with E_r <= 0 are 0 in V), so
+                // the same pairwise sum of the new terms is >= V and red = V - it is <= 0,
+                // which never passes red > min_red (> 0).  Skipping such rows changes nothing.
+                bool can_reduce = false;
+                for (const int64_t r : over_idx)
+                    if (!(dn[r] - dc[r] >= 0.0)) {
+                        can_reduce = true;
+                        break;
+                    }
+                if (!can_reduce) continue;
                 for (int64_t r = 0; r < R; ++r) {
-                    const double x = E[r] + delta[base + r];
+                    const double x = E[r] + (dn[r] - dc[r]);
                     scratch[r] = (x > 0.0 ? x : 0.0) / in.scale[r];
                 }
                 const double red = V - pairwise_sum(scratch.data(), R);
-                if (!(red > min_red)) {
-                    delta.resize(base);
-                    continue;
+                if (!(red > min_red)) continue;
+                const double ratio = (in.utility[cur] - in.utility[c]) / red;
+                // Strictly better wins, so ties keep the earlier candidate (best_per_job).
+                if (bc < 0 || less(ratio, br)) {
+                    bc = c;
+                    br = ratio;
                 }
-                cand.push_back(c);
-                cand_cur.push_back(cur);
-                cand_job.push_back(j);
-                ratio.push_back((in.utility[cur] - in.utility[c]) / red);
             }
+            if (bc < 0) continue;
+            best_item.push_back(bc);
+            best_job.push_back(j);
+            best_ratio.push_back(br);
         }
-        if (cand.empty()) return false;
-        best_per_job(cand_job, ratio, best_pos, picks,
-                     [](double a, double b) { return a < b; });  // ascending ratio
-        // The first prefix with the lowest violation.
+        if (best_item.empty()) return false;
+        // Sort by ratio, ties by candidate position; positions ascend with the item index, so
+        // the item index breaks ties the same way.
+        order.resize(best_item.size());
+        for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+        std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+            if (less(best_ratio[a], best_ratio[b])) return true;
+            if (less(best_ratio[b], best_ratio[a])) return false;
+            return best_item[a] < best_item[b];
+        });
+        // The first prefix with the lowest violation (delta recomputed: same float64 result).
         int64_t k = -1;
         double best_v = 0.0;
-        for (size_t i = 0; i < picks.size(); ++i) {
-            const double* dl = delta.data() + picks[i] * R;
+        for (size_t i = 0; i < order.size(); ++i) {
+            const int64_t p = order[i];
+            const double* dn = in.demand + best_item[p] * R;
+            const double* dc = in.demand + items[best_job[p]] * R;
             for (int64_t r = 0; r < R; ++r) {
-                cum[r] = i == 0 ? dl[r] : cum[r] + dl[r];
+                const double dl = dn[r] - dc[r];
+                cum[r] = i == 0 ? dl : cum[r] + dl;
                 const double x = E[r] + cum[r];
                 scratch[r] = (x > 0.0 ? x : 0.0) / in.scale[r];
             }
@@ -257,7 +288,7 @@ bool repair(const PrimalInstance& in, int64_t* items, double* totals, int64_t ma
                 cum_k = cum;
             }
         }
-        for (int64_t i = 0; i <= k; ++i) items[cand_job[picks[i]]] = cand[picks[i]];
+        for (int64_t i = 0; i <= k; ++i) items[best_job[order[i]]] = best_item[order[i]];
         for (int64_t r = 0; r < R; ++r) totals[r] = totals[r] + cum_k[r];
     }
     return false;
