@@ -85,17 +85,9 @@ def median_ms(fn, budget_s: float = 0.5, min_rep: int = 5, max_rep: int = 200) -
 
 # -- instances --------------------------------------------------------------------------------
 
-def random_instance(rng, n, k, r, tight=0.4):
-    """Correlated random instance (as bench/bench_pricing.py): wait first, utility ~
-    (total demand)^0.7 with noise, capacity = tight x sum of per-job max demand."""
-    off = np.arange(n + 1, dtype=np.int64) * k
-    m = off[-1]
-    d = rng.uniform(0, 1, (m, r)) * rng.uniform(0, 2, (m, 1))
-    u = d.sum(1) ** 0.7 * rng.uniform(0.5, 1.5, m)
-    u[off[:-1]] = 0.0
-    d[off[:-1]] = 0.0
-    cap = np.maximum.reduceat(d, off[:-1], axis=0).sum(0) * tight
-    return u, d, off, cap
+# the correlated random instance of bench/bench_pricing.py (this folder is on sys.path when
+# the script runs): wait first, utility ~ (total demand)^0.7 with noise
+from bench_pricing import instance as random_instance  # noqa: E402
 
 
 def random_replace(rng, inst, frac=0.05):

@@ -4,18 +4,11 @@
 #include <cstdio>
 #include <vector>
 
+#include "check.hpp"
 #include "primal.hpp"
 
 namespace {
 
-int failures = 0;
-#define PCHECK(cond)                                                                   \
-    do {                                                                               \
-        if (!(cond)) {                                                                 \
-            std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            ++failures;                                                                \
-        }                                                                              \
-    } while (0)
 
 void fill_two_jobs() {
     // R = 1, capacity 3, tol 0, scale 1, weights 1.
@@ -31,14 +24,14 @@ void fill_two_jobs() {
     std::vector<int64_t> items{0, 3};
     std::vector<double> T{0};
     const int64_t moved_rounds = elastico::greedy_fill(in, w.data(), items.data(), T.data(), 30);
-    PCHECK(items[0] == 1 && items[1] == 4);
-    PCHECK(T[0] == 3.0);
-    PCHECK(moved_rounds == 1);
+    CHECK(items[0] == 1 && items[1] == 4);
+    CHECK(T[0] == 3.0);
+    CHECK(moved_rounds == 1);
     // Zero rounds: nothing changes.
     std::vector<int64_t> items0{0, 3};
     std::vector<double> T0{0};
-    PCHECK(elastico::greedy_fill(in, w.data(), items0.data(), T0.data(), 0) == 0);
-    PCHECK(items0[0] == 0 && items0[1] == 3 && T0[0] == 0.0);
+    CHECK(elastico::greedy_fill(in, w.data(), items0.data(), T0.data(), 0) == 0);
+    CHECK(items0[0] == 0 && items0[1] == 3 && T0[0] == 0.0);
 }
 
 void fill_pool_is_not_refreshed_for_unmoved_jobs() {
@@ -55,8 +48,8 @@ void fill_pool_is_not_refreshed_for_unmoved_jobs() {
     std::vector<int64_t> items{0, 2};
     std::vector<double> T{1, 0};
     elastico::greedy_fill(in, w.data(), items.data(), T.data(), 30);
-    PCHECK(items[0] == 0 && items[1] == 3);
-    PCHECK(T[0] == 0.0 && T[1] == 1.0);
+    CHECK(items[0] == 0 && items[1] == 3);
+    CHECK(T[0] == 0.0 && T[1] == 1.0);
 }
 
 void repair_two_jobs() {
@@ -70,23 +63,22 @@ void repair_two_jobs() {
     elastico::PrimalInstance in{2, 1, off.data(), u.data(), d.data(), cap.data(), tol.data(), scale.data()};
     std::vector<int64_t> items{1, 3};
     std::vector<double> T{4};
-    PCHECK(elastico::repair(in, items.data(), T.data(), 1000));
-    PCHECK(items[0] == 1 && items[1] == 2);
-    PCHECK(T[0] == 2.0);
+    CHECK(elastico::repair(in, items.data(), T.data(), 1000));
+    CHECK(items[0] == 1 && items[1] == 2);
+    CHECK(T[0] == 2.0);
     // A single-configuration family that alone overuses capacity: no move helps.
     std::vector<int64_t> off1{0, 1};
     std::vector<double> u1{1}, d1{5};
     elastico::PrimalInstance in1{1, 1, off1.data(), u1.data(), d1.data(), cap.data(), tol.data(), scale.data()};
     std::vector<int64_t> items1{0};
     std::vector<double> T1{5};
-    PCHECK(!elastico::repair(in1, items1.data(), T1.data(), 1000));
+    CHECK(!elastico::repair(in1, items1.data(), T1.data(), 1000));
 }
 
 }  // namespace
 
-int primal_tests() {
+void primal_tests() {
     fill_two_jobs();
     fill_pool_is_not_refreshed_for_unmoved_jobs();
     repair_two_jobs();
-    return failures;
 }

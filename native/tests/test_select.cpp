@@ -4,18 +4,11 @@
 #include <cstdlib>
 #include <vector>
 
+#include "check.hpp"
 #include "select.hpp"
 
-int primal_tests();  // test_primal.cpp
+void primal_tests();  // test_primal.cpp
 
-static int failures = 0;
-#define CHECK(cond)                                                        \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            ++failures;                                                    \
-        }                                                                  \
-    } while (0)
 
 template <typename T>
 void two_jobs_hand_worked() {
@@ -66,9 +59,9 @@ int main() {
     two_jobs_hand_worked<double>();
     two_jobs_hand_worked<float>();
     threads_agree();
-    failures += primal_tests();
-    if (failures) {
-        std::fprintf(stderr, "%d failed\n", failures);
+    primal_tests();
+    if (elastico_test::failures) {
+        std::fprintf(stderr, "%d failed\n", elastico_test::failures);
         return 1;
     }
     std::printf("native tests: all passed\n");
