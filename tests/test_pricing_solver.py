@@ -256,7 +256,7 @@ def test_primal_every_must_be_a_positive_integer(bad):
 
 
 def _primal_cases():
-    from elastico.pricing.solver import _Instance, FEASIBILITY_RTOL  # noqa: F401
+    from elastico.pricing.solver import _Instance
 
     rng = np.random.default_rng(2024)
     for case in range(240):

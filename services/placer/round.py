@@ -29,7 +29,7 @@ from __future__ import annotations
 import enum
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 from elastico.model import Configuration, Job, Node
 
@@ -119,9 +119,3 @@ def run_round(policy: Policy, inp: RoundInput,
                            f"missing {missing}, unknown {extra}")
     result.phase_seconds["round"] = timer() - t0
     return result
-
-
-def placed_configs(decisions: Mapping[str, Decision]) -> dict[str, Configuration]:
-    """Job id -> configuration for every job that runs after the round."""
-    return {k: d.config for k, d in decisions.items()
-            if d.status in (Status.PLACED, Status.DEGRADED) and d.config is not None}
