@@ -15,12 +15,16 @@ namespace py = pybind11;
 
 namespace {
 
-template <typename T>
-py::tuple select(py::array_t<int64_t, py::array::c_style | py::array::forcecast> offsets,
-                 py::array_t<T, py::array::c_style> utility,
-                 py::array_t<T, py::array::c_style> demand,
-                 py::array_t<T, py::array::c_style> prices,
-                 py::array_t<T, py::array::c_style> capacity, int nthreads) {
+using I64 = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
+
+struct CsrShape {
+    int64_t n, m, r;
+};
+
+// The CSR batch every binding takes: offsets [N+1] from 0 to M with no empty family,
+// demand [M, R], utility [M].  Throws std::invalid_argument (ValueError) naming the array.
+template <typename U, typename D>
+CsrShape check_csr(const I64& offsets, const U& utility, const D& demand) {
     if (offsets.ndim() != 1 || offsets.shape(0) < 1)
         throw std::invalid_argument("offsets: must be 1-D with N+1 >= 1 entries");
     if (demand.ndim() != 2) throw std::invalid_argument("demand: must be 2-D [M, R]");
@@ -28,16 +32,28 @@ py::tuple select(py::array_t<int64_t, py::array::c_style | py::array::forcecast>
     const int64_t m = demand.shape(0), r = demand.shape(1);
     if (utility.ndim() != 1 || utility.shape(0) != m)
         throw std::invalid_argument("utility: must be 1-D of length M=" + std::to_string(m));
-    if (prices.ndim() != 1 || prices.shape(0) != r)
-        throw std::invalid_argument("prices: must be 1-D of length R=" + std::to_string(r));
-    if (capacity.ndim() != 1 || capacity.shape(0) != r)
-        throw std::invalid_argument("capacity: must be 1-D of length R=" + std::to_string(r));
     const int64_t* off = offsets.data();
     if (off[0] != 0 || off[n] != m)
         throw std::invalid_argument("offsets: must start at 0 and end at M");
     for (int64_t j = 0; j < n; ++j)
         if (off[j + 1] <= off[j])
             throw std::invalid_argument("offsets: job " + std::to_string(j) + " has an empty family");
+    return {n, m, r};
+}
+
+template <typename T>
+py::tuple select(py::array_t<int64_t, py::array::c_style | py::array::forcecast> offsets,
+                 py::array_t<T, py::array::c_style> utility,
+                 py::array_t<T, py::array::c_style> demand,
+                 py::array_t<T, py::array::c_style> prices,
+                 py::array_t<T, py::array::c_style> capacity, int nthreads) {
+    const CsrShape shape = check_csr(offsets, utility, demand);
+    const int64_t n = shape.n, r = shape.r;
+    if (prices.ndim() != 1 || prices.shape(0) != r)
+        throw std::invalid_argument("prices: must be 1-D of length R=" + std::to_string(r));
+    if (capacity.ndim() != 1 || capacity.shape(0) != r)
+        throw std::invalid_argument("capacity: must be 1-D of length R=" + std::to_string(r));
+    const int64_t* off = offsets.data();
 
     py::array_t<int64_t> choice(n);
     py::array_t<T> totals(r);
@@ -57,20 +73,14 @@ py::tuple select(py::array_t<int64_t, py::array::c_style | py::array::forcecast>
 
 
 using F64 = py::array_t<double, py::array::c_style | py::array::forcecast>;
-using I64 = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
 
 // Checks the shapes and the item indices of a primal call (cheap, O(N + R)) and returns the
 // instance view.  The arrays must outlive the returned struct.
 elastico::PrimalInstance primal_instance(const I64& offsets, const F64& utility, const F64& demand,
                                          const F64& capacity, const F64& tol, const F64& scale,
                                          const I64& items, const F64& totals) {
-    if (offsets.ndim() != 1 || offsets.shape(0) < 1)
-        throw std::invalid_argument("offsets: must be 1-D with N+1 >= 1 entries");
-    if (demand.ndim() != 2) throw std::invalid_argument("demand: must be 2-D [M, R]");
-    const int64_t n = offsets.shape(0) - 1;
-    const int64_t m = demand.shape(0), r = demand.shape(1);
-    if (utility.ndim() != 1 || utility.shape(0) != m)
-        throw std::invalid_argument("utility: must be 1-D of length M=" + std::to_string(m));
+    const CsrShape shape = check_csr(offsets, utility, demand);
+    const int64_t n = shape.n, r = shape.r;
     for (const auto* a : {&capacity, &tol, &scale, &totals})
         if (a->ndim() != 1 || a->shape(0) != r)
             throw std::invalid_argument("capacity, tol, scale, totals: must be 1-D of length R=" +
@@ -78,12 +88,8 @@ elastico::PrimalInstance primal_instance(const I64& offsets, const F64& utility,
     if (items.ndim() != 1 || items.shape(0) != n)
         throw std::invalid_argument("items: must be 1-D of length N=" + std::to_string(n));
     const int64_t* off = offsets.data();
-    if (off[0] != 0 || off[n] != m)
-        throw std::invalid_argument("offsets: must start at 0 and end at M");
     const int64_t* it = items.data();
     for (int64_t j = 0; j < n; ++j) {
-        if (off[j + 1] <= off[j])
-            throw std::invalid_argument("offsets: job " + std::to_string(j) + " has an empty family");
         if (it[j] < off[j] || it[j] >= off[j + 1])
             throw std::invalid_argument("items: job " + std::to_string(j) +
                                         " holds an item outside its family");
