@@ -91,11 +91,11 @@ class JobCatalog:
     def profile(self, job: Job, config: Configuration) -> JobProfile:
         """Interference profile of ``job`` running with ``config``: the share of the GPU's SMs
         it keeps busy, p * speed(share) with p the Amdahl parallel fraction (docs/model.md)."""
-        p = self.env.throughput.parallel_fraction(job.job_type) if job.job_type else 0.5
+        tm = self.env.throughput
         s = config.gpu_share if config.gpu_share > 0 else 1.0
-        speed = 1.0 / (p / s + 1.0 - p)
+        activity = tm.parallel_fraction(job.job_type) * tm.share_speed(job.job_type, s)
         return JobProfile(job_type=job.job_type, kind=job.kind.value,
-                          gpu_activity=p * speed, mem_gib=config.gpu_mem_gib)
+                          gpu_activity=activity, mem_gib=config.gpu_mem_gib)
 
     def forget(self, job_id: str) -> None:
         self._families.pop(job_id, None)
