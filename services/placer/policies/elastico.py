@@ -145,8 +145,8 @@ class ElasticoPolicy:
         reduced = util - demand @ self.prices
 
         # 5. placement: unchanged jobs keep their GPUs; a changed running job moves only if
-        #    a configuration at least as good as staying (by reduced value) fits -- tried on a
-        #    copy of the state, so a failed move leaves it running where it is
+        #    a configuration at least as good as staying (by reduced value) fits -- otherwise
+        #    it is booked back exactly where it was, so a failed move costs nothing
         moves: list[int] = []
         starts: list[int] = []
         for i, a in enumerate(elastic):
@@ -167,8 +167,6 @@ class ElasticoPolicy:
             lo, hi = offsets[i], offsets[i + 1]
             k, cur = int(res.choice[i]), int(current[i])
             floor = reduced[lo + cur] if cur >= 0 else reduced[lo]
-            order = [k] + [c for c in np.argsort(-reduced[lo:hi], kind="stable")
-                           if c not in (k, cur) and reduced[lo + c] >= floor]
             old = state.assignment(a.job.id)
             old_profile = state.profile(a.job.id)
             state.release(a.job.id)
@@ -176,8 +174,7 @@ class ElasticoPolicy:
                 d = Decision(a.job.id, Status.WAITING, None, changed=True,
                              reason="preempted: priced out")
             else:
-                cands = [fams[i].configs[c] for c in order if c != 0]
-                cands = [c for c in cands if not any(_dominates(c, f) for f in failed)]
+                cands = _candidates(fams[i], reduced[lo:hi], k, floor, {k, cur, 0}, failed)
                 d = self._place_first(a, state, cands, cands[:1] == [fams[i].configs[k]],
                                       failed=failed)
             if d is None:  # nothing better fits: stay exactly where it was
@@ -190,10 +187,7 @@ class ElasticoPolicy:
             a = elastic[i]
             lo, hi = offsets[i], offsets[i + 1]
             k = int(res.choice[i])
-            order = [k] + [c for c in np.argsort(-reduced[lo:hi], kind="stable")
-                           if c not in (k, 0) and reduced[lo + c] >= reduced[lo]]
-            cands = [fams[i].configs[c] for c in order]
-            cands = [c for c in cands if not any(_dominates(c, f) for f in failed)]
+            cands = _candidates(fams[i], reduced[lo:hi], k, reduced[lo], {k, 0}, failed)
             d = self._place_first(a, state, cands, cands[:1] == [fams[i].configs[k]],
                                   failed=failed)
             if d is None:
@@ -230,6 +224,17 @@ class ElasticoPolicy:
             if failed is not None:
                 failed.append(c)
         return None
+
+
+def _candidates(fam, red: np.ndarray, k: int, floor: float, exclude: set[int],
+                failed: list[Configuration]) -> list[Configuration]:
+    """Configurations to try for one job: its priced choice ``k``, then the others by
+    descending reduced value ``red`` that reach ``floor`` and are not in ``exclude``, leaving
+    out any shape at least as large as one that already failed this round."""
+    order = [k] + [c for c in np.argsort(-red, kind="stable")
+                   if c not in exclude and red[c] >= floor]
+    cands = [fam.configs[c] for c in order]
+    return [c for c in cands if not any(_dominates(c, f) for f in failed)]
 
 
 def _dominates(c: Configuration, f: Configuration) -> bool:
