@@ -11,7 +11,9 @@ namespace {
 // loops_utils.h.src, pairwise_sum): plain loop below 8 elements, 8 interleaved accumulators
 // up to 128, recursive halving (at a multiple of 8) above.  Used wherever the numpy reference
 // calls .sum(axis=-1) over resources, so the two agree bit for bit.
-double pairwise_sum(const double* a, int64_t n) {
+double pairwise_sum_large(const double* a, int64_t n);
+
+inline double pairwise_sum(const double* a, int64_t n) {
     if (n < 8) {
         double res = 0.0;
         for (int64_t i = 0; i < n; ++i) res += a[i];
@@ -27,6 +29,12 @@ double pairwise_sum(const double* a, int64_t n) {
         for (; i < n; ++i) res += a[i];
         return res;
     }
+    return pairwise_sum_large(a, n);
+}
+
+// n > 128: recursive halving at a multiple of 8 (kept out of line; resource counts this large
+// are rare).
+double pairwise_sum_large(const double* a, int64_t n) {
     int64_t n2 = n / 2;
     n2 -= n2 % 8;
     return pairwise_sum(a, n2) + pairwise_sum(a + n2, n - n2);
@@ -112,6 +120,10 @@ int64_t greedy_fill(const PrimalInstance& in, const double* weights, int64_t* it
 
     std::vector<int64_t> best_pos(static_cast<size_t>(N), -1), picks, jobs_p;
     std::vector<double> ratio;
+    // cost weight per unit of resource r: weights_r / scale_r, computed once (the numpy
+    // reference computes the same quotient, so the products agree bit for bit)
+    std::vector<double> ws(R);
+    for (int64_t r = 0; r < R; ++r) ws[r] = weights[r] / in.scale[r];
     std::vector<char> moved(static_cast<size_t>(N), 0);
     std::vector<int64_t> moved_jobs;
     int64_t done = 0;
@@ -123,7 +135,7 @@ int64_t greedy_fill(const PrimalInstance& in, const double* weights, int64_t* it
         for (size_t p = 0; p < P; ++p) {
             const double* dl = pool.delta.data() + p * R;
             for (int64_t r = 0; r < R; ++r)
-                scratch[r] = ((dl[r] > 0.0 ? dl[r] : 0.0) / in.scale[r]) * weights[r];
+                scratch[r] = (dl[r] > 0.0 ? dl[r] : 0.0) * ws[r];
             const double cost = pairwise_sum(scratch.data(), R);
             ratio[p] = cost > 0 ? pool.gain[p] / cost : std::numeric_limits<double>::infinity();
             jobs_p[p] = job_of[pool.item[p]];
@@ -186,33 +198,59 @@ int64_t greedy_fill(const PrimalInstance& in, const double* weights, int64_t* it
     return done;
 }
 
-bool repair(const PrimalInstance& in, int64_t* items, double* totals, int64_t max_rounds) {
+namespace {
+
+// V = sum_r max(E_r + delta_r, 0) * inv_scale_r (delta may be null: 0).  inv_scale = 1 / scale,
+// computed once per call: a multiply instead of a divide per term (and the numpy reference
+// multiplies by the same reciprocal).
+double violation(int64_t R, const double* inv_scale, const double* E, const double* delta,
+                 double* scratch) {
+    for (int64_t r = 0; r < R; ++r) {
+        const double x = delta ? E[r] + delta[r] : E[r];
+        scratch[r] = (x > 0.0 ? x : 0.0) * inv_scale[r];
+    }
+    return pairwise_sum(scratch, R);
+}
+
+}  // namespace
+
+void argmin_per_job(int64_t n_jobs, const int64_t* offsets, const double* key, int64_t* out) {
+    for (int64_t j = 0; j < n_jobs; ++j) {
+        int64_t best = offsets[j];
+        for (int64_t c = best + 1; c < offsets[j + 1]; ++c)
+            if (key[c] < key[best]) best = c;
+        out[j] = best;
+    }
+}
+
+bool repair(const PrimalInstance& in, const double* values, int64_t* items, double* totals,
+            int64_t max_rounds) {
     const int64_t R = in.n_res, N = in.n_jobs;
-    std::vector<double> E(R), scratch(R), cum(R), cum_k(R);
+    std::vector<double> E(R), delta(R), scratch(R), inv(R);
+    for (int64_t r = 0; r < R; ++r) inv[r] = 1.0 / in.scale[r];
+    const auto V_of = [&](const double* dl) {
+        return violation(R, inv.data(), E.data(), dl, scratch.data());
+    };
     std::vector<int64_t> over_idx;
     over_idx.reserve(static_cast<size_t>(R));
-    // Each job's best candidate of one round (numpy `_best_per_job` over the candidates that
-    // pass the red filter), in ascending job order; `order` sorts them.
+    // Each job's best candidate of one round, in ascending job order; `order` sorts them.
     std::vector<int64_t> best_item, best_job, order;
-    std::vector<double> best_ratio;
-    best_item.reserve(static_cast<size_t>(N));
-    best_job.reserve(static_cast<size_t>(N));
-    best_ratio.reserve(static_cast<size_t>(N));
-    order.reserve(static_cast<size_t>(N));
-    const auto less = [](double a, double b) { return a < b; };  // ascending ratio
-    for (int64_t round = 0; round < max_rounds; ++round) {
+    std::vector<double> best_key;
+    const auto update_excess = [&] {
         over_idx.clear();
         for (int64_t r = 0; r < R; ++r) {
             E[r] = (totals[r] - in.capacity[r]) - in.tol[r];
             if (E[r] > 0) over_idx.push_back(r);
         }
+    };
+    for (int64_t round = 0; round < max_rounds; ++round) {
+        update_excess();
         if (over_idx.empty()) return true;
-        for (int64_t r = 0; r < R; ++r) scratch[r] = (E[r] > 0.0 ? E[r] : 0.0) / in.scale[r];
-        const double V = pairwise_sum(scratch.data(), R);
+        const double V = V_of(nullptr);
         const double min_red = 1e-12 * std::max(V, 1.0);
         best_item.clear();
         best_job.clear();
-        best_ratio.clear();
+        best_key.clear();
         for (int64_t j = 0; j < N; ++j) {
             const int64_t cur = items[j];
             const double* dc = in.demand + cur * R;
@@ -223,16 +261,20 @@ bool repair(const PrimalInstance& in, int64_t* items, double* totals, int64_t ma
                     break;
                 }
             if (!uses) continue;
+            const double pv_cur = values[cur];
             int64_t bc = -1;
-            double br = 0.0;
+            double bk = 0.0;
             for (int64_t c = in.offsets[j]; c < in.offsets[j + 1]; ++c) {
                 if (c == cur) continue;
+                double rc = pv_cur - values[c];
+                if (!(rc > 0.0)) rc = 0.0;
+                // Exact prune: red <= V (V_new >= 0), so key = rc / red >= rc / V, and a key
+                // that is not strictly below the job's best cannot replace it.
+                if (bc >= 0 && !(rc / V < bk)) continue;
                 const double* dn = in.demand + c * R;
-                // Exact pre-filter: when delta_r >= 0 on every overused r (E_r > 0), each
-                // term max(E_r + delta_r, 0) / scale_r is >= the term of V (rounding is
-                // monotone, scale_r > 0; the terms of resources with E_r <= 0 are 0 in V), so
-                // the same pairwise sum of the new terms is >= V and red = V - it is <= 0,
-                // which never passes red > min_red (> 0).  Skipping such rows changes nothing.
+                // Exact pre-filter: when delta_r >= 0 on every overused r, every term of the
+                // new violation is >= the same term of V (the others are 0 in V), so red <= 0
+                // never passes red > min_red.  Skipping such rows changes nothing.
                 bool can_reduce = false;
                 for (const int64_t r : over_idx)
                     if (!(dn[r] - dc[r] >= 0.0)) {
@@ -240,56 +282,47 @@ bool repair(const PrimalInstance& in, int64_t* items, double* totals, int64_t ma
                         break;
                     }
                 if (!can_reduce) continue;
-                for (int64_t r = 0; r < R; ++r) {
-                    const double x = E[r] + (dn[r] - dc[r]);
-                    scratch[r] = (x > 0.0 ? x : 0.0) / in.scale[r];
-                }
-                const double red = V - pairwise_sum(scratch.data(), R);
+                for (int64_t r = 0; r < R; ++r) delta[r] = dn[r] - dc[r];
+                const double red = V - V_of(delta.data());
                 if (!(red > min_red)) continue;
-                const double ratio = (in.utility[cur] - in.utility[c]) / red;
-                // Strictly better wins, so ties keep the earlier candidate (best_per_job).
-                if (bc < 0 || less(ratio, br)) {
+                const double key = rc / red;
+                if (bc < 0 || key < bk) {  // strictly better wins: ties keep the earlier item
                     bc = c;
-                    br = ratio;
+                    bk = key;
                 }
             }
             if (bc < 0) continue;
             best_item.push_back(bc);
             best_job.push_back(j);
-            best_ratio.push_back(br);
+            best_key.push_back(bk);
         }
         if (best_item.empty()) return false;
-        // Sort by ratio, ties by candidate position; positions ascend with the item index, so
-        // the item index breaks ties the same way.
         order.resize(best_item.size());
         for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
         std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-            if (less(best_ratio[a], best_ratio[b])) return true;
-            if (less(best_ratio[b], best_ratio[a])) return false;
+            if (best_key[a] < best_key[b]) return true;
+            if (best_key[b] < best_key[a]) return false;
             return best_item[a] < best_item[b];
         });
-        // The first prefix with the lowest violation (delta recomputed: same float64 result).
-        int64_t k = -1;
-        double best_v = 0.0;
-        for (size_t i = 0; i < order.size(); ++i) {
-            const int64_t p = order[i];
-            const double* dn = in.demand + best_item[p] * R;
-            const double* dc = in.demand + items[best_job[p]] * R;
-            for (int64_t r = 0; r < R; ++r) {
-                const double dl = dn[r] - dc[r];
-                cum[r] = i == 0 ? dl : cum[r] + dl;
-                const double x = E[r] + cum[r];
-                scratch[r] = (x > 0.0 ? x : 0.0) / in.scale[r];
-            }
-            const double v = pairwise_sum(scratch.data(), R);
-            if (k < 0 || v < best_v) {
-                k = static_cast<int64_t>(i);
-                best_v = v;
-                cum_k = cum;
-            }
+        // Apply the moves in that order, each only while it still lowers the violation, so a
+        // resource fixed by earlier moves does not pull in more.
+        double v_cur = V;
+        bool moved = false;
+        for (const int64_t p : order) {
+            const int64_t j = best_job[p], c = best_item[p];
+            const double* dn = in.demand + c * R;
+            const double* dc = in.demand + items[j] * R;
+            for (int64_t r = 0; r < R; ++r) delta[r] = dn[r] - dc[r];
+            const double v_new = V_of(delta.data());
+            if (!(v_cur - v_new > min_red)) continue;
+            items[j] = c;
+            for (int64_t r = 0; r < R; ++r) totals[r] = totals[r] + delta[r];
+            update_excess();
+            v_cur = V_of(nullptr);
+            moved = true;
+            if (over_idx.empty()) return true;
         }
-        for (int64_t i = 0; i <= k; ++i) items[best_job[order[i]]] = best_item[order[i]];
-        for (int64_t r = 0; r < R; ++r) totals[r] = totals[r] + cum_k[r];
+        if (!moved) return false;
     }
     return false;
 }

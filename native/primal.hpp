@@ -40,11 +40,21 @@ struct PrimalInstance {
 int64_t greedy_fill(const PrimalInstance& in, const double* weights, int64_t* items,
                     double* totals, int64_t rounds);
 
-// Moves jobs until the choice is feasible, cheapest utility loss per unit of removed
-// normalised violation first (docs/pricing.md, section 4).  `items` and `totals` (the demand
-// of `items`, accumulated by the caller) are updated in place.  Returns true when the choice
-// became feasible, false when no move lowers the violation any more or `max_rounds` ran out
-// (then items/totals hold the last state, which is not feasible).
-bool repair(const PrimalInstance& in, int64_t* items, double* totals, int64_t max_rounds);
+// Moves jobs until the choice is feasible (docs/pricing.md, section 4), in place.  Each round
+// takes, for every job whose item uses an overused resource, its best move c: among the moves
+// that lower the capacity-normalised violation V = sum_r max(T_r - C_r - tol_r, 0) / scale_r
+// (by red > 1e-12 max(V, 1)), the lowest key = max(rc, 0) / red, where rc = values[cur] -
+// values[c] is the loss in Lagrangian value (values[M] = u - prices . d at the shadow prices,
+// computed by the caller; with prices 0 it is the utility loss) -- a move that costs little at
+// the shadow prices frees resources the fill can reuse.  The moves are sorted by key (ties: lower item index) and applied in that
+// order, each only if it still lowers V, until the choice is feasible.  `items` and `totals`
+// (the demand of `items`) are updated in place.  Returns true when the choice became feasible,
+// false when a round moved nothing or `max_rounds` ran out (items/totals then hold the last,
+// infeasible, state).
+bool repair(const PrimalInstance& in, const double* values, int64_t* items, double* totals,
+            int64_t max_rounds);
+
+// out[j] = the global index of the lowest key[c] in job j's family (ties: the lowest index).
+void argmin_per_job(int64_t n_jobs, const int64_t* offsets, const double* key, int64_t* out);
 
 }  // namespace elastico

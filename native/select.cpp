@@ -1,40 +1,44 @@
 #include "select.hpp"
+#include "select_isa.hpp"
 
 #include <algorithm>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
+#define ELASTICO_ISA_NS base
+#include "select_impl.hpp"
+#undef ELASTICO_ISA_NS
+
 namespace elastico {
+
+
 namespace {
+
+bool use_avx2() {
+#ifdef ELASTICO_HAVE_AVX2
+    static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return ok;
+#else
+    return false;
+#endif
+}
 
 template <typename T>
 double select_block(int64_t j0, int64_t j1, int64_t n_res, const int64_t* offsets,
                     const T* utility, const T* demand, const T* prices, int64_t* choice,
-                    double* totals /* [n_res], accumulated */) {
-    double reduced = 0.0;
-    for (int64_t j = j0; j < j1; ++j) {
-        const int64_t b = offsets[j], e = offsets[j + 1];
-        int64_t best = b;
-        T best_val = utility[b];
-        {
-            const T* d = demand + b * n_res;
-            for (int64_t r = 0; r < n_res; ++r) best_val -= prices[r] * d[r];
-        }
-        for (int64_t c = b + 1; c < e; ++c) {
-            T v = utility[c];
-            const T* d = demand + c * n_res;
-            for (int64_t r = 0; r < n_res; ++r) v -= prices[r] * d[r];
-            if (v > best_val) {
-                best_val = v;
-                best = c;
-            }
-        }
-        choice[j] = best - b;
-        reduced += static_cast<double>(best_val);
-        const T* d = demand + best * n_res;
-        for (int64_t r = 0; r < n_res; ++r) totals[r] += static_cast<double>(d[r]);
+                    double* totals) {
+#ifdef ELASTICO_HAVE_AVX2
+    if (use_avx2()) {
+        if constexpr (std::is_same_v<T, double>)
+            return avx2::select_block_f64(j0, j1, n_res, offsets, utility, demand, prices, choice,
+                                          totals);
+        else
+            return avx2::select_block_f32(j0, j1, n_res, offsets, utility, demand, prices, choice,
+                                          totals);
     }
-    return reduced;
+#endif
+    return base::select_block<T>(j0, j1, n_res, offsets, utility, demand, prices, choice, totals);
 }
 
 }  // namespace

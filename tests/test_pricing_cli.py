@@ -200,7 +200,7 @@ def test_solve_help_describes_every_option(capsys):
     with pytest.raises(SystemExit):
         run(["pricing", "solve", "--help"])
     out = " ".join(capsys.readouterr().out.split())
-    for flag, text in [("--max-iterations", "(default: 200)"), ("--gap-tolerance", "(default: 0.0001)"),
+    for flag, text in [("--max-iterations", "(default: 200)"), ("--gap-tolerance", "(default: 0.001)"),
                        ("--dtype", "(default: float64)"), ("--nthreads", "(default: 1)"),
                        ("--initial-prices", "(default: none, cold start at 0)"),
                        ("--json", "(default: table)"), ("--instance", "(required)")]:

@@ -287,16 +287,24 @@ def test_native_fill_and_repair_equal_the_numpy_references():
             T = inst.totals(items)
             fixed = items
             if not inst.feasible(T):
-                a = inst.repair(items, T)
-                b = inst._repair_numpy(items, T)
-                n_repair += 1
-                assert (a is None) == (b is None)
-                if a is None:
+                # the repair's key at prices 0 (utility loss), integer prices (many ties) and
+                # random prices
+                nr = inst.cap.shape[0]
+                for prices in (np.zeros(nr), rng.integers(0, 3, nr).astype(float),
+                               rng.uniform(0, 2, nr)):
+                    a = inst.repair(items, T, prices)
+                    b = inst._repair_numpy(items, T, prices)
+                    n_repair += 1
+                    assert (a is None) == (b is None)
+                    if a is None:
+                        continue
+                    n_repaired += 1
+                    assert a.dtype == np.int64
+                    np.testing.assert_array_equal(a, b)
+                    assert inst.feasible(inst.totals(a))
+                    fixed = a
+                if fixed is items:
                     continue
-                n_repaired += 1
-                assert a.dtype == np.int64
-                np.testing.assert_array_equal(a, b)
-                fixed = a
             Tf = inst.totals(fixed)
             for w in weights:
                 for rounds in (1, 3, 30, 300):
@@ -306,7 +314,7 @@ def test_native_fill_and_repair_equal_the_numpy_references():
                     np.testing.assert_array_equal(i1, i2)
                     np.testing.assert_array_equal(t1, t2)  # bit-identical totals
                     assert inst.feasible(t1)
-    assert n_fill > 1000 and n_repair > 200 and n_repaired > 100, (n_fill, n_repair, n_repaired)
+    assert n_fill > 1000 and n_repair > 600 and n_repaired > 300, (n_fill, n_repair, n_repaired)
 
 
 def test_native_primal_does_not_modify_its_inputs():
@@ -317,7 +325,7 @@ def test_native_primal_does_not_modify_its_inputs():
     items = inst.starts + np.array([k - 1 for k in np.diff(inst.off)], dtype=np.int64)
     T = inst.totals(items)
     i0, T0 = items.copy(), T.copy()
-    fixed = inst.repair(items, T)
+    fixed = inst.repair(items, T, np.ones(3))
     assert fixed is not None and inst.feasible(inst.totals(fixed))
     np.testing.assert_array_equal(items, i0)
     np.testing.assert_array_equal(T, T0)
@@ -335,4 +343,6 @@ def test_native_primal_rejects_items_outside_their_family():
     with pytest.raises(ValueError, match="items"):
         kernel.greedy_fill(off, u, d, one, one * 0, one, one, np.array([0, 1]), np.zeros(1), 3)
     with pytest.raises(ValueError, match="items"):
-        kernel.repair(off, u, d, one, one * 0, one, np.array([2, 3]), np.zeros(1), 3)
+        kernel.repair(off, u, d, one, one * 0, one, u, np.array([2, 3]), np.zeros(1), 3)
+    with pytest.raises(ValueError, match="values"):
+        kernel.repair(off, u, d, one, one * 0, one, one, np.array([1, 3]), np.zeros(1), 3)

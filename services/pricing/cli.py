@@ -22,7 +22,7 @@ from typing import IO, Any, TextIO
 import numpy as np
 
 from elastico.errors import ElasticoError, Infeasible, InvalidArgument
-from elastico.pricing.solver import MAX_ITERATIONS, PricingResult, solve
+from elastico.pricing.solver import DEFAULT_GAP_TOLERANCE, MAX_ITERATIONS, PricingResult, solve
 from elastico.pricing.validation import DTYPES
 
 __all__ = ["register", "load_instance", "INSTANCE_KEYS", "EXIT_OK", "EXIT_BAD_INPUT",
@@ -62,9 +62,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     s.add_argument("--max-iterations", type=int, default=200, metavar="N",
                    help="limit on Lagrangian evaluations (iterations), an integer in "
                         f"1..{MAX_ITERATIONS} (default: %(default)s)")
-    s.add_argument("--gap-tolerance", type=float, default=1e-4, metavar="X",
+    s.add_argument("--gap-tolerance", type=float, default=DEFAULT_GAP_TOLERANCE, metavar="X",
                    help="stop once the certified relative duality gap is at most X, a fraction "
-                        "(0.0001 = 0.01 %%), finite and >= 0 (default: %(default)s)")
+                        "(0.001 = 0.1 %%), finite and >= 0 (default: %(default)s)")
     s.add_argument("--dtype", choices=DTYPES, default="float64",
                    help="floating-point type of the native selection; the reported dual bound "
                         "is always evaluated in float64 (default: %(default)s)")

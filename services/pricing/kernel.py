@@ -30,7 +30,8 @@ import numpy as np
 from elastico import _native
 from elastico.pricing import validation as v
 
-__all__ = ["select", "prepare", "PreparedInstance", "reference_select", "greedy_fill", "repair"]
+__all__ = ["select", "prepare", "prepare_checked", "PreparedInstance", "reference_select", "greedy_fill", "repair",
+           "argmin_per_job", "column_max"]
 
 _FUNCS = {"float64": _native.select_f64, "float32": _native.select_f32}
 
@@ -74,10 +75,17 @@ def prepare(offsets: Any, utility: Any, demand: Any, capacity: Any, *,
     """Validates an instance (raises :class:`elastico.errors.InvalidArgument`) and converts it
     for repeated :meth:`PreparedInstance.select` calls."""
     u, d, off, cap = v.check_instance(utility, demand, offsets, capacity)
-    dt = v.check_dtype(dtype)
-    nt = v.check_nthreads(nthreads)
-    return PreparedInstance(off, u.astype(dt, copy=False), d.astype(dt, copy=False),
-                            cap.astype(dt, copy=False), dt, nt)
+    return prepare_checked(off, u, d, cap, v.check_dtype(dtype), v.check_nthreads(nthreads))
+
+
+def prepare_checked(offsets: np.ndarray, utility: np.ndarray, demand: np.ndarray,
+                    capacity: np.ndarray, dtype: np.dtype, nthreads: int) -> PreparedInstance:
+    """:func:`prepare` for arrays the caller has already checked
+    (:func:`elastico.pricing.validation.check_instance`, ``check_dtype``, ``check_nthreads``):
+    the solver validates once and must not pay for it twice."""
+    return PreparedInstance(offsets, utility.astype(dtype, copy=False),
+                            demand.astype(dtype, copy=False), capacity.astype(dtype, copy=False),
+                            dtype, nthreads)
 
 
 def select(offsets: Any, utility: Any, demand: Any, prices: Any, capacity: Any, *,
@@ -127,12 +135,27 @@ def greedy_fill(offsets: np.ndarray, utility: np.ndarray, demand: np.ndarray,
 
 
 def repair(offsets: np.ndarray, utility: np.ndarray, demand: np.ndarray, capacity: np.ndarray,
-           tol: np.ndarray, scale: np.ndarray, items: np.ndarray, totals: np.ndarray,
-           max_rounds: int) -> np.ndarray | None:
+           tol: np.ndarray, scale: np.ndarray, values: np.ndarray, items: np.ndarray,
+           totals: np.ndarray, max_rounds: int) -> np.ndarray | None:
     """Native repair of an over-capacity choice (docs/pricing.md, section 4; the solver's
-    ``_Instance.repair``).  Same arguments as :func:`greedy_fill` (no weights); ``totals`` is the
-    demand of ``items``.  Returns the feasible items (a new int64[N]) or None when no move lowers
-    the violation any more (or ``max_rounds`` ran out)."""
+    ``_Instance.repair``).  Same arguments as :func:`greedy_fill`, with ``values`` float64[M],
+    each configuration's Lagrangian value ``u - prices . d`` at the shadow prices, instead of
+    weights; ``totals`` is the demand of ``items``.
+    Returns the feasible items (a new int64[N]) or None when no move lowers the violation any
+    more (or ``max_rounds`` ran out)."""
     return _native.repair(offsets, _f64(utility), _f64(demand), _f64(capacity), _f64(tol),
-                          _f64(scale), np.ascontiguousarray(items, np.int64), _f64(totals),
-                          int(max_rounds))
+                          _f64(scale), _f64(values), np.ascontiguousarray(items, np.int64),
+                          _f64(totals), int(max_rounds))
+
+
+def argmin_per_job(offsets: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """Global index of the lowest ``key`` in each job's family (ties: the lowest index).
+    ``offsets`` int64[N+1] (validated CSR), ``key`` float64[M].  Returns int64[N]."""
+    return _native.argmin_per_job(offsets, _f64(key))
+
+
+def column_max(demand: np.ndarray) -> np.ndarray:
+    """``demand.max(axis=0)`` for a float64 [M, R] array with M >= 1, in one native pass
+    (numpy's column-wise reduction of a C-contiguous array is an order of magnitude slower).
+    Returns float64[R]."""
+    return _native.column_max(_f64(demand))

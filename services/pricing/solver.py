@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -38,7 +39,12 @@ from elastico.errors import Infeasible, InvalidArgument
 from elastico.pricing import kernel
 from elastico.pricing import validation as v
 
-__all__ = ["PricingResult", "solve", "FEASIBILITY_RTOL"]
+__all__ = ["PricingResult", "solve", "FEASIBILITY_RTOL", "DEFAULT_GAP_TOLERANCE"]
+
+#: Default stopping tolerance on the certified relative gap: 0.1 %, an order of magnitude closer
+#: than the published anchors (POP 1.5 % from optimal, CvxCluster 3 %).  Tighter tolerances
+#: work but can run to the iteration limit where the LP relaxation's integrality gap is larger.
+DEFAULT_GAP_TOLERANCE = 1e-3
 
 #: A choice is feasible when ``totals[r] <= capacity[r] + FEASIBILITY_RTOL * max(capacity[r], 1)``.
 FEASIBILITY_RTOL = 1e-9
@@ -49,8 +55,12 @@ _PATIENCE = 8          # halve theta after this many iterations without a better
 _THETA_MIN = 1e-7      # below this the prices no longer move: stop
 _FILL_ROUNDS = 30      # greedy-fill rounds per primal pass
 _REPAIR_ROUNDS = 1000  # guard; every repair round strictly lowers the violation
-_LARGE = 200_000       # M*R above which the primal pass runs every _EVERY_LARGE iterations
-_EVERY_LARGE = 5
+_LARGE = 200_000       # M*R above which primal passes are at least _EVERY_LARGE iterations apart
+_EVERY_LARGE = 3
+_NEAR = 0.02           # a Lagrangian choice within 2 % of capacity (mean over resources) gets a primal
+_FIRST_PRIMAL = 4      # ... and any new best from this iteration on while there is no primal yet
+_MAX_PRIMAL_GAP = 10   # ... and any new best this many iterations after the last primal
+_STALL = 30            # stop when the gap has not shrunk for this many iterations
 
 
 @dataclass(frozen=True)
@@ -99,8 +109,13 @@ class _Instance:
         # Capacity normalisation: resource r is measured in fractions of its capacity.  A
         # resource with zero capacity keeps scale 1; after the drop below no item uses it.
         self.scale = np.where(cap > 0, cap, 1.0)
-        keep = np.all(d <= cap + self.tol, axis=1)
-        counts = np.add.reduceat(keep.astype(np.int64), off[:-1])
+        self.inv_scale = 1.0 / self.scale
+        if np.all(kernel.column_max(d) <= cap + self.tol):
+            keep = None  # the common case, found without an [M, R] temporary
+            counts = np.diff(off)
+        else:
+            keep = np.all(d <= cap + self.tol, axis=1)
+            counts = np.add.reduceat(keep.astype(np.int64), off[:-1]) if d.shape[0] else np.diff(off)
         empty = np.flatnonzero(counts == 0)
         if empty.size:
             j = int(empty[0])
@@ -109,7 +124,7 @@ class _Instance:
                 f"resource (configurations {int(off[j])}..{int(off[j + 1]) - 1}); no feasible "
                 f"choice exists ({empty.size} such job(s))")
         self.orig_off = off
-        if keep.all():
+        if keep is None or keep.all():
             self.item_map = None
             self.u, self.d, self.off = u, d, off
         else:
@@ -118,7 +133,11 @@ class _Instance:
             self.off = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
         self.n = self.off.shape[0] - 1
         self.starts = self.off[:-1]
-        self.job_of = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(self.off))
+
+    @cached_property
+    def job_of(self) -> np.ndarray:
+        """int64[M]: the job of each (reduced) item; only the numpy references need it."""
+        return np.repeat(np.arange(self.n, dtype=np.int64), np.diff(self.off))
 
     def original_choice(self, items: np.ndarray) -> np.ndarray:
         """Global reduced item indices [N] -> index within each job's original family."""
@@ -134,28 +153,40 @@ class _Instance:
     # -- primal heuristics (docs/pricing.md, section 4) ---------------------------------------
 
     def _violation(self, excess: np.ndarray) -> np.ndarray:
-        """V = sum_r max(0, excess_r) / scale_r over the last axis (excess = T - C - tol)."""
-        return (np.maximum(excess, 0.0) / self.scale).sum(axis=-1)
+        """V = sum_r max(0, excess_r) * (1 / scale_r) over the last axis (excess = T - C - tol)."""
+        return (np.maximum(excess, 0.0) * self.inv_scale).sum(axis=-1)
 
-    def repair(self, items: np.ndarray, totals: np.ndarray) -> np.ndarray | None:
-        """Moves jobs to other configurations of their family until the choice is feasible,
-        cheapest utility loss per unit of removed (capacity-normalised) violation first.
-        Returns the feasible items, or None when no move lowers the violation any more.
-        Runs natively (:func:`elastico.pricing.kernel.repair`), bit-identical to
-        :meth:`_repair_numpy`."""
-        return kernel.repair(self.off, self.u, self.d, self.cap, self.tol, self.scale, items,
-                             totals, _REPAIR_ROUNDS)
+    def lagrangian_values(self, prices: np.ndarray) -> np.ndarray:
+        """float64[M]: ``u - d @ prices``, each configuration's value at the shadow prices
+        (the repair's key).  Computed once per primal pass and handed to both the native repair
+        and its numpy reference, so the two see the same numbers."""
+        return self.u - self.d @ prices
 
-    def _repair_numpy(self, items: np.ndarray, totals: np.ndarray) -> np.ndarray | None:
-        """The numpy reference of :meth:`repair` (tests compare the two)."""
+    def repair(self, items: np.ndarray, totals: np.ndarray,
+               prices: np.ndarray) -> np.ndarray | None:
+        """Moves jobs to other configurations of their family until the choice is feasible:
+        the moves that lose least Lagrangian value at ``prices`` (float64[R], original units)
+        per unit of removed capacity-normalised violation first, each applied only while it
+        still lowers the violation.  Returns the feasible items, or None when no move lowers the
+        violation any more.  Runs natively (:func:`elastico.pricing.kernel.repair`),
+        bit-identical to :meth:`_repair_numpy`."""
+        return kernel.repair(self.off, self.u, self.d, self.cap, self.tol, self.scale,
+                             self.lagrangian_values(prices), items, totals, _REPAIR_ROUNDS)
+
+    def _repair_numpy(self, items: np.ndarray, totals: np.ndarray,
+                      prices: np.ndarray) -> np.ndarray | None:
+        """The numpy reference of :meth:`repair` (tests compare the two; the sequential
+        application of the sorted moves is a Python loop)."""
         items = items.copy()
         T = totals.copy()
+        pv = self.lagrangian_values(prices)
         for _ in range(_REPAIR_ROUNDS):
             E = T - self.cap - self.tol
-            over = E > 0
-            if not over.any():
+            if not (E > 0).any():
                 return items
+            over = E > 0
             V = float(self._violation(E))
+            min_red = 1e-12 * max(V, 1.0)
             # Only jobs whose configuration uses an overused resource can lower V.
             jobs = np.flatnonzero((self.d[items][:, over] > 0).any(axis=1))
             mask = np.zeros(self.n, dtype=bool)
@@ -164,20 +195,27 @@ class _Instance:
             cur = items[self.job_of[cand]]
             cand_ok = cand != cur
             cand, cur = cand[cand_ok], cur[cand_ok]
-            delta = self.d[cand] - self.d[cur]
-            red = V - self._violation(E + delta)
-            good = red > 1e-12 * max(V, 1.0)
+            red = V - self._violation(E + (self.d[cand] - self.d[cur]))
+            good = red > min_red
             if not good.any():
                 return None
-            cand, cur, delta, red = cand[good], cur[good], delta[good], red[good]
-            ratio = (self.u[cur] - self.u[cand]) / red
-            pick = _best_per_job(self.job_of[cand], ratio)  # ascending ratio
-            cum = np.cumsum(delta[pick], axis=0)
-            Vk = self._violation(E + cum)
-            k = int(np.argmin(Vk))  # first prefix with the lowest violation (0 = feasible)
-            moved = cand[pick[: k + 1]]
-            items[self.job_of[moved]] = moved
-            T = T + cum[k]
+            cand, cur, red = cand[good], cur[good], red[good]
+            key = np.maximum(pv[cur] - pv[cand], 0.0) / red
+            pick = _best_per_job(self.job_of[cand], key)  # ascending key
+            v_cur, moved = V, False
+            for c in cand[pick]:
+                j = self.job_of[c]
+                delta = self.d[c] - self.d[items[j]]
+                if not v_cur - float(self._violation(E + delta)) > min_red:
+                    continue
+                items[j] = c
+                T = T + delta
+                E = T - self.cap - self.tol
+                v_cur, moved = float(self._violation(E)), True
+                if not (E > 0).any():
+                    return items
+            if not moved:
+                return None
         return None
 
     def _upgrade_rows(self, items_mask_jobs: np.ndarray | None, items: np.ndarray,
@@ -218,7 +256,7 @@ class _Instance:
             # Elementwise product + pairwise sum, not ``@``: BLAS's dot order (and FMA use)
             # varies by kernel and machine; this order is reproducible and the native
             # greedy_fill reproduces it bit for bit.
-            cost = (np.maximum(delta, 0.0) / self.scale * weights).sum(axis=1)
+            cost = (np.maximum(delta, 0.0) * (weights / self.scale)).sum(axis=1)
             ratio = np.where(cost > 0, gain / np.where(cost > 0, cost, 1.0), np.inf)
             pick = _best_per_job(self.job_of[cand], -ratio)  # descending ratio
             cum = np.cumsum(delta[pick], axis=0)
@@ -241,8 +279,7 @@ class _Instance:
     def smallest(self) -> np.ndarray:
         """Per job, the configuration with the least capacity-normalised total demand (the
         wait configuration when the family has one)."""
-        size = (self.d / self.scale).sum(axis=1)
-        return _best_per_job_sorted_by_job(self.job_of, size, self.n)
+        return kernel.argmin_per_job(self.off, (self.d / self.scale).sum(axis=1))
 
 
 def _best_per_job(jobs: np.ndarray, key: np.ndarray) -> np.ndarray:
@@ -251,15 +288,6 @@ def _best_per_job(jobs: np.ndarray, key: np.ndarray) -> np.ndarray:
     order = np.argsort(key, kind="stable")
     _, first = np.unique(jobs[order], return_index=True)
     return order[np.sort(first)]
-
-
-def _best_per_job_sorted_by_job(jobs: np.ndarray, key: np.ndarray, n: int) -> np.ndarray:
-    """Global index of the lowest ``key`` in each job, ordered by job (every job non-empty)."""
-    order = np.lexsort((key, jobs))
-    _, first = np.unique(jobs[order], return_index=True)
-    out = order[first]
-    assert out.shape[0] == n
-    return out
 
 
 #: Upper bound of ``max_iterations``.  The default is 200 and the placer uses 20; a million
@@ -285,7 +313,7 @@ def _check_options(max_iterations: Any, gap_tolerance: Any) -> tuple[int, float]
 
 
 def solve(utility: Any, demand: Any, offsets: Any, capacity: Any, *,
-          initial_prices: Any = None, max_iterations: int = 200, gap_tolerance: float = 1e-4,
+          initial_prices: Any = None, max_iterations: int = 200, gap_tolerance: float = DEFAULT_GAP_TOLERANCE,
           dtype: str = "float64", nthreads: int = 1,
           primal_every: int | None = None) -> PricingResult:
     """Chooses one configuration per job (Elastic Shadow Pricing; docs/pricing.md).
@@ -339,60 +367,92 @@ def solve(utility: Any, demand: Any, offsets: Any, capacity: Any, *,
 
     inst = _Instance(u, d, off, cap)
     lam[cap <= 0] = 0.0  # no remaining configuration uses a zero-capacity resource
-    kern = kernel.prepare(inst.off, inst.u, inst.d, cap, dtype=dt, nthreads=nt)
-    kern64 = kern if dt == np.float64 else kernel.prepare(inst.off, inst.u, inst.d, cap, nthreads=nt)
-    every = 1 if inst.u.shape[0] * R <= _LARGE else _EVERY_LARGE
+    kern = kernel.prepare_checked(inst.off, inst.u, inst.d, cap, dt, nt)
+    kern64 = kern if dt == np.float64 else kernel.prepare_checked(inst.off, inst.u, inst.d, cap,
+                                                                   np.dtype(np.float64), nt)
+    small = inst.u.shape[0] * R <= _LARGE  # small: a primal pass at every iteration
+    spacing = 1 if small else _EVERY_LARGE
 
     best_items: np.ndarray | None = None
     best_T = np.zeros(R)
     best_primal = -math.inf
 
-    def consider(items: np.ndarray, T: np.ndarray, weights: np.ndarray) -> None:
-        nonlocal best_items, best_T, best_primal
-        items, T = inst.fill(items, T, weights)
-        val = float(inst.u[items].sum())
-        if val > best_primal:
-            best_items, best_T, best_primal = items, T, val
-
     def fill_weights(mu: np.ndarray) -> np.ndarray:
         top = float(mu.max()) if mu.size else 0.0
         return mu + 0.01 * top if top > 0 else np.ones_like(mu)
 
-    scale = inst.scale
-    # Primal from the smallest configurations (the all-wait choice when families have one).
-    start = inst.smallest()
-    T0 = inst.totals(start)
-    if inst.feasible(T0):
-        consider(start, T0, fill_weights(lam * scale))
-    else:
-        fixed = inst.repair(start, T0)
-        if fixed is not None:
-            consider(fixed, inst.totals(fixed), fill_weights(lam * scale))
+    zero = np.zeros(R)
 
+    def primal_from(items: np.ndarray, T: np.ndarray, prices: np.ndarray) -> None:
+        """Repair (when over capacity) and fill one Lagrangian choice; keep the best.  Small
+        instances also try the repair keyed on plain utility loss (prices 0): the two keys find
+        different choices and a pass costs little there."""
+        nonlocal best_items, best_T, best_primal
+        feasible = inst.feasible(T)
+        for key_prices in ((prices, zero) if small and not feasible else (prices,)):
+            it2, T2 = items, T
+            if not feasible:
+                fixed = inst.repair(items, T, key_prices)
+                if fixed is None:
+                    continue
+                it2, T2 = fixed, inst.totals(fixed)
+            it2, T2 = inst.fill(it2, T2, fill_weights(prices * inst.scale))
+            val = float(inst.u[it2].sum())
+            if val > best_primal:
+                best_items, best_T, best_primal = it2, T2, val
+
+    scale = inst.scale
+    start_evals, cached = 0, None
+    if initial_prices is None and primal_every is None and max_it >= 8:
+        lam, start_evals, cached = _uniform_price_start(kern, cap, inst.inv_scale, max_it // 2)
     best_dual = math.inf
     best_lam = lam.copy()
+    best_sel: tuple[np.ndarray, np.ndarray] | None = None  # Lagrangian choice at best_lam
     theta, stale = _THETA0, 0
+    last_primal = -spacing    # iteration of the last primal pass
+    primal_lam: np.ndarray | None = None  # prices of the last primal pass
+    gap_at_check, stall = math.inf, 0
     it = 0
     certified = dt == np.float64  # is best_dual a float64 evaluation?
-    for it in range(1, max_it + 1):
-        choice, T, L = kern.select(lam)
+    first = start_evals if cached is not None else start_evals + 1
+    for it in range(max(1, first), max_it + 1):
+        # the start's last selection is at its best prices: the first iteration reuses it
+        choice, T, L = cached if cached is not None else kern.select(lam)
+        cached = None
         items = inst.starts + choice
         if dt != np.float64:
             T = inst.totals(items)
-        if L < best_dual:
+        improved = L < best_dual
+        if improved:
             best_dual, best_lam, stale = L, lam.copy(), 0
+            best_sel = (items, T)
             certified = dt == np.float64
         else:
             stale += 1
             if stale >= _PATIENCE:
                 theta, stale = theta / 2, 0
-        mu = lam * scale
-        if inst.feasible(T):  # the Lagrangian choice itself is feasible: always worth a fill
-            consider(items, T, fill_weights(mu))
-        elif (it % every == 0 or it <= 3) if primal_every is None else it % primal_every == 0:
-            fixed = inst.repair(items, T)
-            if fixed is not None:
-                consider(fixed, inst.totals(fixed), fill_weights(mu))
+        # Primal passes (docs/pricing.md, section 4) cost a full repair + fill, tens of
+        # selections: run them at prices that set a new best dual value and whose Lagrangian
+        # choice is already close to the capacity (mean |T - C| / C <= _NEAR), at most every
+        # `spacing` iterations; far from the capacity the repair or fill would rebuild most of
+        # the choice.  Without a primal yet, any new best after iteration _FIRST_PRIMAL will do.
+        if primal_every is not None:
+            due = it % primal_every == 0
+        else:
+            # distance to the capacity: over-use of every resource, slack only of priced ones
+            # (an unpriced resource may stay idle at the optimum)
+            with np.errstate(over="ignore", invalid="ignore"):  # totals near the float max
+                dev = np.where(lam > 0, np.abs(T - cap), np.maximum(T - cap, 0.0))
+                near = float(dev.dot(inst.inv_scale)) <= _NEAR * R
+            due = small or (improved and it - last_primal >= spacing and (
+                near or it - last_primal >= _MAX_PRIMAL_GAP))
+            if not due and best_items is None and it >= _FIRST_PRIMAL:
+                # no primal yet (so no target for the step): use the best prices so far
+                primal_from(*best_sel, best_lam)
+                last_primal, primal_lam = it, best_lam
+        if due:
+            primal_from(items, T, lam)
+            last_primal, primal_lam = it, lam
         if best_items is not None and _gap(best_dual, best_primal) <= gap_tol:
             if not certified:
                 best_dual, certified = kern64.select(best_lam)[2], True
@@ -400,11 +460,23 @@ def solve(utility: Any, demand: Any, offsets: Any, capacity: Any, *,
                 break
         if theta < _THETA_MIN:
             break
+        # Stall: the gap has not shrunk by a tenth of the tolerance for _STALL iterations
+        # (the dual has converged and what is left is the integrality gap).
+        g_now = _gap(best_dual, best_primal) if best_items is not None else math.inf
+        if best_items is None or g_now < gap_at_check - 0.1 * gap_tol:
+            gap_at_check, stall = g_now, 0
+        else:
+            stall += 1
+            if stall >= _STALL:
+                break
         # Projected subgradient step in normalised prices mu_r = lam_r * scale_r.
+        mu = lam * scale
         g = (cap - T) / scale                      # dL/dmu
         g = np.where((mu <= 0) & (g > 0), 0.0, g)  # these prices are pinned at 0
         g2 = float(g @ g)
         if g2 <= 0.0:  # lambda-choice feasible with complementary slackness: L(lam) = OPT
+            if not due:
+                primal_from(items, T, lam)
             break
         target = best_primal if best_items is not None else best_dual - 0.1 * max(abs(best_dual), 1.0)
         step = theta * max(L - target, 1e-9 * max(abs(L), 1.0)) / g2
@@ -413,22 +485,17 @@ def solve(utility: Any, demand: Any, offsets: Any, capacity: Any, *,
 
     if not certified:
         best_dual = kern64.select(best_lam)[2]
-    if primal_every is not None:
-        # the primal from the best prices, which the thinned schedule may have skipped
+    if primal_lam is None or not np.array_equal(primal_lam, best_lam):
+        # the primal from the best prices, which the schedule may have skipped
         choice, T, _ = kern64.select(best_lam)
-        items = inst.starts + choice
-        fixed = items if inst.feasible(T) else inst.repair(items, T)
-        if fixed is not None:
-            consider(fixed, inst.totals(fixed), fill_weights(best_lam * scale))
+        primal_from(inst.starts + choice, T, best_lam)
     if best_items is None:
-        # Last resort: the Lagrangian choice at the best prices.
-        choice, T, _ = kern64.select(best_lam)
-        items = inst.starts + choice
-        fixed = inst.repair(items, inst.totals(items))
-        if fixed is not None:
-            consider(fixed, inst.totals(fixed), fill_weights(best_lam * scale))
-    if best_items is None:
-        raise Infeasible(_infeasible_message(inst, T0, it))
+        # Last resort: the smallest configurations (all wait, when families have one), repaired.
+        start = inst.smallest()
+        T0 = inst.totals(start)
+        primal_from(start, T0, best_lam)
+        if best_items is None:
+            raise Infeasible(_infeasible_message(inst, T0, it))
     # A final, longer greedy fill of the best choice.
     items, T = inst.fill(best_items, best_T, fill_weights(best_lam * scale), rounds=10 * _FILL_ROUNDS)
     val = float(inst.u[items].sum())
@@ -442,6 +509,49 @@ def solve(utility: Any, demand: Any, offsets: Any, capacity: Any, *,
         choice=choice, prices=best_lam, primal_value=primal, dual_bound=float(best_dual),
         gap=_gap(best_dual, primal), iterations=it, seconds=time.perf_counter() - t0,
         totals=totals)
+
+
+def _uniform_price_start(kern: kernel.PreparedInstance, cap: np.ndarray,
+                         inv_scale: np.ndarray, max_evals: int, bisections: int = 6
+                         ) -> tuple[np.ndarray, int, tuple | None]:
+    """Cold-start prices: one capacity-normalised price ``a`` on every resource the zero-price
+    choice overuses (``lam_r = a / cap_r`` there, 0 elsewhere), ``a`` found by bisection on the
+    slope of the dual along that ray, ``dL/da = sum_{r on the ray} (1 - T_r(a) / cap_r)``,
+    which is nondecreasing in ``a`` (L is convex).  Returns (prices float64[R] at the lowest
+    dual value seen, selections used, the selection ``(choice, totals, L)`` at those prices or
+    None when it was not the last one).  A handful of selections put the Lagrangian choice near
+    the capacity, where the first primal pass is cheap and gives the Polyak step a real
+    target."""
+    evals = 0
+    best: tuple = (math.inf, np.zeros_like(cap), None)
+    last: tuple | None = None
+    ray = np.zeros_like(cap)
+
+    def slope(a: float) -> tuple[float, np.ndarray]:
+        nonlocal evals, best, last
+        lam = a * ray
+        last = kern.select(lam)
+        evals += 1
+        if last[2] < best[0]:
+            best = (last[2], lam, last)
+        with np.errstate(over="ignore", invalid="ignore"):  # totals near the float max
+            return float(np.sum((1.0 - last[1] * inv_scale)[ray > 0])), last[1]
+
+    _, T0 = slope(0.0)
+    over = (T0 > cap) & (cap > 0)
+    if not over.any():
+        return best[1], evals, last  # zero prices: the Lagrangian choice is feasible
+    ray = np.where(over, inv_scale, 0.0)
+    lo, hi = 0.0, max(best[0], 1e-12) / int(over.sum())
+    while evals < max_evals - bisections and slope(hi)[0] < 0:
+        lo, hi = hi, 4 * hi
+    for _ in range(min(bisections, max_evals - evals)):
+        mid = 0.5 * (lo + hi)
+        if slope(mid)[0] < 0:
+            lo = mid
+        else:
+            hi = mid
+    return best[1], evals, best[2] if best[2] is last else None
 
 
 def _infeasible_message(inst: _Instance, smallest_totals: np.ndarray, iterations: int) -> str:

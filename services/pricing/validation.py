@@ -45,6 +45,16 @@ def _as_array(field: str, value: Any) -> np.ndarray:
         raise InvalidArgument(field, type(value).__name__, f"must be an array ({exc})") from None
 
 
+def _all_ok(a: np.ndarray, nonneg: bool) -> bool:
+    """Fast path of the element checks: two reductions, no temporary arrays (NaN makes min and
+    max NaN, which fails both comparisons).  False sends the caller to the slow path that finds
+    the first bad element."""
+    if a.size == 0:
+        return True
+    lo, hi = a.min(), a.max()
+    return bool((lo >= 0 if nonneg else lo > -np.inf) and hi < np.inf)
+
+
 def check_offsets(offsets: Any, m: int | None = None) -> np.ndarray:
     """``offsets[N+1]``: 1-D integers, ``offsets[0] == 0``, strictly increasing (no empty
     family), ending at ``m`` when given.  Returns a contiguous int64 array."""
@@ -81,6 +91,8 @@ def check_vector(field: str, value: Any, length: int | None, *, nonneg: bool,
     if a.dtype.kind not in "iuf":
         raise InvalidArgument(f"{field}.dtype", str(a.dtype), "must be numbers")
     v = np.ascontiguousarray(a, dtype=np.float64)
+    if _all_ok(v, nonneg):
+        return v
     ok = np.isfinite(v) & (v >= 0) if nonneg else np.isfinite(v)
     if not ok.all():
         i = int(np.flatnonzero(~ok)[0])
@@ -97,6 +109,8 @@ def check_demand(demand: Any, m: int | None, r: int | None = None) -> np.ndarray
     if a.dtype.kind not in "iuf":
         raise InvalidArgument("demand.dtype", str(a.dtype), "must be numbers")
     d = np.ascontiguousarray(a, dtype=np.float64)
+    if _all_ok(d, True):
+        return d
     ok = np.isfinite(d) & (d >= 0)
     if not ok.all():
         i, k = (int(x) for x in np.argwhere(~ok)[0])
