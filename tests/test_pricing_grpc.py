@@ -140,6 +140,11 @@ BAD = {
     "initial prices": (dict(initial_prices=[-1.0, 0.0]), ["initial_prices[0]", "-1.0"]),
     "max iterations": (dict(max_iterations=-5), ["max_iterations", "-5"]),
     "gap tolerance": (dict(gap_tolerance=math.inf), ["gap_tolerance", "inf"]),
+    "current out of family": (dict(current=[0, 3]), ["current[1]", "3"]),
+    "current length": (dict(current=[0]), ["current.shape", "(1,)"]),
+    "switch cost without current": (dict(switch_cost=[1.0, 1.0]), ["switch_cost", "current"]),
+    "negative switch cost": (dict(current=[0, 0], switch_cost=[1.0, -2.0]),
+                             ["switch_cost[1]", "-2.0"]),
 }
 
 

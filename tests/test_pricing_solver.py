@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import csr_matrix
 
-from elastico.errors import Infeasible
+from elastico.errors import Infeasible, InvalidArgument
 from elastico.pricing import PricingResult, solve
 from mmkp_builders import brute_force_optimum, random_instance
 
@@ -346,3 +346,51 @@ def test_native_primal_rejects_items_outside_their_family():
         kernel.repair(off, u, d, one, one * 0, one, u, np.array([2, 3]), np.zeros(1), 3)
     with pytest.raises(ValueError, match="values"):
         kernel.repair(off, u, d, one, one * 0, one, one, np.array([1, 3]), np.zeros(1), 3)
+
+
+# ---- reconfiguration cost (hysteresis) ---------------------------------------------------------
+
+def test_switch_cost_moves_a_running_job_only_when_the_gain_beats_it():
+    # One job, family [wait (0), 1 GPU (u 1.0), 2 GPUs (u 1.6)], 2 GPUs free, running at 1 GPU.
+    # Moving to 2 GPUs gains 0.6: it moves when the switch cost is 0.5, stays at 0.7.
+    u = np.array([0.0, 1.0, 1.6])
+    d = np.array([[0.0], [1.0], [2.0]])
+    off = np.array([0, 3])
+    cap = np.array([2.0])
+    moved = solve(u, d, off, cap, current=np.array([1]), switch_cost=np.array([0.5]))
+    assert moved.choice.tolist() == [2] and moved.changed.tolist() == [True]
+    assert moved.primal_value == pytest.approx(1.6 - 0.5)  # charged utilities
+    stays = solve(u, d, off, cap, current=np.array([1]), switch_cost=np.array([0.7]))
+    assert stays.choice.tolist() == [1] and stays.changed.tolist() == [False]
+    assert stays.primal_value == 1.0
+    fresh = solve(u, d, off, cap, current=np.array([-1]), switch_cost=np.array([0.7]))
+    assert fresh.choice.tolist() == [2] and fresh.changed.tolist() == [False]  # not running
+
+
+def test_switch_cost_result_is_the_brute_force_optimum_of_the_charged_problem():
+    from elastico.pricing.utilities import charge_switch
+
+    rng = np.random.default_rng(11)
+    for _ in range(25):
+        u, d, off, cap = random_instance(rng, 5, 4, 2, tight=0.5)
+        n = off.shape[0] - 1
+        sizes = np.diff(off)
+        cur = np.where(rng.uniform(size=n) < 0.6, rng.integers(0, sizes), -1)
+        cost = rng.uniform(0, 1.0, n)
+        res = solve(u, d, off, cap, current=cur, switch_cost=cost, gap_tolerance=0.0,
+                    max_iterations=400)
+        charged = charge_switch(u, off, cur, cost)
+        opt = brute_force_optimum(charged, d, off, cap)
+        assert res.dual_bound >= opt - 1e-9 and res.primal_value <= opt + 1e-9
+        assert res.changed.tolist() == [bool(c >= 0 and k != c) for k, c in zip(res.choice, cur)]
+
+
+def test_switch_cost_from_restart_time():
+    from elastico.pricing import switch_cost
+
+    # u_cur * restart / max(remaining, restart): 2 * 30/300, 1 * 30/30 (finishes within a restart)
+    got = switch_cost([2.0, 1.0, 0.5], [300.0, 10.0, 60.0], 30.0)
+    assert got.tolist() == pytest.approx([0.2, 1.0, 0.25])
+    assert switch_cost([2.0], [300.0], 0.0).tolist() == [0.0]
+    with pytest.raises(InvalidArgument, match="restart_s"):
+        switch_cost([1.0], [1.0], -1.0)

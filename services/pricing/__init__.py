@@ -15,6 +15,6 @@ Public API: :func:`solve` -> :class:`PricingResult`; :data:`UTILITIES` (``jct``,
 """
 
 from elastico.pricing.solver import PricingResult, solve
-from elastico.pricing.utilities import UTILITIES
+from elastico.pricing.utilities import UTILITIES, switch_cost
 
-__all__ = ["solve", "PricingResult", "UTILITIES"]
+__all__ = ["solve", "PricingResult", "UTILITIES", "switch_cost"]

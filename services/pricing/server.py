@@ -100,6 +100,9 @@ def solve_kwargs(request: pricing_pb2.SolveRequest) -> dict[str, Any]:
         initial_prices=_floats(request.initial_prices) if len(request.initial_prices) else None,
         max_iterations=request.max_iterations or DEFAULT_MAX_ITERATIONS,
         gap_tolerance=request.gap_tolerance or DEFAULT_GAP_TOLERANCE,
+        current=(np.fromiter(request.current, dtype=np.int64, count=len(request.current))
+                 if len(request.current) else None),
+        switch_cost=_floats(request.switch_cost) if len(request.switch_cost) else None,
     )
 
 
@@ -135,7 +138,7 @@ class PricingServicer(pricing_pb2_grpc.PricingServiceServicer):
         return pricing_pb2.SolveResponse(
             choice=res.choice.tolist(), prices=prices, primal_value=res.primal_value,
             dual_bound=res.dual_bound, gap=res.gap, iterations=res.iterations,
-            seconds=res.seconds)
+            seconds=res.seconds, changed=res.changed.tolist())
 
     def GetPrices(self, request: pricing_pb2.GetPricesRequest,
                   context: grpc.ServicerContext) -> pricing_pb2.GetPricesResponse:

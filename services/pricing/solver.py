@@ -38,6 +38,7 @@ import numpy as np
 from elastico.errors import Infeasible, InvalidArgument
 from elastico.pricing import kernel
 from elastico.pricing import validation as v
+from elastico.pricing.utilities import charge_switch
 
 __all__ = ["PricingResult", "solve", "FEASIBILITY_RTOL", "DEFAULT_GAP_TOLERANCE"]
 
@@ -80,6 +81,8 @@ class PricingResult:
         iterations: number of Lagrangian evaluations (price updates) performed.
         seconds: wall time of the solve (``time.perf_counter``), seconds.
         totals: float64[R], total demand of ``choice``.
+        changed: bool[N], True for the running jobs (``current[j] >= 0``) whose choice differs
+            from their current configuration (they restart); all False without ``current``.
     """
 
     choice: np.ndarray
@@ -90,6 +93,7 @@ class PricingResult:
     iterations: int
     seconds: float
     totals: np.ndarray
+    changed: np.ndarray | None = None
 
 
 def _gap(dual: float, primal: float) -> float:
@@ -315,7 +319,8 @@ def _check_options(max_iterations: Any, gap_tolerance: Any) -> tuple[int, float]
 def solve(utility: Any, demand: Any, offsets: Any, capacity: Any, *,
           initial_prices: Any = None, max_iterations: int = 200, gap_tolerance: float = DEFAULT_GAP_TOLERANCE,
           dtype: str = "float64", nthreads: int = 1,
-          primal_every: int | None = None) -> PricingResult:
+          primal_every: int | None = None, current: Any = None,
+          switch_cost: Any = None) -> PricingResult:
     """Chooses one configuration per job (Elastic Shadow Pricing; docs/pricing.md).
 
     Args:
@@ -334,6 +339,14 @@ def solve(utility: Any, demand: Any, offsets: Any, capacity: Any, *,
         dtype: "float64" or "float32", arithmetic of the native selection.  The reported
             ``dual_bound`` is always evaluated in float64, so it stays a valid bound.
         nthreads: >= 1, threads of the native selection.
+        current: [N] integers, the configuration each running job runs now (index within its
+            family), -1 for a job that is not running; None = no job is running.
+        switch_cost: [N] finite, >= 0, utility a running job loses if it changes configuration
+            (e.g. ``u_cur * restart_s / max(remaining_s, restart_s)``: the work lost while it
+            restarts; ``elastico.pricing.utilities.switch_cost``).  It is subtracted from
+            every configuration except ``current`` (hysteresis inside the optimisation: a job
+            moves only when the gain beats the restart).  Requires ``current``; reported
+            ``primal_value`` and ``dual_bound`` are of the charged utilities.
         primal_every: build a primal (repair + fill) from the Lagrangian choice every this many
             iterations (and always at the end); None = every iteration on small instances
             and at the first three.  A round that warm-starts from good prices needs few.
@@ -348,6 +361,10 @@ def solve(utility: Any, demand: Any, offsets: Any, capacity: Any, *,
     """
     t0 = time.perf_counter()
     u, d, off, cap = v.check_instance(utility, demand, offsets, capacity)
+    cur = _check_current(current, switch_cost, off)
+    if cur is not None and switch_cost is not None:
+        u = charge_switch(u, off, cur, v.check_vector("switch_cost", switch_cost, off.shape[0] - 1,
+                                                       nonneg=True, length_name="N"))
     R = cap.shape[0]
     lam = (np.zeros(R) if initial_prices is None
            else v.check_prices(initial_prices, R, "initial_prices").copy())
@@ -363,7 +380,7 @@ def solve(utility: Any, demand: Any, offsets: Any, capacity: Any, *,
     if n == 0:  # nothing to choose: OPT = 0 = L(0)
         z = np.zeros(R)
         return PricingResult(np.zeros(0, np.int64), z, 0.0, 0.0, 0.0, 0,
-                             time.perf_counter() - t0, z.copy())
+                             time.perf_counter() - t0, z.copy(), np.zeros(0, bool))
 
     inst = _Instance(u, d, off, cap)
     lam[cap <= 0] = 0.0  # no remaining configuration uses a zero-capacity resource
@@ -505,10 +522,34 @@ def solve(utility: Any, demand: Any, offsets: Any, capacity: Any, *,
     choice = inst.original_choice(best_items)
     totals = d[off[:-1] + choice].sum(axis=0)
     primal = float(u[off[:-1] + choice].sum())
+    changed = (cur >= 0) & (choice != cur) if cur is not None else np.zeros(n, dtype=bool)
     return PricingResult(
         choice=choice, prices=best_lam, primal_value=primal, dual_bound=float(best_dual),
         gap=_gap(best_dual, primal), iterations=it, seconds=time.perf_counter() - t0,
-        totals=totals)
+        totals=totals, changed=changed)
+
+
+def _check_current(current: Any, switch_cost: Any, off: np.ndarray) -> np.ndarray | None:
+    """``current[N]``: integers in -1 .. family size - 1; returns int64[N] or None."""
+    if current is None:
+        if switch_cost is not None:
+            raise InvalidArgument("switch_cost", "given", "requires current (the running "
+                                  "configurations) to know which configuration is free")
+        return None
+    n = off.shape[0] - 1
+    a = np.asarray(current)
+    if a.ndim != 1 or a.shape[0] != n:
+        raise InvalidArgument("current.shape", a.shape, f"must be 1-D of length N={n}")
+    if a.size and a.dtype.kind not in "iu":
+        raise InvalidArgument("current.dtype", str(a.dtype), "must be integers")
+    cur = a.astype(np.int64)
+    size = np.diff(off)
+    bad = np.flatnonzero((cur < -1) | (cur >= size))
+    if bad.size:
+        j = int(bad[0])
+        raise InvalidArgument(f"current[{j}]", int(cur[j]),
+                              f"must be -1 (not running) or a configuration index in 0..{int(size[j]) - 1}")
+    return cur
 
 
 def _uniform_price_start(kern: kernel.PreparedInstance, cap: np.ndarray,

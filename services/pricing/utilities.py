@@ -25,7 +25,8 @@ import numpy as np
 from elastico.errors import InvalidArgument
 from elastico.pricing import validation as v
 
-__all__ = ["jct", "throughput", "fair", "UTILITIES", "FAIR_DELTA", "Utility"]
+__all__ = ["jct", "throughput", "fair", "UTILITIES", "FAIR_DELTA", "Utility", "switch_cost",
+           "charge_switch"]
 
 Utility = Callable[[Any, Any, Any, Any], np.ndarray]
 
@@ -79,3 +80,38 @@ def fair(throughput: Any, offsets: Any, remaining_s: Any, priority: Any) -> np.n
 
 #: Utilities by name; ``jct`` is the default.
 UTILITIES: Mapping[str, Utility] = {"jct": jct, "throughput": throughput, "fair": fair}
+
+
+def switch_cost(current_utility: Any, remaining_time_s: Any, restart_s: float) -> np.ndarray:
+    """The utility a running job loses by changing configuration: the work it does not do
+    while it restarts, ``u_cur * restart_s / max(remaining_time_s, restart_s)`` (a job that
+    would finish within one restart loses all of it).  Shapes [N]; ``current_utility`` is the
+    utility of each job's current configuration, ``remaining_time_s`` its remaining wall time
+    at that configuration (seconds), ``restart_s`` >= 0 seconds.  Pass the result with the
+    running configurations to :func:`elastico.pricing.solve` (``switch_cost``, ``current``)."""
+    uc = v.check_vector("current_utility", current_utility, None, nonneg=True)
+    rt = v.check_vector("remaining_time_s", remaining_time_s, uc.shape[0], nonneg=True,
+                        length_name="N")
+    try:
+        rs = float(restart_s)
+    except (TypeError, ValueError):
+        raise InvalidArgument("restart_s", restart_s, "must be a finite number >= 0 (seconds)") from None
+    if not (np.isfinite(rs) and rs >= 0):
+        raise InvalidArgument("restart_s", rs, "must be a finite number >= 0 (seconds)")
+    if rs == 0:
+        return np.zeros_like(uc)
+    return uc * rs / np.maximum(rt, rs)
+
+
+def charge_switch(utility: np.ndarray, offsets: np.ndarray, current: np.ndarray,
+                  cost: np.ndarray) -> np.ndarray:
+    """Utilities with ``cost[j]`` subtracted from every configuration of each running job j
+    (``current[j] >= 0``) except its current one, which keeps its utility exactly
+    (docs/pricing.md, hysteresis).  Shapes: utility [M], offsets [N+1], current int [N] (-1 =
+    not running), cost [N] >= 0.  Checked arrays are the caller's job; returns a new [M]."""
+    charge = np.where(current >= 0, cost, 0.0)
+    out = utility - np.repeat(charge, np.diff(offsets))
+    run = np.flatnonzero(current >= 0)
+    keep = offsets[run] + current[run]
+    out[keep] = utility[keep]
+    return out

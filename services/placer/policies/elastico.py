@@ -36,6 +36,8 @@ import numpy as np
 
 from elastico.model import Configuration, capacity_of, resource_space_for
 from elastico.pricing import UTILITIES, solve
+from elastico.pricing.utilities import charge_switch
+from elastico.pricing.utilities import switch_cost as pricing_switch_cost
 
 from ..placement import ClusterState
 from ..round import ActiveJob, Decision, RoundInput, RoundResult, Status
@@ -122,25 +124,26 @@ class ElasticoPolicy:
         # 3. utility + hysteresis
         util = self.utility_fn(thr, offsets, remaining, priority)
         current = np.full(len(elastic), -1, dtype=np.int64)
+        u_cur = np.zeros(len(elastic))
+        rem_t = np.zeros(len(elastic))
         for i, a in enumerate(elastic):
             if a.running:
                 k = self._current(a.job.id, a.config, fams[i].configs)[0]
                 if k < 0:
                     continue
                 current[i] = k
-                lo, hi = offsets[i], offsets[i + 1]
-                u_cur = util[lo + k]
-                rem_t = a.job.remaining / max(a.config.throughput, 1e-9)
-                pen = u_cur * self.env.restart_s / max(rem_t, self.env.restart_s)
-                util[lo:hi] -= pen
-                util[lo + k] += pen
+                u_cur[i] = util[offsets[i] + k]
+                rem_t[i] = a.job.remaining / max(a.config.throughput, 1e-9)
+        switch = pricing_switch_cost(u_cur, rem_t, self.env.restart_s)
 
         # 4. pricing
         init = self.prices if self.prices is not None and len(self.prices) == len(cap) else None
         res = solve(util, demand, offsets, cap, initial_prices=init,
                     max_iterations=self.env.pricing_max_iterations,
                     gap_tolerance=self.env.pricing_gap_tolerance,
-                    primal_every=self.env.pricing_max_iterations)
+                    primal_every=self.env.pricing_max_iterations,
+                    current=current, switch_cost=switch)
+        util = charge_switch(util, offsets, current, switch)  # what the solver priced
         self.prices = np.asarray(res.prices, dtype=float)
         reduced = util - demand @ self.prices
 
