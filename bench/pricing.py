@@ -226,13 +226,14 @@ def solve_numpy(*args, **kw):
     """The same solve with every native piece swapped for its numpy twin: the dense numpy
     selection, ``_Instance._repair_numpy`` / ``_fill_numpy`` (bit-identical references of the
     native repair and fill; the repair applies its sorted moves in a Python loop, the only
-    non-vectorised part), numpy column max and per-job argmin."""
+    non-vectorised part), numpy column max, Lagrangian values and per-job argmin."""
     from elastico.pricing import solver as S
 
     saved = [(kernel.PreparedInstance, "select", _numpy_prepared_select),
              (S._Instance, "repair", S._Instance._repair_numpy),
              (S._Instance, "fill", S._Instance._fill_numpy),
              (kernel, "column_max", lambda d: d.max(axis=0)),
+             (kernel, "lagrangian_values", lambda u, d, p: u - d @ p),
              (kernel, "argmin_per_job", _numpy_argmin_per_job)]
     orig = [(obj, name, getattr(obj, name)) for obj, name, _ in saved]
     for obj, name, fn in saved:

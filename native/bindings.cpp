@@ -112,11 +112,12 @@ py::tuple greedy_fill(I64 offsets, F64 utility, F64 demand, F64 capacity, F64 to
     std::copy(items.data(), items.data() + in.n_jobs, it);
     std::copy(totals.data(), totals.data() + in.n_res, t);
     const double* w = weights.data();
+    int64_t done;
     {
         py::gil_scoped_release release;
-        elastico::greedy_fill(in, w, it, t, rounds);
+        done = elastico::greedy_fill(in, w, it, t, rounds);
     }
-    return py::make_tuple(items_out, totals_out);
+    return py::make_tuple(items_out, totals_out, done);
 }
 
 py::object repair(I64 offsets, F64 utility, F64 demand, F64 capacity, F64 tol, F64 scale,
@@ -152,6 +153,26 @@ py::array_t<int64_t> argmin_per_job(I64 offsets, F64 key) {
             throw std::invalid_argument("offsets: job " + std::to_string(j) + " has an empty family");
     py::array_t<int64_t> out(n);
     elastico::argmin_per_job(n, off, key.data(), out.mutable_data());
+    return out;
+}
+
+py::array_t<double> lagrangian_values(F64 utility, F64 demand, F64 prices) {
+    if (demand.ndim() != 2 || utility.ndim() != 1 || utility.shape(0) != demand.shape(0))
+        throw std::invalid_argument("demand/utility: must be [M, R] and [M]");
+    const int64_t m = demand.shape(0), r = demand.shape(1);
+    if (prices.ndim() != 1 || prices.shape(0) != r)
+        throw std::invalid_argument("prices: must be 1-D of length R=" + std::to_string(r));
+    py::array_t<double> out(m);
+    double* o = out.mutable_data();
+    const double *u = utility.data(), *d = demand.data(), *p = prices.data();
+    {
+        py::gil_scoped_release release;
+        for (int64_t i = 0; i < m; ++i) {
+            double s = 0.0;
+            for (int64_t k = 0; k < r; ++k) s += d[i * r + k] * p[k];
+            o[i] = u[i] - s;
+        }
+    }
     return out;
 }
 
@@ -193,8 +214,13 @@ PYBIND11_MODULE(_native, mod) {
             py::arg("weights"), py::arg("items"), py::arg("totals"), py::arg("rounds"),
             "greedy_fill(offsets[N+1], utility[M], demand[M,R], capacity[R], tol[R], scale[R], "
             "weights[R], items[N] (global item indices), totals[R], rounds) -> (items[N], "
-            "totals[R]): greedy upgrades of a feasible choice (native/primal.hpp).  float64; "
+            "totals[R], rounds_moved): greedy upgrades of a feasible choice (native/primal.hpp).  float64; "
             "releases the GIL.");
+    mod.def("lagrangian_values", &lagrangian_values, py::arg("utility"), py::arg("demand"),
+            py::arg("prices"),
+            "lagrangian_values(utility[M], demand[M,R], prices[R]) -> float64[M]: u - d . prices "
+            "(numpy's d @ prices on a tall [M, R] array is several times slower).  Releases "
+            "the GIL.");
     mod.def("column_max", &column_max, py::arg("demand"),
             "column_max(demand[M,R] float64, M >= 1) -> float64[R]: the largest demand of each "
             "resource (numpy's d.max(axis=0) walks a C-contiguous [M, R] array column by column "

@@ -308,8 +308,9 @@ def test_native_fill_and_repair_equal_the_numpy_references():
             Tf = inst.totals(fixed)
             for w in weights:
                 for rounds in (1, 3, 30, 300):
-                    i1, t1 = inst.fill(fixed, Tf, w, rounds=rounds)
-                    i2, t2 = inst._fill_numpy(fixed, Tf, w, rounds=rounds)
+                    i1, t1, x1 = inst.fill(fixed, Tf, w, rounds=rounds)
+                    i2, t2, x2 = inst._fill_numpy(fixed, Tf, w, rounds=rounds)
+                    assert x1 == x2
                     n_fill += 1
                     np.testing.assert_array_equal(i1, i2)
                     np.testing.assert_array_equal(t1, t2)  # bit-identical totals

@@ -31,7 +31,7 @@ from elastico import _native
 from elastico.pricing import validation as v
 
 __all__ = ["select", "prepare", "prepare_checked", "PreparedInstance", "reference_select", "greedy_fill", "repair",
-           "argmin_per_job", "column_max"]
+           "argmin_per_job", "column_max", "lagrangian_values"]
 
 _FUNCS = {"float64": _native.select_f64, "float32": _native.select_f32}
 
@@ -122,13 +122,15 @@ def _f64(a: np.ndarray) -> np.ndarray:
 
 def greedy_fill(offsets: np.ndarray, utility: np.ndarray, demand: np.ndarray,
                 capacity: np.ndarray, tol: np.ndarray, scale: np.ndarray, weights: np.ndarray,
-                items: np.ndarray, totals: np.ndarray, rounds: int) -> tuple[np.ndarray, np.ndarray]:
+                items: np.ndarray, totals: np.ndarray, rounds: int
+                ) -> tuple[np.ndarray, np.ndarray, int]:
     """Native greedy fill of a feasible choice (docs/pricing.md, section 4; the solver's
     ``_Instance.fill``).  ``offsets`` int64[N+1], ``utility`` [M], ``demand`` [M, R]; ``capacity``,
     ``tol``, ``scale`` (> 0), ``weights``, ``totals`` float64[R]; ``items`` int64[N], global item
     indices (each in its job's family: checked).  The caller guarantees the instance was validated
     (:func:`elastico.pricing.validation.check_instance`).  Returns new ``(items int64[N], totals
-    float64[R])``; the inputs are not modified."""
+    float64[R], rounds_moved)``; ``rounds_moved < rounds`` means the candidate pool ran empty
+    (another fill at the same weights changes nothing).  The inputs are not modified."""
     return _native.greedy_fill(offsets, _f64(utility), _f64(demand), _f64(capacity), _f64(tol),
                                _f64(scale), _f64(weights), np.ascontiguousarray(items, np.int64),
                                _f64(totals), int(rounds))
@@ -159,3 +161,9 @@ def column_max(demand: np.ndarray) -> np.ndarray:
     (numpy's column-wise reduction of a C-contiguous array is an order of magnitude slower).
     Returns float64[R]."""
     return _native.column_max(_f64(demand))
+
+
+def lagrangian_values(utility: np.ndarray, demand: np.ndarray, prices: np.ndarray) -> np.ndarray:
+    """``utility - demand @ prices`` (float64 [M]) in one native pass: each configuration's
+    value at the shadow prices.  Shapes [M], [M, R], [R]."""
+    return _native.lagrangian_values(_f64(utility), _f64(demand), _f64(prices))

@@ -164,7 +164,7 @@ class _Instance:
         """float64[M]: ``u - d @ prices``, each configuration's value at the shadow prices
         (the repair's key).  Computed once per primal pass and handed to both the native repair
         and its numpy reference, so the two see the same numbers."""
-        return self.u - self.d @ prices
+        return kernel.lagrangian_values(self.u, self.d, prices)
 
     def repair(self, items: np.ndarray, totals: np.ndarray,
                prices: np.ndarray) -> np.ndarray | None:
@@ -237,26 +237,30 @@ class _Instance:
         return cand[fits], delta[fits], gain[fits]
 
     def fill(self, items: np.ndarray, totals: np.ndarray, weights: np.ndarray,
-             rounds: int = _FILL_ROUNDS) -> tuple[np.ndarray, np.ndarray]:
+             rounds: int = _FILL_ROUNDS) -> tuple[np.ndarray, np.ndarray, bool]:
         """Greedy upgrades of a feasible choice: best utility gain per unit of added,
         capacity-normalised, price-weighted demand first; each round applies the largest
         prefix of the per-job best upgrades that fits the slack together.  The candidate pool
         is built once and then only shrinks (rows that no longer fit) or is refreshed for the
-        jobs that moved.  Returns (items, totals), still feasible.  Runs natively
+        jobs that moved.  Returns (items, totals, exhausted): still feasible; ``exhausted`` when
+        the pool ran empty before ``rounds`` (no upgrade fits any more).  Runs natively
         (:func:`elastico.pricing.kernel.greedy_fill`), bit-identical to :meth:`_fill_numpy`."""
-        return kernel.greedy_fill(self.off, self.u, self.d, self.cap, self.tol, self.scale,
-                                  weights, items, totals, rounds)
+        items, T, done = kernel.greedy_fill(self.off, self.u, self.d, self.cap, self.tol,
+                                            self.scale, weights, items, totals, rounds)
+        return items, T, done < rounds
 
     def _fill_numpy(self, items: np.ndarray, totals: np.ndarray, weights: np.ndarray,
-                    rounds: int = _FILL_ROUNDS) -> tuple[np.ndarray, np.ndarray]:
+                    rounds: int = _FILL_ROUNDS) -> tuple[np.ndarray, np.ndarray, bool]:
         """The numpy reference of :meth:`fill` (tests compare the two)."""
         items = items.copy()
         T = totals.copy()
         S = self.cap + self.tol - T
         cand, delta, gain = self._upgrade_rows(None, items, S)
+        done = 0
         for _ in range(rounds):
             if cand.size == 0:
                 break
+            done += 1
             # Elementwise product + pairwise sum, not ``@``: BLAS's dot order (and FMA use)
             # varies by kernel and machine; this order is reproducible and the native
             # greedy_fill reproduces it bit for bit.
@@ -278,7 +282,7 @@ class _Instance:
             cand = np.concatenate((cand[live], c2))
             delta = np.concatenate((delta[live], d2))
             gain = np.concatenate((gain[live], g2))
-        return items, T
+        return items, T, done < rounds
 
     def smallest(self) -> np.ndarray:
         """Per job, the configuration with the least capacity-normalised total demand (the
@@ -399,12 +403,13 @@ def solve(utility: Any, demand: Any, offsets: Any, capacity: Any, *,
         return mu + 0.01 * top if top > 0 else np.ones_like(mu)
 
     zero = np.zeros(R)
+    best_fill: tuple[np.ndarray, bool] = (zero, False)  # prices of the best choice's fill, exhausted
 
     def primal_from(items: np.ndarray, T: np.ndarray, prices: np.ndarray) -> None:
         """Repair (when over capacity) and fill one Lagrangian choice; keep the best.  Small
         instances also try the repair keyed on plain utility loss (prices 0): the two keys find
         different choices and a pass costs little there."""
-        nonlocal best_items, best_T, best_primal
+        nonlocal best_items, best_T, best_primal, best_fill
         feasible = inst.feasible(T)
         for key_prices in ((prices, zero) if small and not feasible else (prices,)):
             it2, T2 = items, T
@@ -413,10 +418,11 @@ def solve(utility: Any, demand: Any, offsets: Any, capacity: Any, *,
                 if fixed is None:
                     continue
                 it2, T2 = fixed, inst.totals(fixed)
-            it2, T2 = inst.fill(it2, T2, fill_weights(prices * inst.scale))
+            it2, T2, exhausted = inst.fill(it2, T2, fill_weights(prices * inst.scale))
             val = float(inst.u[it2].sum())
             if val > best_primal:
                 best_items, best_T, best_primal = it2, T2, val
+                best_fill = (prices, exhausted)
 
     scale = inst.scale
     start_evals, cached = 0, None
@@ -513,11 +519,14 @@ def solve(utility: Any, demand: Any, offsets: Any, capacity: Any, *,
         primal_from(start, T0, best_lam)
         if best_items is None:
             raise Infeasible(_infeasible_message(inst, T0, it))
-    # A final, longer greedy fill of the best choice.
-    items, T = inst.fill(best_items, best_T, fill_weights(best_lam * scale), rounds=10 * _FILL_ROUNDS)
-    val = float(inst.u[items].sum())
-    if val > best_primal:
-        best_items, best_T, best_primal = items, T, val
+    # A final, longer greedy fill of the best choice (skipped when that choice's own fill, at
+    # the same weights, already ran out of upgrades: it would change nothing).
+    if not (best_fill[1] and np.array_equal(best_fill[0], best_lam)):
+        items, T, _ = inst.fill(best_items, best_T, fill_weights(best_lam * scale),
+                                rounds=10 * _FILL_ROUNDS)
+        val = float(inst.u[items].sum())
+        if val > best_primal:
+            best_items, best_T, best_primal = items, T, val
 
     choice = inst.original_choice(best_items)
     totals = d[off[:-1] + choice].sum(axis=0)
