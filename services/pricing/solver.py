@@ -593,7 +593,17 @@ def _uniform_price_start(kern: kernel.PreparedInstance, cap: np.ndarray,
         return best[1], evals, last  # zero prices: the Lagrangian choice is feasible
     ray = np.where(over, inv_scale, 0.0)
     lo, hi = 0.0, max(best[0], 1e-12) / int(over.sum())
-    while evals < max_evals - bisections and slope(hi)[0] < 0:
+    # Grow hi until the slope turns >= 0 -- or L itself rises, which on a convex L means hi is
+    # past the minimum even when rounding keeps the slope a hair below 0 (a resource whose
+    # fixed demand equals its capacity); prices never run off to huge values, where L's
+    # float64 cancellation would make the bound unreliable.
+    while evals < max_evals - bisections:
+        l_lo = best[0]
+        sl, _ = slope(hi)
+        # "does not fall": within rounding of L's magnitude (a flat L along the ray, e.g. a
+        # resource whose fixed demand equals its capacity, only moves by rounding)
+        if sl >= 0 or last[2] >= l_lo - 1e-9 * max(abs(l_lo), 1.0):
+            break
         lo, hi = hi, 4 * hi
     for _ in range(min(bisections, max_evals - evals)):
         mid = 0.5 * (lo + hi)
