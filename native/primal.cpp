@@ -52,12 +52,13 @@ struct Pool {
     std::vector<int64_t> item;
     std::vector<double> delta;  // [size * R]
     std::vector<double> gain;
+    std::vector<double> ratio;  // gain per weighted cost; the weights are fixed for one fill
     size_t size() const { return item.size(); }
 };
 
 // Appends the upgrades of job j that fit the slack S (numpy `_upgrade_rows`).
 void add_upgrades(const PrimalInstance& in, int64_t j, const int64_t* items, const double* S,
-                  Pool& pool, std::vector<double>& scratch) {
+                  const double* ws, Pool& pool, std::vector<double>& scratch) {
     const int64_t R = in.n_res;
     const int64_t cur = items[j];
     const double* dc = in.demand + cur * R;
@@ -74,6 +75,11 @@ void add_upgrades(const PrimalInstance& in, int64_t j, const int64_t* items, con
         pool.item.push_back(c);
         pool.delta.insert(pool.delta.end(), scratch.begin(), scratch.begin() + R);
         pool.gain.push_back(gain);
+        // score: gain / sum_r max(delta_r, 0) * ws_r (inf when that is 0); the same float64
+        // operations as the numpy reference's per-round recomputation
+        for (int64_t r = 0; r < R; ++r) scratch[r] = (scratch[r] > 0.0 ? scratch[r] : 0.0) * ws[r];
+        const double cost = pairwise_sum(scratch.data(), R);
+        pool.ratio.push_back(cost > 0 ? gain / cost : std::numeric_limits<double>::infinity());
     }
 }
 
@@ -116,31 +122,22 @@ int64_t greedy_fill(const PrimalInstance& in, const double* weights, int64_t* it
     for (int64_t r = 0; r < R; ++r) S[r] = (in.capacity[r] + in.tol[r]) - totals[r];
 
     Pool pool, next;
-    for (int64_t j = 0; j < N; ++j) add_upgrades(in, j, items, S.data(), pool, scratch);
 
     std::vector<int64_t> best_pos(static_cast<size_t>(N), -1), picks, jobs_p;
-    std::vector<double> ratio;
     // cost weight per unit of resource r: weights_r / scale_r, computed once (the numpy
     // reference computes the same quotient, so the products agree bit for bit)
     std::vector<double> ws(R);
     for (int64_t r = 0; r < R; ++r) ws[r] = weights[r] / in.scale[r];
+    for (int64_t j = 0; j < N; ++j) add_upgrades(in, j, items, S.data(), ws.data(), pool, scratch);
     std::vector<char> moved(static_cast<size_t>(N), 0);
     std::vector<int64_t> moved_jobs;
     int64_t done = 0;
     for (int64_t round = 0; round < rounds; ++round) {
         const size_t P = pool.size();
         if (P == 0) break;
-        ratio.resize(P);
         jobs_p.resize(P);
-        for (size_t p = 0; p < P; ++p) {
-            const double* dl = pool.delta.data() + p * R;
-            for (int64_t r = 0; r < R; ++r)
-                scratch[r] = (dl[r] > 0.0 ? dl[r] : 0.0) * ws[r];
-            const double cost = pairwise_sum(scratch.data(), R);
-            ratio[p] = cost > 0 ? pool.gain[p] / cost : std::numeric_limits<double>::infinity();
-            jobs_p[p] = job_of[pool.item[p]];
-        }
-        best_per_job(jobs_p, ratio, best_pos, picks,
+        for (size_t p = 0; p < P; ++p) jobs_p[p] = job_of[pool.item[p]];
+        best_per_job(jobs_p, pool.ratio, best_pos, picks,
                      [](double a, double b) { return a > b; });  // descending ratio
 
         // The largest prefix that fits together (row 0 always fits: the pool only holds
@@ -177,6 +174,7 @@ int64_t greedy_fill(const PrimalInstance& in, const double* weights, int64_t* it
         next.item.clear();
         next.delta.clear();
         next.gain.clear();
+        next.ratio.clear();
         for (size_t p = 0; p < P; ++p) {
             if (moved[jobs_p[p]]) continue;
             const double* dl = pool.delta.data() + p * R;
@@ -187,10 +185,11 @@ int64_t greedy_fill(const PrimalInstance& in, const double* weights, int64_t* it
             next.item.push_back(pool.item[p]);
             next.delta.insert(next.delta.end(), dl, dl + R);
             next.gain.push_back(pool.gain[p]);
+            next.ratio.push_back(pool.ratio[p]);
         }
         std::sort(moved_jobs.begin(), moved_jobs.end());
         for (const int64_t j : moved_jobs) {
-            add_upgrades(in, j, items, S.data(), next, scratch);
+            add_upgrades(in, j, items, S.data(), ws.data(), next, scratch);
             moved[j] = 0;
         }
         std::swap(pool, next);
@@ -205,6 +204,14 @@ namespace {
 // multiplies by the same reciprocal).
 double violation(int64_t R, const double* inv_scale, const double* E, const double* delta,
                  double* scratch) {
+    if (R < 8) {  // numpy's pairwise sum is a plain left-to-right loop below 8 terms
+        double res = 0.0;
+        for (int64_t r = 0; r < R; ++r) {
+            const double x = delta ? E[r] + delta[r] : E[r];
+            res += (x > 0.0 ? x : 0.0) * inv_scale[r];
+        }
+        return res;
+    }
     for (int64_t r = 0; r < R; ++r) {
         const double x = delta ? E[r] + delta[r] : E[r];
         scratch[r] = (x > 0.0 ? x : 0.0) * inv_scale[r];
@@ -263,14 +270,16 @@ bool repair(const PrimalInstance& in, const double* values, int64_t* items, doub
             if (!uses) continue;
             const double pv_cur = values[cur];
             int64_t bc = -1;
-            double bk = 0.0;
+            double bk = 0.0, prune_at = 0.0;
             for (int64_t c = in.offsets[j]; c < in.offsets[j + 1]; ++c) {
                 if (c == cur) continue;
                 double rc = pv_cur - values[c];
                 if (!(rc > 0.0)) rc = 0.0;
-                // Exact prune: red <= V (V_new >= 0), so key = rc / red >= rc / V, and a key
-                // that is not strictly below the job's best cannot replace it.
-                if (bc >= 0 && !(rc / V < bk)) continue;
+                // Prune: red <= V (V_new >= 0), so key = rc / red >= rc / V; a key not strictly
+                // below the job's best cannot replace it.  rc >= prune_at (= bk * V, rounded up
+                // by 4 ulp) implies rc / V >= bk in floating point too, so this only skips
+                // candidates the exact test would reject -- and avoids a divide per candidate.
+                if (bc >= 0 && rc >= prune_at) continue;
                 const double* dn = in.demand + c * R;
                 // Exact pre-filter: when delta_r >= 0 on every overused r, every term of the
                 // new violation is >= the same term of V (the others are 0 in V), so red <= 0
@@ -285,10 +294,14 @@ bool repair(const PrimalInstance& in, const double* values, int64_t* items, doub
                 for (int64_t r = 0; r < R; ++r) delta[r] = dn[r] - dc[r];
                 const double red = V - V_of(delta.data());
                 if (!(red > min_red)) continue;
+                // rc > bk * red (rounded up) implies rc / red > bk: clearly worse, no divide
+                if (bc >= 0 && rc > bk * red * (1.0 + 8.0 * std::numeric_limits<double>::epsilon()))
+                    continue;
                 const double key = rc / red;
                 if (bc < 0 || key < bk) {  // strictly better wins: ties keep the earlier item
                     bc = c;
                     bk = key;
+                    prune_at = bk * V * (1.0 + 8.0 * std::numeric_limits<double>::epsilon());
                 }
             }
             if (bc < 0) continue;
@@ -299,16 +312,21 @@ bool repair(const PrimalInstance& in, const double* values, int64_t* items, doub
         if (best_item.empty()) return false;
         order.resize(best_item.size());
         for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
-        std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-            if (best_key[a] < best_key[b]) return true;
-            if (best_key[b] < best_key[a]) return false;
-            return best_item[a] < best_item[b];
-        });
+        // Ascending (key, item); a heap pops in that order without sorting the moves the
+        // repair never reaches (it usually stops after a few).
+        const auto after = [&](int64_t a, int64_t b) {
+            if (best_key[b] < best_key[a]) return true;
+            if (best_key[a] < best_key[b]) return false;
+            return best_item[b] < best_item[a];
+        };
+        std::make_heap(order.begin(), order.end(), after);
         // Apply the moves in that order, each only while it still lowers the violation, so a
         // resource fixed by earlier moves does not pull in more.
         double v_cur = V;
         bool moved = false;
-        for (const int64_t p : order) {
+        for (auto end = order.end(); end != order.begin(); --end) {
+            std::pop_heap(order.begin(), end, after);
+            const int64_t p = *(end - 1);
             const int64_t j = best_job[p], c = best_item[p];
             const double* dn = in.demand + c * R;
             const double* dc = in.demand + items[j] * R;
