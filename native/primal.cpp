@@ -212,6 +212,14 @@ double violation(int64_t R, const double* inv_scale, const double* E, const doub
         }
         return res;
     }
+    if (R == 8) {  // exactly one 8-wide block: pairwise_sum's fixed tree, kept in registers
+        double t[8];
+        for (int r = 0; r < 8; ++r) {
+            const double x = delta ? E[r] + delta[r] : E[r];
+            t[r] = (x > 0.0 ? x : 0.0) * inv_scale[r];
+        }
+        return ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
+    }
     for (int64_t r = 0; r < R; ++r) {
         const double x = delta ? E[r] + delta[r] : E[r];
         scratch[r] = (x > 0.0 ? x : 0.0) * inv_scale[r];
@@ -232,17 +240,12 @@ void argmin_per_job(int64_t n_jobs, const int64_t* offsets, const double* key, i
 
 bool repair(const PrimalInstance& in, const double* values, int64_t* items, double* totals,
             int64_t max_rounds) {
+    constexpr double kEps = std::numeric_limits<double>::epsilon();
     const int64_t R = in.n_res, N = in.n_jobs;
-    std::vector<double> E(R), delta(R), scratch(R), inv(R);
+    std::vector<double> E(R), E0(R), delta(R), scratch(R), inv(R);
     for (int64_t r = 0; r < R; ++r) inv[r] = 1.0 / in.scale[r];
-    const auto V_of = [&](const double* dl) {
-        return violation(R, inv.data(), E.data(), dl, scratch.data());
-    };
-    std::vector<int64_t> over_idx;
+    std::vector<int64_t> over_idx, over0;
     over_idx.reserve(static_cast<size_t>(R));
-    // Each job's best candidate of one round, in ascending job order; `order` sorts them.
-    std::vector<int64_t> best_item, best_job, order;
-    std::vector<double> best_key;
     const auto update_excess = [&] {
         over_idx.clear();
         for (int64_t r = 0; r < R; ++r) {
@@ -250,93 +253,123 @@ bool repair(const PrimalInstance& in, const double* values, int64_t* items, doub
             if (E[r] > 0) over_idx.push_back(r);
         }
     };
+    // A heap entry: a job's lower bound on its best key (exact == false; item unused), or its
+    // best move with its exact key (exact == true).
+    struct Entry {
+        double key;
+        int64_t job, item;
+        bool exact;
+    };
+    // Pop order: ascending key; at equal keys bounds before exact moves (so a job whose bound
+    // equals a move's key is evaluated before that move is applied), exact moves by item.
+    const auto after = [](const Entry& a, const Entry& b) {
+        if (a.key != b.key) return a.key > b.key;
+        if (a.exact != b.exact) return a.exact;
+        return a.exact ? a.item > b.item : a.job > b.job;
+    };
+    std::vector<Entry> heap;
     for (int64_t round = 0; round < max_rounds; ++round) {
         update_excess();
         if (over_idx.empty()) return true;
-        const double V = V_of(nullptr);
+        E0 = E;  // keys are of the round's starting point, like the numpy reference
+        over0 = over_idx;
+        const double V = violation(R, inv.data(), E0.data(), nullptr, scratch.data());
         const double min_red = 1e-12 * std::max(V, 1.0);
-        best_item.clear();
-        best_job.clear();
-        best_key.clear();
-        for (int64_t j = 0; j < N; ++j) {
+
+        // Job j's best move, exactly as the numpy reference scores it: among moves with
+        // red > min_red the lowest key = max(rc, 0) / red (ties: the earlier item).
+        const auto best_move = [&](int64_t j, int64_t& bc, double& bk) {
             const int64_t cur = items[j];
             const double* dc = in.demand + cur * R;
-            bool uses = false;
-            for (const int64_t r : over_idx)
-                if (dc[r] > 0) {
-                    uses = true;
-                    break;
-                }
-            if (!uses) continue;
             const double pv_cur = values[cur];
-            int64_t bc = -1;
-            double bk = 0.0, prune_at = 0.0;
+            bc = -1;
+            bk = 0.0;
+            double prune_at = 0.0;
             for (int64_t c = in.offsets[j]; c < in.offsets[j + 1]; ++c) {
                 if (c == cur) continue;
                 double rc = pv_cur - values[c];
                 if (!(rc > 0.0)) rc = 0.0;
-                // Prune: red <= V (V_new >= 0), so key = rc / red >= rc / V; a key not strictly
-                // below the job's best cannot replace it.  rc >= prune_at (= bk * V, rounded up
-                // by 4 ulp) implies rc / V >= bk in floating point too, so this only skips
-                // candidates the exact test would reject -- and avoids a divide per candidate.
+                // red <= V, so key >= rc / V; rc >= prune_at (bk * V rounded up) implies it
+                // in floating point too: only moves the exact test would reject are skipped.
                 if (bc >= 0 && rc >= prune_at) continue;
                 const double* dn = in.demand + c * R;
-                // Exact pre-filter: when delta_r >= 0 on every overused r, every term of the
-                // new violation is >= the same term of V (the others are 0 in V), so red <= 0
-                // never passes red > min_red.  Skipping such rows changes nothing.
+                // Exact pre-filter: delta_r >= 0 on every overused r gives red <= 0.
                 bool can_reduce = false;
-                for (const int64_t r : over_idx)
+                for (const int64_t r : over0)
                     if (!(dn[r] - dc[r] >= 0.0)) {
                         can_reduce = true;
                         break;
                     }
                 if (!can_reduce) continue;
                 for (int64_t r = 0; r < R; ++r) delta[r] = dn[r] - dc[r];
-                const double red = V - V_of(delta.data());
+                const double red = V - violation(R, inv.data(), E0.data(), delta.data(),
+                                                 scratch.data());
                 if (!(red > min_red)) continue;
-                // rc > bk * red (rounded up) implies rc / red > bk: clearly worse, no divide
-                if (bc >= 0 && rc > bk * red * (1.0 + 8.0 * std::numeric_limits<double>::epsilon()))
-                    continue;
+                // rc > bk * red (rounded up) implies rc / red > bk: worse, no divide
+                if (bc >= 0 && rc > bk * red * (1.0 + 8.0 * kEps)) continue;
                 const double key = rc / red;
-                if (bc < 0 || key < bk) {  // strictly better wins: ties keep the earlier item
+                if (bc < 0 || key < bk) {
                     bc = c;
                     bk = key;
-                    prune_at = bk * V * (1.0 + 8.0 * std::numeric_limits<double>::epsilon());
+                    prune_at = bk * V * (1.0 + 8.0 * kEps);
                 }
             }
-            if (bc < 0) continue;
-            best_item.push_back(bc);
-            best_job.push_back(j);
-            best_key.push_back(bk);
-        }
-        if (best_item.empty()) return false;
-        order.resize(best_item.size());
-        for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
-        // Ascending (key, item); a heap pops in that order without sorting the moves the
-        // repair never reaches (it usually stops after a few).
-        const auto after = [&](int64_t a, int64_t b) {
-            if (best_key[b] < best_key[a]) return true;
-            if (best_key[a] < best_key[b]) return false;
-            return best_item[b] < best_item[a];
         };
-        std::make_heap(order.begin(), order.end(), after);
-        // Apply the moves in that order, each only while it still lowers the violation, so a
-        // resource fixed by earlier moves does not pull in more.
+
+        // Lazy evaluation: every job that uses an overused resource enters with a cheap lower
+        // bound on its best key, min_c max(rc, 0) / min(V, F_j), where F_j = sum over the
+        // overused r of d[cur]_r / scale_r bounds what any of its moves can remove (red <= V
+        // and red <= F_j; both bounds are padded for rounding).  Only jobs whose bound comes up
+        // before the repair is done are scored exactly -- at good prices, a few near-ties out
+        // of thousands -- and the moves come out in the same (key, item) order as sorting all
+        // of them, which is what the numpy reference does.
+        heap.clear();
+        for (int64_t j = 0; j < N; ++j) {
+            if (in.offsets[j + 1] - in.offsets[j] < 2) continue;  // nothing to move to
+            const int64_t cur = items[j];
+            const double* dc = in.demand + cur * R;
+            double F = 0.0;
+            for (const int64_t r : over0) F += dc[r] * inv[r];
+            if (!(F > 0.0)) continue;  // uses no overused resource: cannot lower V
+            double rc_min = std::numeric_limits<double>::infinity();
+            for (int64_t c = in.offsets[j]; c < in.offsets[j + 1]; ++c) {
+                if (c == cur) continue;
+                const double rc = values[cur] - values[c];
+                rc_min = std::min(rc_min, rc > 0.0 ? rc : 0.0);
+            }
+            const double cap = std::min(V, F) * (1.0 + 64.0 * kEps);
+            heap.push_back({(rc_min / cap) * (1.0 - 8.0 * kEps), j, -1, false});
+        }
+        std::make_heap(heap.begin(), heap.end(), after);
+
+        // Apply the moves in key order, each only while it still lowers the violation (so a
+        // resource fixed by earlier moves does not pull in more), until the choice is feasible.
         double v_cur = V;
         bool moved = false;
-        for (auto end = order.end(); end != order.begin(); --end) {
-            std::pop_heap(order.begin(), end, after);
-            const int64_t p = *(end - 1);
-            const int64_t j = best_job[p], c = best_item[p];
+        while (!heap.empty()) {
+            std::pop_heap(heap.begin(), heap.end(), after);
+            const Entry e = heap.back();
+            heap.pop_back();
+            if (!e.exact) {
+                int64_t bc;
+                double bk;
+                best_move(e.job, bc, bk);
+                if (bc >= 0) {
+                    heap.push_back({bk, e.job, bc, true});
+                    std::push_heap(heap.begin(), heap.end(), after);
+                }
+                continue;
+            }
+            const int64_t j = e.job, c = e.item;
             const double* dn = in.demand + c * R;
             const double* dc = in.demand + items[j] * R;
             for (int64_t r = 0; r < R; ++r) delta[r] = dn[r] - dc[r];
-            const double v_new = V_of(delta.data());
+            const double v_new = violation(R, inv.data(), E.data(), delta.data(), scratch.data());
             if (!(v_cur - v_new > min_red)) continue;
             items[j] = c;
             for (int64_t r = 0; r < R; ++r) totals[r] = totals[r] + delta[r];
             update_excess();
-            v_cur = V_of(nullptr);
+            v_cur = violation(R, inv.data(), E.data(), nullptr, scratch.data());
             moved = true;
             if (over_idx.empty()) return true;
         }
