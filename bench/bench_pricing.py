@@ -63,7 +63,7 @@ def main() -> None:
               f" {t_np / t['float64', 1]:>10.1f} {t['float64', 1] / t['float32', 1]:>8.2f}"
               f" {t['float64', 1] / t['float64', 2]:>7.2f}")
 
-    print("\n== full solve: 16 configurations, R = 10, defaults (max 200 iterations, gap 1e-4) ==")
+    print("\n== full solve: 16 configurations, R = 10, defaults (max 200 iterations, gap tolerance 1e-3) ==")
     print(f"{'N':>7} {'dtype':>8} {'seconds':>9} {'iters':>6} {'gap':>10} {'ms/iter':>8}")
     for n in (500, 5000, 50_000):
         u, d, off, cap = instance(rng, n)

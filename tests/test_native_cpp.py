@@ -80,7 +80,7 @@ def test_float32_agrees_with_float64_reference_up_to_rounding():
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_two_threads_equal_one(dtype):
     rng = np.random.default_rng(2)
-    off, u, d, p, cap = instance(rng, 30_000, 8, 6)  # above the 4096-jobs-per-thread threshold
+    off, u, d, p, cap = instance(rng, 70_000, 8, 6)  # above the 32768-jobs-per-thread threshold
     c1, t1, l1 = kernel.select(off, u, d, p, cap, dtype=dtype, nthreads=1)
     c2, t2, l2 = kernel.select(off, u, d, p, cap, dtype=dtype, nthreads=2)
     np.testing.assert_array_equal(c1, c2)
