@@ -6,6 +6,8 @@ Subcommands register themselves (``register(subparsers)``) so each component own
   scheduling policy and print the summary table (:mod:`elastico.simulate_cli`).
 * ``elastico pricing solve`` -- solve one MMKP instance with Elastic Shadow Pricing
   (:mod:`elastico.pricing.cli`).
+* ``elastico predictor train|evaluate|retrain|convert-gavel`` -- the interference
+  predictor (:mod:`elastico.predictor.cli`).
 
 Exit status: 0 success, 2 bad input (the message names the field and the value), 3 no
 feasible choice (``pricing solve`` on an instance without zero configurations), 1 any other
@@ -24,6 +26,7 @@ from elastico.errors import ElasticoError
 
 def build_parser() -> argparse.ArgumentParser:
     from elastico import simulate_cli
+    from elastico.predictor import cli as predictor_cli
     from elastico.pricing import cli as pricing_cli
 
     p = argparse.ArgumentParser(
@@ -36,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     simulate_cli.register(sub)
     pricing_cli.register(sub)
+    predictor_cli.register(sub)
     return p
 
 

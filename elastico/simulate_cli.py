@@ -77,6 +77,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--restart-s", type=float, default=30.0,
                    help="seconds of progress a running job loses when it changes "
                         f"configuration or restarts, 0..{MAX_RESTART_S:g} (default: %(default)s)")
+    p.add_argument("--slowdown-model", choices=("predictor", "analytic"), default="predictor",
+                   help="what the placer predicts co-location slowdowns with: the LightGBM "
+                        "predictor, k-fold by job type so that it never predicts a pair it "
+                        "was trained on, or the analytic model; jobs always run at Gavel's "
+                        "measured slowdowns (docs/predictor.md) (default: %(default)s)")
     p.add_argument("--json", type=Path, default=None, metavar="FILE",
                    help="also write the metrics as JSON: flat for one policy, "
                         "{'runs': [...]} for several")
@@ -116,7 +121,6 @@ def run(args: argparse.Namespace) -> int:
 
     from elastico import trace, workload
     from elastico.placer.policies import PolicyEnv, make_policy
-    from elastico.predictor import AnalyticSlowdown
     from elastico.simulator import simulate
     from elastico.throughput import ThroughputModel
 
@@ -147,9 +151,10 @@ def run(args: argparse.Namespace) -> int:
           f"workload: {len(wl.jobs)} jobs ({_kind_mix(wl.jobs)}), "
           f"load {wl.offered_load:.3g}, seed {args.seed}", file=sys.stderr)
 
+    slowdown, truth = _slowdown_models(args.slowdown_model)
     runs = []
     for name in policies:
-        env = PolicyEnv(nodes=nodes, throughput=model, slowdown=AnalyticSlowdown(),
+        env = PolicyEnv(nodes=nodes, throughput=model, slowdown=slowdown,
                         utility=args.utility, restart_s=args.restart_s)
         policy = make_policy(name, env)
         batch = sum(1 for j in wl.jobs if j.kind.elastic) or len(wl.jobs)
@@ -163,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             res = simulate(nodes, wl.jobs, policy, restart_s=args.restart_s,
                            activity=lambda j, c, _cat=policy.catalog: _cat.profile(j, c).gpu_activity,
-                           progress=progress)
+                           progress=progress, truth=truth)
         finally:
             bar.close()
         runs.append({"policy": name, "gpus": args.gpus, "seed": args.seed,
@@ -177,6 +182,27 @@ def run(args: argparse.Namespace) -> int:
         except OSError as e:
             raise InvalidArgument("--json", str(args.json), f"could not be written: {e.strerror}") from None
     return 0
+
+
+def _slowdown_models(kind: str):
+    """(the placer's slowdown model, the ground truth) of docs/predictor.md, "Simulator":
+    truth = Gavel's measured pairs; predictor = LightGBM k-fold by job type on the same
+    observations (5 folds, seed 0), or the analytic model -- also the fallback, with a note
+    on stderr, when the learned models cannot be built (e.g. lightgbm missing)."""
+    from elastico.predictor import AnalyticSlowdown
+
+    try:
+        from elastico.predictor.learned import MeasuredSlowdown, kfold_by_job_type
+        from elastico.predictor.observations import bundled_observations
+
+        obs = bundled_observations()
+        truth = MeasuredSlowdown.from_observations(obs)
+        if kind == "analytic":
+            return AnalyticSlowdown(), truth
+        return kfold_by_job_type(obs, k=5, seed=0), truth
+    except (ImportError, InvalidArgument, OSError) as e:
+        print(f"note: analytic slowdown model for prediction and truth ({e})", file=sys.stderr)
+        return AnalyticSlowdown(), None
 
 
 def _model_mix(nodes):

@@ -7,8 +7,11 @@ round the live loop uses (:func:`elastico.placer.round.run_round` with a policy 
 Model of time (docs/metrics.md): events are job arrivals and completions; a round runs at
 every event time.  Between events every placed job progresses at its *effective* rate
 ``config.throughput / slowdown`` (normalized throughput: 1.0 = the job's trace speed, so a job
-of ``work`` W seconds finishes after W seconds at rate 1.0), where ``slowdown`` is the
-placement state's predicted slowdown from its GPU co-residents.  A running job whose
+of ``work`` W seconds finishes after W seconds at rate 1.0), where ``slowdown`` comes from its
+GPU co-residents: by the ``truth`` model when one is given (``elastico simulate`` passes
+Gavel's measured pairs, :class:`elastico.predictor.MeasuredSlowdown`), else by the placement
+state's own (predicted) model.  The placer decides with its predictor; the jobs run at the
+true slowdowns (docs/predictor.md, "Simulator").  A running job whose
 configuration or GPUs change loses ``restart_s`` seconds (checkpoint/restore), as does a
 preempted job when it starts again.  The virtual clock is the simulator's own; wall-clock time
 is read only to measure round durations.
@@ -26,6 +29,7 @@ import numpy as np
 from elastico.model import Configuration, Job, Node
 from elastico.placer.placement import ClusterState
 from elastico.placer.round import ActiveJob, Policy, RoundInput, Status, run_round
+from elastico.predictor import SlowdownModel
 
 __all__ = ["JobRecord", "SimResult", "simulate", "METRIC_KEYS"]
 
@@ -81,7 +85,7 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
              restart_s: float = 30.0, activity: Callable[[Job, Configuration], float],
              progress: Callable[[int, float], None] | None = None,
              timer: Callable[[], float] = time.perf_counter,
-             validate: bool = False) -> SimResult:
+             validate: bool = False, truth: SlowdownModel | None = None) -> SimResult:
     """Replay ``jobs`` (each with ``arrival_s`` and ``work``) on ``nodes`` under ``policy``.
 
     ``activity(job, config)`` gives the fraction of one GPU's SMs the job keeps busy per GPU
@@ -91,7 +95,10 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
     metrics of :data:`METRIC_KEYS` (plus ``jobs_unfinished``, ``restarts``).
 
     ``validate=True`` re-checks the placement state's invariants (no GPU, node or MIG slot
-    over-committed, every slowdown within its bound) after every round -- for tests.
+    over-committed, every predicted slowdown within its bound) after every round -- for tests.
+
+    ``truth``: the slowdown model jobs actually run at (default: the placement state's own
+    model, i.e. the placer's prediction is taken as exact).
 
     Jobs are not mutated: the simulator works on copies.
     """
@@ -162,7 +169,7 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
                     l.was_preempted = True
                 l.config = None
                 rec.reason = d.reason
-        slow = state.predicted_slowdowns()
+        slow = state.predicted_slowdowns(truth)
 
         # ---- rates, next event ----
         rates: dict[str, float] = {}

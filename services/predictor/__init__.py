@@ -1,12 +1,22 @@
-"""elastico.predictor — interference (slowdown) prediction for MPS co-location.
+"""elastico.predictor — interference (slowdown) prediction for GPU co-location.
 
 Who calls it: the placer (:mod:`elastico.placer.placement`) checks every co-location against
-each resident's slowdown bound, and the round feeds predicted slowdowns back into pricing
-(effective throughput = solo throughput / slowdown).  Whom it calls: nothing yet.  Today it
-holds the analytic model fitted on Gavel's measured V100 pairs (:class:`AnalyticSlowdown`,
-:data:`DEFAULT_KAPPA`) and the :class:`NoInterference` ablation; the LightGBM predictor on
-hardware-counter features (DESIGN.md, IAC) comes later behind the same :class:`SlowdownModel`
-protocol, with the analytic model as its fallback.
+each resident's slowdown bound through the :class:`SlowdownModel` interface, the round feeds
+predicted slowdowns back into pricing, and the simulator takes its ground truth from measured
+pairs (:class:`MeasuredSlowdown`).  Whom it calls: lightgbm, numpy, scipy, the bundled data.
+
+What it holds (docs/predictor.md):
+
+* the feature schema (:mod:`~elastico.predictor.schema`, :class:`JobProfile`) and the
+  observation CSV format (:mod:`~elastico.predictor.observations`);
+* the LightGBM model (:mod:`~elastico.predictor.model`), its cross-validated evaluation
+  against the constant and analytic baselines (:mod:`~elastico.predictor.evaluate`) and the
+  bundled model trained on Gavel's measured pairs;
+* the :class:`SlowdownModel` implementations: :class:`LearnedSlowdown` (the predictor),
+  :class:`AnalyticSlowdown` (the fallback: ``1 + kappa * activity``, fitted on Gavel's V100
+  pairs), :class:`NoInterference` (ablation), :class:`MeasuredSlowdown` (ground truth);
+* the service core (:mod:`~elastico.predictor.service`: model store, reported observations,
+  retrain) and its gRPC adapter (:mod:`elastico.predictor.server`, imported on demand).
 """
 
 from elastico.predictor.analytic import (
@@ -22,6 +32,7 @@ from elastico.predictor.analytic import (
     load_gavel_pairs,
 )
 from elastico.predictor.profile import JobProfile
+from elastico.predictor.schema import GPU_SPECS, SCHEMA_VERSION
 
 __all__ = [
     "JobProfile",
@@ -35,4 +46,21 @@ __all__ = [
     "fit_kappa",
     "fit_kappa_from_gavel",
     "compose_additive",
+    "SCHEMA_VERSION",
+    "GPU_SPECS",
+    "LearnedSlowdown",
+    "MeasuredSlowdown",
+    "default_slowdown_model",
+    "kfold_by_job_type",
 ]
+
+
+def __getattr__(name: str):
+    # the learned models import lightgbm: loaded on first use, so that importing the
+    # package (the placer does) stays cheap and works where lightgbm is missing
+    if name in ("LearnedSlowdown", "MeasuredSlowdown", "default_slowdown_model",
+                "kfold_by_job_type"):
+        from elastico.predictor import learned
+
+        return getattr(learned, name)
+    raise AttributeError(f"module 'elastico.predictor' has no attribute {name!r}")

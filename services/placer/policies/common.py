@@ -90,12 +90,16 @@ class JobCatalog:
 
     def profile(self, job: Job, config: Configuration) -> JobProfile:
         """Interference profile of ``job`` running with ``config``: the share of the GPU's SMs
-        it keeps busy, p * speed(share) with p the Amdahl parallel fraction (docs/model.md)."""
+        it keeps busy, p * speed(share) with p the Amdahl parallel fraction (docs/model.md),
+        plus what the predictor reads (docs/predictor.md): the GPU model, the MPS share
+        (None for a whole GPU) and the solo steps/s on a whole GPU of that model."""
         tm = self.env.throughput
         s = config.gpu_share if config.gpu_share > 0 else 1.0
         activity = tm.parallel_fraction(job.job_type) * tm.share_speed(job.job_type, s)
         return JobProfile(job_type=job.job_type, kind=job.kind.value,
-                          gpu_activity=activity, mem_gib=config.gpu_mem_gib)
+                          gpu_activity=activity, mem_gib=config.gpu_mem_gib,
+                          gpu_model=config.gpu_model, mps_share=s if s < 1.0 else None,
+                          solo_tput=tm.solo(job.job_type, config.gpu_model))
 
     def forget(self, job_id: str) -> None:
         self._families.pop(job_id, None)

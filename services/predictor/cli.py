@@ -1,0 +1,228 @@
+"""``elastico predictor ...``: train, evaluate, retrain, and rebuild the bundled data.
+
+The lead's ``elastico/cli.py`` calls :func:`register` with its subparsers object; the chosen
+command runs as ``args.func(args)`` and returns the exit status: 0 ok, 2 bad input (the
+message on stderr names the field or ``FILE:LINE: column`` and the value).
+
+* ``train --data FILE.csv --out MODEL [--name NAME] [--rounds N] [--report FILE.json]``
+* ``evaluate [--data FILE.csv] --cv {kfold,leave-one-model-out,job-type-kfold} [--folds K]
+  [--seed S] [--json]`` -- prints ``{"model": {...}, "constant": {...}, "analytic": {...}}``
+  with ``--json`` (keys in :data:`elastico.predictor.evaluate.METRIC_KEYS`), else a table.
+* ``retrain --model-dir DIR [--data BASE.csv] [--json]``
+* ``convert-gavel --out-dir DIR`` -- rewrites data/gavel-pair-observations/ from Gavel's file.
+
+Calls :mod:`elastico.predictor.model`, :mod:`elastico.predictor.evaluate`,
+:mod:`elastico.predictor.service`.  The gRPC server runs with
+``python -m elastico.predictor.server`` (the CLI stays free of grpc, tests/test_layers.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from elastico.errors import InvalidArgument
+
+__all__ = ["register", "training_report"]
+
+_EPILOG = ("exit status: 0 ok; 2 bad input (elastico: error: <field or FILE:LINE: column>: "
+           "<value> is not allowed (...) on stderr)")
+_CSV_HELP = ("observation CSV, one row per co-located pair: a_<field> and b_<field> columns for "
+             "each per-job field, gpu_model, slowdown_a, slowdown_b, source "
+             "(docs/predictor.md, 'CSV format')")
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Adds ``predictor`` (train, evaluate, retrain, convert-gavel) to an argparse
+    subparsers object."""
+    from elastico.predictor.evaluate import CV_SCHEMES
+    from elastico.predictor.model import DEFAULT_ROUNDS
+
+    p = subparsers.add_parser(
+        "predictor", help="interference (slowdown) predictor: train, evaluate, retrain",
+        description="The LightGBM co-location slowdown predictor (docs/predictor.md).")
+    sub = p.add_subparsers(dest="predictor_command", required=True, metavar="COMMAND")
+
+    t = sub.add_parser("train", help="train a model on an observation CSV", epilog=_EPILOG,
+                       description="Train the LightGBM slowdown model and write its file.")
+    t.add_argument("--data", required=True, type=Path, metavar="FILE.csv", help=_CSV_HELP)
+    t.add_argument("--out", required=True, type=Path, metavar="MODEL",
+                   help="model file to write (JSON; overwritten atomically)")
+    t.add_argument("--name", default="lgbm",
+                   help="version prefix: the version is NAME-<8 hex of the booster's SHA-256> "
+                        "(default: %(default)s)")
+    t.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS,
+                   help="boosting rounds, 1..100000 (default: %(default)s)")
+    t.add_argument("--report", type=Path, default=None, metavar="FILE.json",
+                   help="also cross-validate (leave-one-model-out, kfold, job-type-kfold) and "
+                        "write the training report here (default: none)")
+    t.set_defaults(func=_cmd_train)
+
+    e = sub.add_parser("evaluate", help="cross-validate the model against two baselines",
+                       epilog=_EPILOG,
+                       description="Cross-validated MAE, MAPE, Spearman and decision accuracy "
+                                   "of the LightGBM model, the constant (training mean) and "
+                                   "the analytic model, on the same folds.")
+    e.add_argument("--data", type=Path, default=None, metavar="FILE.csv",
+                   help=_CSV_HELP + " (default: the bundled Gavel observations)")
+    e.add_argument("--cv", required=True, choices=CV_SCHEMES,
+                   help="kfold: rows in K folds; leave-one-model-out: one fold per model "
+                        "family; job-type-kfold: job types in K folds")
+    e.add_argument("--folds", type=int, default=5, metavar="K",
+                   help="folds of kfold and job-type-kfold, >= 2 (default: %(default)s)")
+    e.add_argument("--seed", type=int, default=0,
+                   help="shuffling seed of kfold and job-type-kfold (default: %(default)s)")
+    e.add_argument("--json", action="store_true",
+                   help='print {"model": {...}, "constant": {...}, "analytic": {...}} '
+                        "(default: a table)")
+    e.set_defaults(func=_cmd_evaluate)
+
+    r = sub.add_parser("retrain", help="fold reported observations into a new model",
+                       epilog=_EPILOG,
+                       description="Train a candidate on the base data plus every reported "
+                                   "observation of the model store; promote it only if it "
+                                   "is no worse than the serving model on the new rows.")
+    r.add_argument("--model-dir", required=True, type=Path, metavar="DIR",
+                   help="model store: models/, CURRENT, observations/reported.csv")
+    r.add_argument("--data", type=Path, default=None, metavar="BASE.csv",
+                   help="base observations (default: the bundled Gavel observations)")
+    r.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    r.set_defaults(func=_cmd_retrain)
+
+    c = sub.add_parser("convert-gavel", help="rebuild the observations from Gavel's pairs",
+                       epilog=_EPILOG,
+                       description="Convert data/gavel-throughputs' measured pairs into "
+                                   "observations.csv and suspect.csv (PROVENANCE.md rules).")
+    c.add_argument("--out-dir", required=True, type=Path, metavar="DIR",
+                   help="folder to write observations.csv and suspect.csv into")
+    c.set_defaults(func=_cmd_convert)
+    return p
+
+
+def _load(path: Path | None):
+    from elastico.predictor.observations import bundled_observations, read_observations
+
+    return bundled_observations() if path is None else read_observations(path)
+
+
+def training_report(obs, predictor, data_name: str, data_sha256: str) -> dict[str, Any]:
+    """The training report written beside a model: the data, the parameters, the cross-
+    validated metrics of the recipe under each scheme (per GPU model for
+    leave-one-model-out) and the features by total gain."""
+    from elastico.predictor.evaluate import evaluate
+    from elastico.predictor.features import FEATURE_NAMES
+
+    evals = {}
+    by_gpu = {}
+    for cv in ("leave-one-model-out", "kfold", "job-type-kfold"):
+        ev = evaluate(obs, cv)
+        evals[cv] = ev.summary()
+        if cv == "leave-one-model-out":
+            by_gpu = ev.by(lambda o: o.gpu_model)
+    gain = predictor.booster.feature_importance(importance_type="gain")
+    top = sorted(((float(g), n) for g, n in zip(gain, FEATURE_NAMES) if g > 0), reverse=True)
+    return {
+        "model_version": predictor.version,
+        "data": {"file": data_name, "sha256": data_sha256, "rows": len(obs),
+                 "samples": predictor.meta["training"]["samples"]},
+        "params": predictor.meta["params"], "rounds": predictor.meta["rounds"],
+        "evaluation": evals,
+        "leave-one-model-out_by_gpu": by_gpu,
+        "feature_gain": {n: round(g, 3) for g, n in top},
+    }
+
+
+def _cmd_train(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    from elastico.predictor.model import train
+    from elastico.predictor.observations import file_sha256
+
+    out = out or sys.stdout
+    for flag, path in (("--out", args.out), ("--report", args.report)):
+        if path is not None and (path.is_dir() or not (path.parent if str(path.parent) else Path(".")).is_dir()):
+            raise InvalidArgument(flag, str(path), "a file path in an existing folder")
+    obs = _load(args.data)
+    sha = file_sha256(args.data)
+    t0 = time.perf_counter()
+    pred = train(obs, rounds=args.rounds, training_info={"data": args.data.name,
+                                                         "data_sha256": sha})
+    pred.meta["version"] = f"{args.name}-{pred.version.removeprefix('lgbm-')}"
+    secs = time.perf_counter() - t0
+    pred.save(args.out)
+    out.write(f"model {pred.version}: {len(obs)} observations, "
+              f"{pred.meta['training']['samples']} samples, trained in {secs:.2f} s -> {args.out}\n")
+    if args.report is not None:
+        rep = training_report(obs, pred, args.data.name, sha)
+        args.report.write_text(json.dumps(rep, indent=1) + "\n")
+        m = rep["evaluation"]["leave-one-model-out"]
+        out.write("leave-one-model-out: " + ", ".join(
+            f"{k} MAE {v['mae']:.3f}" for k, v in m.items()) + f" -> {args.report}\n")
+    return 0
+
+
+def _print_table(res: dict[str, dict[str, float]], out: TextIO) -> None:
+    from elastico.predictor.evaluate import METRIC_KEYS
+
+    names = list(res)
+    out.write(f"{'metric':<20}" + "".join(f"{n:>12}" for n in names) + "\n")
+    for k in METRIC_KEYS:
+        fmt = "{:>12d}" if k == "n_pairs" else "{:>12.4f}"
+        out.write(f"{k:<20}" + "".join(fmt.format(res[n][k]) for n in names) + "\n")
+
+
+def _cmd_evaluate(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    from elastico.predictor.evaluate import evaluate
+
+    out = out or sys.stdout
+    if args.folds < 2:
+        raise InvalidArgument("--folds", args.folds, "an integer >= 2")
+    if args.seed < 0:
+        raise InvalidArgument("--seed", args.seed, "an integer >= 0")
+    obs = _load(args.data)
+    res = evaluate(obs, args.cv, k=args.folds, seed=args.seed).summary()
+    if args.json:
+        json.dump(res, out)
+        out.write("\n")
+    else:
+        out.write(f"{args.cv} on {args.data or 'the bundled Gavel observations'}\n")
+        _print_table(res, out)
+    return 0
+
+
+def _cmd_retrain(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    from elastico.predictor.service import ModelStore, retrain
+
+    out = out or sys.stdout
+    base = None if args.data is None else _load(args.data)
+    rep = retrain(ModelStore(args.model_dir), base,
+                  base_name="bundled" if args.data is None else str(args.data))
+    if args.json:
+        json.dump(rep, out)
+        out.write("\n")
+    else:
+        line = f"{rep['status']}: serving {rep['new_version'] if rep['status'] == 'promoted' else rep['old_version']}"
+        if "old_mae" in rep:
+            line += (f" (new rows {rep['new_rows']}: serving-model MAE {rep['old_mae']:.4f}, "
+                     f"candidate MAE {rep['new_mae']:.4f})")
+        elif "reason" in rep:
+            line += f" ({rep['reason']})"
+        out.write(line + "\n")
+    return 0
+
+
+def _cmd_convert(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    from elastico.predictor.gavel import convert_gavel_pairs
+    from elastico.predictor.observations import write_observations
+
+    out = out or sys.stdout
+    if not args.out_dir.is_dir():
+        raise InvalidArgument("--out-dir", str(args.out_dir), "an existing folder")
+    clean, suspect = convert_gavel_pairs()
+    n1 = write_observations(args.out_dir / "observations.csv", clean)
+    n2 = write_observations(args.out_dir / "suspect.csv", suspect)
+    out.write(f"{n1} observations, {n2} suspect -> {args.out_dir}\n")
+    return 0
+

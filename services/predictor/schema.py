@@ -1,0 +1,203 @@
+"""The predictor's feature schema, version :data:`SCHEMA_VERSION` (docs/predictor.md).
+
+One place says what the interference predictor may know about a job and a GPU: every per-job
+field (name, unit, allowed range, and the NVML / DCGM field it comes from), the categorical
+vocabularies, and the GPU models with their datasheet numbers.  Every field is optional: a
+missing value is ``None`` here and NaN in a feature matrix, and the model handles it.
+
+Who reads it: :mod:`elastico.predictor.profile` (validates a :class:`JobProfile`),
+:mod:`elastico.predictor.observations` (the CSV format), :mod:`elastico.predictor.features`
+(the feature matrix) and the gRPC adapter.  It imports nothing of ElastiCo but the errors.
+
+Bump :data:`SCHEMA_VERSION` when a field is added, removed or changes meaning; a model file
+records the version it was trained on and is refused by code of another version.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from elastico.errors import InvalidArgument
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "JobField",
+    "JOB_FIELDS",
+    "JOB_FIELD_NAMES",
+    "KINDS",
+    "PRECISIONS",
+    "SHARING",
+    "GpuSpec",
+    "GPU_SPECS",
+    "check_job_field",
+    "check_gpu_model",
+    "check_slowdown",
+]
+
+SCHEMA_VERSION = 1
+
+#: Job kinds (elastico.model.JobKind values).
+KINDS = ("training", "inference", "service")
+#: Arithmetic precision of the job's kernels: fp32, automatic mixed precision (fp16 with fp32
+#: master weights), bf16.
+PRECISIONS = ("fp32", "amp", "bf16")
+#: How the GPU is shared: CUDA MPS (concurrent kernels, optional per-client SM limit) or the
+#: driver's default time-slicing (one context at a time).
+SHARING = ("mps", "timeslice")
+
+
+@dataclass(frozen=True)
+class JobField:
+    """One per-job field.  ``check``: ``fraction`` [0, 1], ``share`` (0, 1], ``nonneg`` >= 0,
+    ``positive`` > 0, ``count`` integer >= 1, ``choice`` one of ``choices``, ``text`` any
+    non-empty string.  ``source``: where a solo profile reads it (NVML / DCGM field)."""
+
+    name: str
+    check: str
+    unit: str
+    doc: str
+    source: str
+    choices: tuple[str, ...] = ()
+
+
+#: Per-job fields, in CSV column order (prefixed ``a_`` / ``b_`` in an observation file).
+JOB_FIELDS: tuple[JobField, ...] = (
+    JobField("job_type", "text", "-",
+             "workload identifier, e.g. a Gavel job type 'ResNet-50 (batch size 64)'; "
+             "not a feature itself, but keys the solo-throughput catalog and groups folds",
+             "the job's spec"),
+    JobField("kind", "choice", "-", "training, inference (offline batch) or service",
+             "the job's spec", KINDS),
+    JobField("model_family", "text", "-",
+             "DL model family, e.g. ResNet-50, Transformer, LM (Gavel's names)",
+             "the job's spec"),
+    JobField("batch_size", "count", "samples/step", "per-GPU batch size", "the job's spec"),
+    JobField("precision", "choice", "-", "fp32, amp (fp16 mixed) or bf16",
+             "the job's spec", PRECISIONS),
+    JobField("sharing", "choice", "-", "mps or timeslice", "the placement", SHARING),
+    JobField("mps_share", "share", "fraction of SMs",
+             "MPS active thread percentage / 100; missing = no limit",
+             "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE of the client"),
+    JobField("solo_tput", "positive", "steps/s",
+             "iterations per second alone on this GPU model (whole GPU)",
+             "the job's own step counter during the solo profile"),
+    JobField("sm_activity", "fraction", "fraction of cycles",
+             "fraction of cycles with at least one warp resident on an SM, averaged over SMs",
+             "DCGM_FI_PROF_SM_ACTIVE (1002); NVML: nvmlGpmMetricsGet "
+             "NVML_GPM_METRIC_SM_UTIL (Hopper+); coarser fallback "
+             "nvmlDeviceGetUtilizationRates().gpu / 100"),
+    JobField("dram_activity", "fraction", "fraction of cycles",
+             "fraction of cycles the device memory interface is sending or receiving",
+             "DCGM_FI_PROF_DRAM_ACTIVE (1005); NVML: NVML_GPM_METRIC_DRAM_BW_UTIL (Hopper+); "
+             "coarser fallback nvmlDeviceGetUtilizationRates().memory / 100"),
+    JobField("mem_gib", "nonneg", "GiB", "GPU memory held by the job's process(es)",
+             "nvmlDeviceGetComputeRunningProcesses()[i].usedGpuMemory (bytes) / 2^30; "
+             "DCGM_FI_DEV_FB_USED (252, MiB) / 1024 when alone on the GPU"),
+    JobField("pcie_rx_gbs", "nonneg", "GB/s", "host-to-device PCIe traffic (1 GB = 1e9 bytes)",
+             "DCGM_FI_PROF_PCIE_RX_BYTES (1010, bytes/s) / 1e9; NVML: "
+             "nvmlDeviceGetPcieThroughput(NVML_PCIE_UTIL_RX_BYTES) (KB/s) / 1e6"),
+    JobField("pcie_tx_gbs", "nonneg", "GB/s", "device-to-host PCIe traffic (1 GB = 1e9 bytes)",
+             "DCGM_FI_PROF_PCIE_TX_BYTES (1009, bytes/s) / 1e9; NVML: "
+             "nvmlDeviceGetPcieThroughput(NVML_PCIE_UTIL_TX_BYTES) (KB/s) / 1e6"),
+    JobField("tensor_activity", "fraction", "fraction of cycles",
+             "fraction of cycles the tensor-core pipe is active",
+             "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE (1004); NVML: "
+             "NVML_GPM_METRIC_ANY_TENSOR_UTIL (Hopper+)"),
+    JobField("power_frac", "fraction", "fraction of the power limit",
+             "average board power / enforced power limit",
+             "nvmlDeviceGetPowerUsage() / nvmlDeviceGetEnforcedPowerLimit() (both mW); "
+             "DCGM_FI_DEV_POWER_USAGE (155, W) / DCGM_FI_DEV_ENFORCED_POWER_LIMIT (164, W)"),
+)
+JOB_FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in JOB_FIELDS)
+_BY_NAME = {f.name: f for f in JOB_FIELDS}
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """Datasheet numbers of one GPU model (one GPU, not one board): peak FP32 TFLOPS and
+    memory bandwidth GB/s; ``assumed`` when the model is undisclosed and V100-class numbers
+    stand in (as in :mod:`elastico.throughput`)."""
+
+    fp32_tflops: float
+    mem_bw_gbs: float
+    assumed: bool = False
+
+
+#: GPU models the predictor knows (NVIDIA datasheets; K80 is one GK210 of the two on a board:
+#: 8.73 TFLOPS boost and 480 GB/s per board halved; P100 PCIe 16 GB: 9.3 TFLOPS, 732 GB/s;
+#: V100 SXM2: 15.7, 900; T4: 8.1, 320; A10: 31.2, 600; A100: 19.5 with 1555 (40GB) or 2039
+#: (80GB SXM) GB/s; H100 SXM: 67, 3350; H200: 67, 4800).  G2, G3 are anonymised in the
+#: Alibaba trace: ASSUMED V100-class, as the throughput model assumes.
+GPU_SPECS: Mapping[str, GpuSpec] = MappingProxyType({
+    "K80": GpuSpec(4.365, 240.0),
+    "P100": GpuSpec(9.3, 732.0),
+    "V100M16": GpuSpec(15.7, 900.0),
+    "V100M32": GpuSpec(15.7, 900.0),
+    "T4": GpuSpec(8.1, 320.0),
+    "A10": GpuSpec(31.2, 600.0),
+    "A100-40GB": GpuSpec(19.5, 1555.0),
+    "A100-80GB": GpuSpec(19.5, 2039.0),
+    "H100-80GB": GpuSpec(67.0, 3350.0),
+    "H200": GpuSpec(67.0, 4800.0),
+    "G2": GpuSpec(15.7, 900.0, assumed=True),
+    "G3": GpuSpec(15.7, 900.0, assumed=True),
+})
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def check_job_field(name: str, value: Any, where: str = "") -> Any:
+    """``value`` of per-job field ``name`` if allowed (``None`` = missing is always allowed),
+    normalised (``batch_size`` to int, numbers to float).  Raises InvalidArgument with field
+    ``where + name`` and the allowed range otherwise; an unknown ``name`` too."""
+    f = _BY_NAME.get(name)
+    if f is None:
+        raise InvalidArgument(where + name, value, "a field of " + ", ".join(JOB_FIELD_NAMES))
+    if value is None:
+        return None
+    field = where + name
+    c = f.check
+    if c == "text":
+        if not isinstance(value, str) or not value.strip():
+            raise InvalidArgument(field, value, "a non-empty string")
+        return value
+    if c == "choice":
+        if value not in f.choices:
+            raise InvalidArgument(field, value, "one of " + ", ".join(f.choices))
+        return value
+    if c == "count":
+        if not _finite(value) or value != int(value) or value < 1:
+            raise InvalidArgument(field, value, f"an integer >= 1 ({f.unit})")
+        return int(value)
+    if not _finite(value):
+        raise InvalidArgument(field, value, f"a finite number ({f.unit})")
+    v = float(value)
+    if c == "fraction" and not 0.0 <= v <= 1.0:
+        raise InvalidArgument(field, value, f"a fraction in [0, 1] ({f.unit})")
+    if c == "share" and not 0.0 < v <= 1.0:
+        raise InvalidArgument(field, value, f"a fraction in (0, 1] ({f.unit})")
+    if c == "nonneg" and v < 0.0:
+        raise InvalidArgument(field, value, f">= 0 ({f.unit})")
+    if c == "positive" and v <= 0.0:
+        raise InvalidArgument(field, value, f"> 0 ({f.unit})")
+    return v
+
+
+def check_gpu_model(value: Any, field: str = "gpu_model") -> str:
+    """``value`` if it is a GPU model of :data:`GPU_SPECS`; InvalidArgument naming ``field``."""
+    if value not in GPU_SPECS:
+        raise InvalidArgument(field, value, "one of " + ", ".join(GPU_SPECS))
+    return value
+
+
+def check_slowdown(value: Any, field: str) -> float:
+    """A measured slowdown (co-located step time / solo step time): finite and > 0.  Values
+    below 1 are kept as measured (noise).  InvalidArgument naming ``field`` otherwise."""
+    if not _finite(value) or value <= 0.0:
+        raise InvalidArgument(field, value, "a finite slowdown > 0 (co-located / solo step time)")
+    return float(value)

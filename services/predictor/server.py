@@ -1,0 +1,201 @@
+"""gRPC ``elastico.v1.PredictorService``: a thin adapter over
+:class:`elastico.predictor.service.PredictorCore`.
+
+Each RPC converts the request's messages to :class:`~elastico.predictor.JobProfile` /
+:class:`~elastico.predictor.observations.Observation` (validated by the schema: a bad value
+raises InvalidArgument naming the wire field, e.g. ``pairs[3].b.sm_activity``), calls the
+core and converts the result back.  Errors are mapped by
+:class:`elastico.grpc_errors.ErrorInterceptor` (``INVALID_ARGUMENT`` for bad input,
+``INTERNAL`` for anything unexpected).  A ReportObservation with one bad observation stores
+none of them.
+
+State: the core's serving model (swapped atomically when the store's CURRENT changes; a
+refused model file leaves the old one serving) and the reported observations.
+
+Deadlines: prediction is pure CPU and short; the deadline is checked before the work (no
+effort on a call whose caller has gone) and after it (a late answer is DEADLINE_EXCEEDED).
+
+Who calls it: the placer (later, over the network), node agents (ReportObservation),
+``grpcurl``, Kubernetes probes (health).  Whom it calls: the core, grpc, grpc_health,
+grpc_reflection.  This is an adapter module: it is exempt from the no-grpc rule of
+tests/test_layers.py.
+"""
+
+from __future__ import annotations
+
+from concurrent import futures
+from dataclasses import replace
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from elastico.errors import InvalidArgument
+from elastico.grpc_errors import ErrorInterceptor
+from elastico.predictor.observations import Observation, analytic_activity
+from elastico.predictor.profile import JobProfile
+from elastico.predictor.schema import check_gpu_model
+from elastico.predictor.service import PredictorCore
+from elastico.v1 import predictor_pb2, predictor_pb2_grpc
+
+__all__ = ["SERVICE_NAME", "PredictorServicer", "build_server", "profile_from_message",
+           "observation_from_message", "main"]
+
+#: Full name of the service, as health checking and reflection know it.
+SERVICE_NAME: str = predictor_pb2.DESCRIPTOR.services_by_name["PredictorService"].full_name
+#: Largest request/response accepted (10,000 pairs of full profiles is ~4 MB).
+MAX_MESSAGE_BYTES = 256 * 2**20
+
+
+def profile_from_message(m: predictor_pb2.JobProfile, gpu_model: str, where: str) -> JobProfile:
+    """A validated profile from a wire ``JobProfile``; InvalidArgument names ``where.field``.
+    An unset ``gpu_activity`` is estimated by
+    :func:`elastico.predictor.observations.analytic_activity` (docs/predictor.md)."""
+    kw: dict[str, Any] = {fd.name: v for fd, v in m.ListFields()}  # the set fields only
+    job_type = kw.pop("job_type", "")
+    kind = kw.pop("kind", "")
+    activity = kw.pop("gpu_activity", None)
+    mem = kw.pop("mem_gib", 0.0)
+    try:
+        p = JobProfile(job_type, kind, 1.0 if activity is None else activity, mem,
+                       gpu_model=gpu_model, **kw)
+        if activity is None:
+            p = replace(p, gpu_activity=analytic_activity(p))
+    except InvalidArgument as e:
+        raise InvalidArgument(where + "." + e.field.removeprefix("profile."), e.value,
+                              e.allowed) from None
+    return p
+
+
+def observation_from_message(m: predictor_pb2.Observation, where: str) -> Observation:
+    """A validated observation from a wire ``Observation``; InvalidArgument names the field
+    (``observations[i].a.sm_activity``, ``observations[i].slowdown_a``, ...)."""
+    gpu = m.gpu_model
+    try:
+        check_gpu_model(gpu, "gpu_model")
+    except InvalidArgument as e:
+        raise InvalidArgument(f"{where}.gpu_model", e.value, e.allowed) from None
+    a = profile_from_message(m.a, gpu, f"{where}.a")
+    b = profile_from_message(m.b, gpu, f"{where}.b")
+    try:
+        return Observation(a, b, gpu, m.slowdown_a,
+                           m.slowdown_b if m.HasField("slowdown_b") else None, m.source)
+    except InvalidArgument as e:
+        raise InvalidArgument(f"{where}.{e.field}", e.value, e.allowed) from None
+
+
+def _deadline_passed(context: grpc.ServicerContext) -> bool:
+    remaining = context.time_remaining()
+    return remaining is not None and remaining <= 0
+
+
+class PredictorServicer(predictor_pb2_grpc.PredictorServiceServicer):
+    """PredictSlowdown and ReportObservation over one :class:`PredictorCore`."""
+
+    def __init__(self, core: PredictorCore):
+        self.core = core
+
+    def PredictSlowdown(self, request: predictor_pb2.PredictSlowdownRequest,
+                        context: grpc.ServicerContext) -> predictor_pb2.PredictSlowdownResponse:
+        if _deadline_passed(context):
+            context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "deadline passed before predicting")
+        gpu = request.gpu_model
+        check_gpu_model(gpu, "gpu_model")
+        cache: dict[bytes, JobProfile] = {}
+        a, b = [], []
+        for i, pair in enumerate(request.pairs):
+            for side, out in (("a", a), ("b", b)):
+                msg = getattr(pair, side)
+                key = msg.SerializeToString(deterministic=True)
+                p = cache.get(key)
+                if p is None:
+                    p = cache[key] = profile_from_message(msg, gpu, f"pairs[{i}].{side}")
+                out.append(p)
+        sa, sb, version = self.core.predict(a, b, gpu, both=request.include_b)
+        if _deadline_passed(context):
+            context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "deadline passed while predicting")
+        return predictor_pb2.PredictSlowdownResponse(
+            slowdown=sa.tolist(), slowdown_b=[] if sb is None else sb.tolist(),
+            model_version=version)
+
+    def ReportObservation(self, request: predictor_pb2.ReportObservationRequest,
+                          context: grpc.ServicerContext
+                          ) -> predictor_pb2.ReportObservationResponse:
+        obs = [observation_from_message(m, f"observations[{i}]")
+               for i, m in enumerate(request.observations)]
+        stored = self.core.report(obs)
+        return predictor_pb2.ReportObservationResponse(accepted=len(obs), stored=stored)
+
+
+def build_server(address: str = "127.0.0.1:0", *, core: PredictorCore | None = None,
+                 max_workers: int = 4, max_concurrent_rpcs: int = 32
+                 ) -> tuple[grpc.Server, int]:
+    """A PredictorService server bound to ``address`` (port 0 picks a free port), not started.
+
+    ``core``: the :class:`PredictorCore` to serve (default: a core over the bundled model,
+    reports kept in memory).  Registers the standard health service (``""`` and
+    :data:`SERVICE_NAME` SERVING) and server reflection; installs
+    :class:`~elastico.grpc_errors.ErrorInterceptor`.  More than ``max_concurrent_rpcs`` RPCs in
+    flight are refused by grpc with ``RESOURCE_EXHAUSTED``.
+
+    Returns ``(server, port)``; the caller runs ``server.start()`` and ``server.stop(grace)``.
+    """
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=max_workers,
+                                   thread_name_prefix="elastico-predictor"),
+        interceptors=[ErrorInterceptor()],
+        maximum_concurrent_rpcs=max_concurrent_rpcs,
+        options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)],
+    )
+    predictor_pb2_grpc.add_PredictorServiceServicer_to_server(
+        PredictorServicer(core or PredictorCore()), server)
+    health_servicer = health.HealthServicer()
+    for name in ("", SERVICE_NAME):
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+    port = server.add_insecure_port(address)
+    if port == 0:
+        raise RuntimeError(f"cannot bind {address!r}")
+    return server, port
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m elastico.predictor.server [--address HOST:PORT] [--model-dir DIR |
+    --model FILE]``: serve until interrupted (SIGINT stops with a 5 s grace period)."""
+    import argparse
+    import sys
+    from pathlib import Path
+
+    from elastico.predictor.service import ModelStore
+
+    ap = argparse.ArgumentParser(prog="python -m elastico.predictor.server",
+                                 description="Serve elastico.v1.PredictorService.")
+    ap.add_argument("--address", default="127.0.0.1:50052", help="host:port (default: %(default)s)")
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--model-dir", type=Path, default=None, metavar="DIR",
+                   help="model store to serve from and report into (default: the bundled "
+                        "model, reports kept in memory)")
+    g.add_argument("--model", type=Path, default=None, metavar="FILE", help="serve this model file")
+    args = ap.parse_args(argv)
+    try:
+        core = PredictorCore(ModelStore(args.model_dir) if args.model_dir else None,
+                             model_path=args.model)
+    except InvalidArgument as e:
+        print(f"elastico: error: {e}", file=sys.stderr)
+        return 2
+    server, port = build_server(args.address, core=core)
+    server.start()
+    print(f"PredictorService on port {port}: {core.note}", file=sys.stderr, flush=True)
+    try:
+        server.wait_for_termination()
+    except KeyboardInterrupt:
+        server.stop(5).wait()
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

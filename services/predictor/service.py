@@ -1,0 +1,326 @@
+"""The predictor service's core, without gRPC: the model store, the serving model with its
+fallback, reported observations, and retraining (docs/predictor.md, "Serving").
+
+Model store (a folder)::
+
+    DIR/models/<version>.json        every promoted model (model file format: model.py)
+    DIR/CURRENT                      one line: the file name under models/ that serves
+    DIR/observations/reported.csv    observations accepted by ReportObservation (CSV format)
+
+Serving (:class:`PredictorCore`): at start the store's CURRENT model, else the bundled model,
+else the analytic model (the fallback; its version says ``analytic-...``).  Before each
+prediction the core looks at CURRENT (one ``stat``); when it changed, the new model is loaded
+-- and if it is refused (truncated, corrupt, wrong schema) the error is logged and the model
+that was serving keeps serving.  :meth:`PredictorCore.load` does the same for an explicit file
+and raises the refusal to its caller.
+
+Retraining (:func:`retrain`): the reported observations not yet in the serving model's
+training data are the *new* rows.  The serving model is scored on them (it never saw them);
+the candidate recipe -- the base data plus every reported row -- is scored on them by k-fold
+(each fold of new rows predicted by a model trained on the base data, the older reported rows
+and the other new folds).  The candidate, trained on all of it, is promoted (written under
+``models/`` and made CURRENT) only if its MAE on the new rows is no worse; otherwise the old
+model stays.
+
+Who calls it: the gRPC adapter (:mod:`elastico.predictor.server`) and the CLI.  Whom it calls:
+:mod:`elastico.predictor.model`, :mod:`elastico.predictor.learned`, the file system; no clock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from elastico.errors import InvalidArgument
+from elastico.predictor.analytic import AnalyticSlowdown
+from elastico.predictor.evaluate import metrics
+from elastico.predictor.learned import LearnedSlowdown, bundled_predictor
+from elastico.predictor.model import SlowdownPredictor, train
+from elastico.predictor.observations import (
+    Observation,
+    bundled_observations,
+    observation_cells,
+    read_observations,
+    write_observations,
+)
+from elastico.predictor.profile import JobProfile
+from elastico.predictor.schema import check_gpu_model
+
+__all__ = ["ModelStore", "PredictorCore", "retrain", "MAX_PAIRS"]
+
+_LOG = logging.getLogger(__name__)
+#: Most pairs one PredictSlowdown call may ask for (and observations one report may carry).
+MAX_PAIRS = 1_000_000
+_NAME = re.compile(r"^[A-Za-z0-9._+-]+\.json$")
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; models are shared read-only
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class ModelStore:
+    """The model folder (module docstring).  Creates its sub-folders on first use."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        if self.root.exists() and not self.root.is_dir():
+            raise InvalidArgument("--model-dir", str(root), "a folder")
+        self.models = self.root / "models"
+        self.current_file = self.root / "CURRENT"
+        self.reported_file = self.root / "observations" / "reported.csv"
+        self._lock = threading.Lock()
+
+    def _mkdirs(self) -> None:
+        self.models.mkdir(parents=True, exist_ok=True)
+        self.reported_file.parent.mkdir(parents=True, exist_ok=True)
+
+    def token(self) -> tuple[int, int] | None:
+        """Changes whenever CURRENT is rewritten (mtime ns, inode); None when absent."""
+        try:
+            st = self.current_file.stat()
+        except FileNotFoundError:
+            return None
+        return (st.st_mtime_ns, st.st_ino)
+
+    def current_path(self) -> Path | None:
+        """The serving model's file, or None when the store has none yet.  InvalidArgument
+        when CURRENT does not name a file under ``models/``."""
+        try:
+            name = self.current_file.read_text(encoding="utf-8").strip()
+        except FileNotFoundError:
+            return None
+        if not _NAME.match(name):
+            raise InvalidArgument(str(self.current_file), name, "a model file name under models/")
+        return self.models / name
+
+    def load_current(self) -> SlowdownPredictor | None:
+        """The serving model, None if the store has none; InvalidArgument if refused."""
+        p = self.current_path()
+        return None if p is None else SlowdownPredictor.load(p)
+
+    def install(self, predictor: SlowdownPredictor) -> Path:
+        """Writes ``models/<version>.json`` and points CURRENT at it (both atomic)."""
+        self._mkdirs()
+        name = f"{predictor.version}.json"
+        if not _NAME.match(name):
+            raise InvalidArgument("version", predictor.version, "letters, digits, . _ + -")
+        path = self.models / name
+        predictor.save(path)
+        _atomic_write(self.current_file, name + "\n")
+        return path
+
+    def next_number(self) -> int:
+        """1 + the highest ``vNNNN`` among stored models (1 for an empty store)."""
+        nums = [int(m.group(1)) for p in (self.models.glob("v*.json") if self.models.is_dir() else [])
+                for m in [re.match(r"^v(\d+)-", p.name)] if m]
+        return max(nums, default=0) + 1
+
+    def append_reported(self, obs: Sequence[Observation]) -> int:
+        """Appends ``obs`` to ``observations/reported.csv``; returns the rows stored in all."""
+        import csv
+
+        self._mkdirs()
+        with self._lock:
+            new = not self.reported_file.exists() or self.reported_file.stat().st_size == 0
+            if new:
+                write_observations(self.reported_file, obs)
+            else:
+                with open(self.reported_file, "a", newline="", encoding="utf-8") as f:
+                    w = csv.writer(f, lineterminator="\n")
+                    for o in obs:
+                        w.writerow(observation_cells(o))
+            return self._count()
+
+    def _count(self) -> int:
+        with open(self.reported_file, encoding="utf-8") as f:
+            return max(sum(1 for line in f if line.strip()) - 1, 0)
+
+    def reported(self) -> list[Observation]:
+        """Every reported observation, in arrival order ([] when none)."""
+        if not self.reported_file.exists():
+            return []
+        return read_observations(self.reported_file)
+
+
+class PredictorCore:
+    """Serves predictions and accepts observations (module docstring).
+
+    ``store``: a :class:`ModelStore` (or None: no retraining, reports kept in memory);
+    ``model_path``: serve this file instead (refused file -> InvalidArgument at start);
+    ``use_bundled``: fall back to the bundled model when the store has none (default True).
+    """
+
+    def __init__(self, store: ModelStore | None = None, model_path: str | Path | None = None,
+                 *, use_bundled: bool = True):
+        self.store = store
+        self._lock = threading.Lock()
+        self._learned: LearnedSlowdown | None = None
+        self._fallback = AnalyticSlowdown()
+        self._token: Any = None
+        self._memory: list[Observation] = []
+        self.note = ""
+        if model_path is not None:
+            self.load(model_path)
+            return
+        if store is not None:
+            self._token = store.token()
+            try:
+                pred = store.load_current()
+            except InvalidArgument as e:
+                _LOG.error("model store: %s; trying the bundled model", e)
+                pred = None
+            if pred is not None:
+                self._set(pred, f"store {store.root}")
+                return
+        if use_bundled:
+            try:
+                self._set(bundled_predictor(), "bundled")
+                return
+            except (InvalidArgument, ImportError, OSError) as e:
+                self.note = f"analytic fallback: {e}"
+                _LOG.warning(self.note)
+        if not self.note:
+            self.note = "analytic fallback: no model"
+
+    def _set(self, pred: SlowdownPredictor, where: str) -> None:
+        learned = LearnedSlowdown([pred])
+        with self._lock:
+            self._learned = learned
+        self.note = f"predictor {pred.version} ({where})"
+
+    @property
+    def version(self) -> str:
+        """The serving model's version (``analytic-kappa<k>`` for the fallback)."""
+        learned = self._learned
+        if learned is None:
+            return f"analytic-kappa{self._fallback.kappa:.4f}"
+        return learned.version
+
+    def load(self, path: str | Path) -> str:
+        """Serve the model file at ``path`` from now on; returns its version.  A refused file
+        raises InvalidArgument and the serving model does not change."""
+        pred = SlowdownPredictor.load(path)
+        self._set(pred, str(path))
+        return pred.version
+
+    def refresh(self) -> None:
+        """Loads the store's CURRENT model if CURRENT changed since the last look; a refused
+        file is logged and the serving model kept (module docstring)."""
+        if self.store is None:
+            return
+        tok = self.store.token()
+        if tok == self._token:
+            return
+        self._token = tok
+        try:
+            pred = self.store.load_current()
+        except InvalidArgument as e:
+            _LOG.error("new model refused, still serving %s: %s", self.version, e)
+            return
+        if pred is not None:
+            self._set(pred, f"store {self.store.root}")
+
+    def predict(self, a: Sequence[JobProfile], b: Sequence[JobProfile], gpu_model: str,
+                both: bool = True) -> tuple[np.ndarray, np.ndarray | None, str]:
+        """``(slowdown of a[i], slowdown of b[i] or None, model version)`` for pairs sharing
+        one GPU of ``gpu_model`` (a key of ``schema.GPU_SPECS``); ``both=False`` predicts only
+        the ``a`` sides (half the work).  InvalidArgument for an unknown GPU model,
+        mismatched lengths or more than :data:`MAX_PAIRS` pairs."""
+        check_gpu_model(gpu_model)
+        if len(a) != len(b):
+            raise InvalidArgument("pairs", (len(a), len(b)), "as many a as b profiles")
+        if len(a) > MAX_PAIRS:
+            raise InvalidArgument("pairs", len(a), f"at most {MAX_PAIRS} pairs per call")
+        self.refresh()
+        learned = self._learned
+        if learned is None:
+            f = self._fallback
+            sa = np.array([f.pair_slowdown(x, y) for x, y in zip(a, b)])
+            sb = np.array([f.pair_slowdown(y, x) for x, y in zip(a, b)]) if both else None
+            return sa, sb, self.version
+        if both:
+            sa, sb = learned.pairs(a, b, gpu_model)
+            return sa, sb, learned.version
+        return learned.slowdowns(a, b, gpu_model), None, learned.version
+
+    def report(self, obs: Sequence[Observation]) -> int:
+        """Stores measured observations (in the store, else in memory); returns how many are
+        stored in all.  InvalidArgument for an empty batch or more than MAX_PAIRS."""
+        if not obs:
+            raise InvalidArgument("observations", 0, "at least one observation")
+        if len(obs) > MAX_PAIRS:
+            raise InvalidArgument("observations", len(obs), f"at most {MAX_PAIRS} per call")
+        if self.store is not None:
+            return self.store.append_reported(obs)
+        with self._lock:
+            self._memory.extend(obs)
+            return len(self._memory)
+
+
+def _mae(obs: Sequence[Observation], pa: np.ndarray, pb: np.ndarray) -> float:
+    return metrics(obs, pa, pb)["mae"]
+
+
+def retrain(store: ModelStore, base: Sequence[Observation] | None = None, *,
+            base_name: str = "bundled", k: int = 5,
+            train_fn: Callable[..., SlowdownPredictor] = train) -> dict[str, Any]:
+    """Folds the store's new reported observations into a new model (module docstring).
+
+    ``base``: the data every model is trained on besides the reports (default the bundled
+    observations).  Returns a report: ``status`` (``promoted``, ``kept`` or ``unchanged``),
+    ``old_version``, ``new_version``, ``new_rows``, ``old_mae`` / ``new_mae`` on the new
+    rows, ``model_file`` when promoted.  ``k``: folds over the new rows; ``train_fn``: the
+    training recipe (default :func:`elastico.predictor.model.train`).  InvalidArgument when the
+    store's CURRENT is refused (fix or remove it first) or a file is bad."""
+    base = list(bundled_observations() if base is None else base)
+    reported = store.reported()
+    current = store.load_current()
+    if current is None:
+        current = bundled_predictor()
+    used = int(current.meta.get("training", {}).get("reported_rows", 0))
+    new = reported[used:]
+    out: dict[str, Any] = {"old_version": current.version, "new_rows": len(new),
+                           "reported_rows": len(reported)}
+    if not new:
+        return {**out, "status": "unchanged", "new_version": current.version,
+                "reason": "no reported observations beyond those the serving model has"}
+    pa, pb = current.predict_observations(new)
+    old_mae = _mae(new, pa, pb)
+    kk = max(1, min(k, len(new)))
+    cand_a, cand_b = np.full(len(new), np.nan), np.full(len(new), np.nan)
+    for test in np.array_split(np.arange(len(new)), kk):
+        keep = np.setdiff1d(np.arange(len(new)), test)
+        m = train_fn(base + reported[:used] + [new[i] for i in keep])
+        sa, sb = m.predict_observations([new[i] for i in test])
+        cand_a[test] = sa
+        cand_b[test] = sb
+    new_mae = _mae(new, cand_a, cand_b)
+    digest = hashlib.sha256("".join(",".join(observation_cells(o)) for o in reported)
+                            .encode()).hexdigest()
+    candidate = train_fn(base + reported, training_info={
+        "base": base_name, "base_rows": len(base), "reported_rows": len(reported),
+        "reported_sha256": digest})
+    candidate.meta["version"] = f"v{store.next_number():04d}-{candidate.version}"
+    out.update(old_mae=old_mae, new_mae=new_mae, new_version=candidate.version)
+    if new_mae <= old_mae + 1e-12:
+        path = store.install(candidate)
+        return {**out, "status": "promoted", "model_file": str(path)}
+    return {**out, "status": "kept",
+            "reason": f"candidate MAE {new_mae:.4f} > serving model's {old_mae:.4f} on the "
+                      f"{len(new)} new row(s)"}
