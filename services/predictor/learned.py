@@ -32,7 +32,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from elastico.errors import InvalidArgument
-from elastico.predictor.analytic import AnalyticSlowdown, SlowdownModel
+from elastico.predictor.analytic import AnalyticSlowdown, SlowdownModel, compose_additive
 from elastico.predictor.features import SoloCatalog, family_and_batch
 from elastico.predictor.model import SlowdownPredictor, train
 from elastico.predictor.observations import Observation
@@ -235,13 +235,7 @@ class MeasuredSlowdown:
 
     def gpu_slowdowns(self, residents: Sequence[JobProfile]) -> np.ndarray:
         """Additive composition of :meth:`pair_slowdown`, shape ``(n,)``."""
-        n = len(residents)
-        out = np.ones(n)
-        for i in range(n):
-            for k in range(n):
-                if i != k:
-                    out[i] += self.pair_slowdown(residents[i], residents[k]) - 1.0
-        return out
+        return compose_additive(self, residents)
 
 
 def truth_gpu(model: str) -> str:

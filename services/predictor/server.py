@@ -23,16 +23,13 @@ tests/test_layers.py.
 
 from __future__ import annotations
 
-from concurrent import futures
 from dataclasses import replace
 from typing import Any
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 from elastico.errors import InvalidArgument
-from elastico.grpc_errors import ErrorInterceptor
+from elastico.grpc_server import deadline_passed, serve_one
 from elastico.predictor.observations import Observation, analytic_activity
 from elastico.predictor.profile import JobProfile
 from elastico.predictor.schema import check_gpu_model
@@ -85,11 +82,6 @@ def observation_from_message(m: predictor_pb2.Observation, where: str) -> Observ
         raise InvalidArgument(f"{where}.{e.field}", e.value, e.allowed) from None
 
 
-def _deadline_passed(context: grpc.ServicerContext) -> bool:
-    remaining = context.time_remaining()
-    return remaining is not None and remaining <= 0
-
-
 class PredictorServicer(predictor_pb2_grpc.PredictorServiceServicer):
     """PredictSlowdown and ReportObservation over one :class:`PredictorCore`."""
 
@@ -98,7 +90,7 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServiceServicer):
 
     def PredictSlowdown(self, request: predictor_pb2.PredictSlowdownRequest,
                         context: grpc.ServicerContext) -> predictor_pb2.PredictSlowdownResponse:
-        if _deadline_passed(context):
+        if deadline_passed(context):
             context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "deadline passed before predicting")
         gpu = request.gpu_model
         check_gpu_model(gpu, "gpu_model")
@@ -113,7 +105,7 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServiceServicer):
                     p = cache[key] = profile_from_message(msg, gpu, f"pairs[{i}].{side}")
                 out.append(p)
         sa, sb, version = self.core.predict(a, b, gpu, both=request.include_b)
-        if _deadline_passed(context):
+        if deadline_passed(context):
             context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "deadline passed while predicting")
         return predictor_pb2.PredictSlowdownResponse(
             slowdown=sa.tolist(), slowdown_b=[] if sb is None else sb.tolist(),
@@ -141,26 +133,12 @@ def build_server(address: str = "127.0.0.1:0", *, core: PredictorCore | None = N
 
     Returns ``(server, port)``; the caller runs ``server.start()`` and ``server.stop(grace)``.
     """
-    server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=max_workers,
-                                   thread_name_prefix="elastico-predictor"),
-        interceptors=[ErrorInterceptor()],
-        maximum_concurrent_rpcs=max_concurrent_rpcs,
-        options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)],
-    )
-    predictor_pb2_grpc.add_PredictorServiceServicer_to_server(
-        PredictorServicer(core or PredictorCore()), server)
-    health_servicer = health.HealthServicer()
-    for name in ("", SERVICE_NAME):
-        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection(
-        (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
-    port = server.add_insecure_port(address)
-    if port == 0:
-        raise RuntimeError(f"cannot bind {address!r}")
-    return server, port
+    servicer = PredictorServicer(core or PredictorCore())
+    return serve_one(address, SERVICE_NAME,
+                     lambda server: predictor_pb2_grpc.add_PredictorServiceServicer_to_server(
+                         servicer, server),
+                     thread_name="elastico-predictor", max_workers=max_workers,
+                     max_concurrent_rpcs=max_concurrent_rpcs, max_message_bytes=MAX_MESSAGE_BYTES)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,17 +29,14 @@ from __future__ import annotations
 import inspect
 import re
 import threading
-from concurrent import futures
 from typing import Any
 
 import grpc
 import numpy as np
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 import elastico.pricing as pricing
 from elastico.errors import InvalidArgument
-from elastico.grpc_errors import ErrorInterceptor
+from elastico.grpc_server import deadline_passed, serve_one
 from elastico.v1 import pricing_pb2, pricing_pb2_grpc
 
 __all__ = ["SERVICE_NAME", "PricingServicer", "build_server", "solve_kwargs"]
@@ -106,12 +103,6 @@ def solve_kwargs(request: pricing_pb2.SolveRequest) -> dict[str, Any]:
     )
 
 
-def _deadline_passed(context: grpc.ServicerContext) -> bool:
-    # grpc clamps time_remaining() at 0; no deadline reads as a very large number.
-    remaining = context.time_remaining()
-    return remaining is not None and remaining <= 0
-
-
 class PricingServicer(pricing_pb2_grpc.PricingServiceServicer):
     """Solve and GetPrices.  The only state is the last prices and resource names."""
 
@@ -122,14 +113,14 @@ class PricingServicer(pricing_pb2_grpc.PricingServiceServicer):
 
     def Solve(self, request: pricing_pb2.SolveRequest,
               context: grpc.ServicerContext) -> pricing_pb2.SolveResponse:
-        if _deadline_passed(context):
+        if deadline_passed(context):
             context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "deadline passed before solving")
         kwargs = solve_kwargs(request)
         try:
             res = pricing.solve(**kwargs)
         except InvalidArgument as e:
             raise _wire_error(e, len(request.instance.capacity)) from None
-        if _deadline_passed(context):
+        if deadline_passed(context):
             context.abort(grpc.StatusCode.DEADLINE_EXCEEDED,
                           f"deadline passed while solving ({res.seconds:.3f} s); prices not kept")
         prices = tuple(float(x) for x in res.prices)
@@ -159,22 +150,8 @@ def build_server(address: str = "127.0.0.1:0", *, max_workers: int = 4,
     Returns ``(server, port)``; the caller runs ``server.start()`` and, to shut down
     gracefully, ``server.stop(grace)``.
     """
-    server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=max_workers,
-                                   thread_name_prefix="elastico-pricing"),
-        interceptors=[ErrorInterceptor()],
-        maximum_concurrent_rpcs=max_concurrent_rpcs,
-        options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)],
-    )
-    pricing_pb2_grpc.add_PricingServiceServicer_to_server(PricingServicer(), server)
-    health_servicer = health.HealthServicer()
-    for name in ("", SERVICE_NAME):
-        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection(
-        (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
-    port = server.add_insecure_port(address)
-    if port == 0:  # older grpc returns 0 instead of raising
-        raise RuntimeError(f"cannot bind {address!r}")
-    return server, port
+    return serve_one(address, SERVICE_NAME,
+                     lambda server: pricing_pb2_grpc.add_PricingServiceServicer_to_server(
+                         PricingServicer(), server),
+                     thread_name="elastico-pricing", max_workers=max_workers,
+                     max_concurrent_rpcs=max_concurrent_rpcs, max_message_bytes=MAX_MESSAGE_BYTES)

@@ -1,0 +1,59 @@
+"""Building an ElastiCo gRPC server: the part every service shares (STYLE.md 8: thin servicers).
+
+One function, :func:`serve_one`, so that every service gets the same production behaviour:
+the error interceptor of :mod:`elastico.grpc_errors` (domain errors -> status codes, never
+``UNKNOWN``), a bounded number of in-flight RPCs (beyond it grpc answers
+``RESOURCE_EXHAUSTED``), message size limits, gRPC health checking (overall and per service,
+``SERVING``) and server reflection.  Callers: ``elastico.pricing.server``,
+``elastico.predictor.server``.
+"""
+
+from __future__ import annotations
+
+from concurrent import futures
+from typing import Callable
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from elastico.grpc_errors import ErrorInterceptor
+
+__all__ = ["serve_one", "deadline_passed"]
+
+
+def serve_one(address: str, service_name: str, add_servicer: Callable[[grpc.Server], None], *,
+              thread_name: str, max_workers: int, max_concurrent_rpcs: int,
+              max_message_bytes: int) -> tuple[grpc.Server, int]:
+    """A server for one service bound to ``address`` (``host:port``; port 0 picks a free one),
+    not started.  ``add_servicer(server)`` registers the service's servicer (the generated
+    ``add_...Servicer_to_server``); ``service_name`` is its full name for health and
+    reflection (e.g. ``"elastico.v1.PricingService"``).  ``max_message_bytes`` bounds both
+    directions.  Returns ``(server, port)``; the caller runs ``server.start()`` and
+    ``server.stop(grace)``.  Raises RuntimeError when the address cannot be bound."""
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=thread_name),
+        interceptors=[ErrorInterceptor()],
+        maximum_concurrent_rpcs=max_concurrent_rpcs,
+        options=[("grpc.max_receive_message_length", max_message_bytes),
+                 ("grpc.max_send_message_length", max_message_bytes)],
+    )
+    add_servicer(server)
+    health_servicer = health.HealthServicer()
+    for name in ("", service_name):
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (service_name, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+    port = server.add_insecure_port(address)
+    if port == 0:  # older grpc returns 0 instead of raising
+        raise RuntimeError(f"cannot bind {address!r}")
+    return server, port
+
+
+def deadline_passed(context: grpc.ServicerContext) -> bool:
+    """True when the caller's deadline has already passed (checked before work starts and
+    before state is kept, so an expired request changes nothing)."""
+    # grpc clamps time_remaining() at 0; no deadline reads as a very large number.
+    remaining = context.time_remaining()
+    return remaining is not None and remaining <= 0
