@@ -8,6 +8,8 @@ Subcommands register themselves (``register(subparsers)``) so each component own
   (:mod:`elastico.pricing.cli`).
 * ``elastico predictor train|evaluate|retrain|convert-gavel`` -- the interference
   predictor (:mod:`elastico.predictor.cli`).
+* ``elastico serve SERVICE`` -- run one gRPC service (:mod:`elastico.serve_cli`, an adapter:
+  this module is the composition root and the only non-adapter allowed to import it).
 
 Exit status: 0 success, 2 bad input (the message names the field and the value), 3 no
 feasible choice (``pricing solve`` on an instance without zero configurations), 1 any other
@@ -25,7 +27,7 @@ from elastico.errors import ElasticoError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from elastico import simulate_cli
+    from elastico import serve_cli, simulate_cli
     from elastico.predictor import cli as predictor_cli
     from elastico.pricing import cli as pricing_cli
 
@@ -40,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     simulate_cli.register(sub)
     pricing_cli.register(sub)
     predictor_cli.register(sub)
+    serve_cli.register(sub)
     return p
 
 

@@ -19,18 +19,22 @@ from grpc_reflection.v1alpha import reflection
 
 from elastico.grpc_errors import ErrorInterceptor
 
-__all__ = ["serve_one", "deadline_passed"]
+__all__ = ["serve_one", "deadline_passed", "server_credentials", "channel_credentials"]
 
 
 def serve_one(address: str, service_name: str, add_servicer: Callable[[grpc.Server], None], *,
               thread_name: str, max_workers: int, max_concurrent_rpcs: int,
-              max_message_bytes: int) -> tuple[grpc.Server, int]:
+              max_message_bytes: int,
+              credentials: grpc.ServerCredentials | None = None) -> tuple[grpc.Server, int]:
     """A server for one service bound to ``address`` (``host:port``; port 0 picks a free one),
     not started.  ``add_servicer(server)`` registers the service's servicer (the generated
     ``add_...Servicer_to_server``); ``service_name`` is its full name for health and
     reflection (e.g. ``"elastico.v1.PricingService"``).  ``max_message_bytes`` bounds both
-    directions.  Returns ``(server, port)``; the caller runs ``server.start()`` and
-    ``server.stop(grace)``.  Raises RuntimeError when the address cannot be bound."""
+    directions.  ``credentials``: TLS (or mutual TLS) server credentials
+    (:func:`server_credentials`); None serves plaintext -- callers decide when that is allowed
+    (``elastico serve`` only on ``--plaintext``).  Returns ``(server, port)``; the caller runs
+    ``server.start()`` and ``server.stop(grace)``.  Raises RuntimeError when the address
+    cannot be bound."""
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=thread_name),
         interceptors=[ErrorInterceptor()],
@@ -45,7 +49,8 @@ def serve_one(address: str, service_name: str, add_servicer: Callable[[grpc.Serv
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
         (service_name, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
-    port = server.add_insecure_port(address)
+    port = (server.add_secure_port(address, credentials) if credentials is not None
+            else server.add_insecure_port(address))
     if port == 0:  # older grpc returns 0 instead of raising
         raise RuntimeError(f"cannot bind {address!r}")
     return server, port
@@ -57,3 +62,20 @@ def deadline_passed(context: grpc.ServicerContext) -> bool:
     # grpc clamps time_remaining() at 0; no deadline reads as a very large number.
     remaining = context.time_remaining()
     return remaining is not None and remaining <= 0
+
+
+def server_credentials(cert_pem: bytes, key_pem: bytes,
+                       client_ca_pem: bytes | None = None) -> grpc.ServerCredentials:
+    """TLS server credentials from PEM bytes: the server's certificate chain and private key;
+    with ``client_ca_pem`` mutual TLS -- a client must present a certificate signed by that CA
+    or the handshake fails (``require_client_auth``)."""
+    return grpc.ssl_server_credentials([(key_pem, cert_pem)], root_certificates=client_ca_pem,
+                                       require_client_auth=client_ca_pem is not None)
+
+
+def channel_credentials(ca_pem: bytes, cert_pem: bytes | None = None,
+                        key_pem: bytes | None = None) -> grpc.ChannelCredentials:
+    """TLS client credentials: ``ca_pem`` verifies the server; ``cert_pem``/``key_pem`` (both or
+    neither) are the client's identity for mutual TLS."""
+    return grpc.ssl_channel_credentials(root_certificates=ca_pem, private_key=key_pem,
+                                        certificate_chain=cert_pem)

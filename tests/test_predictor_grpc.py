@@ -147,8 +147,10 @@ def test_health_and_the_analytic_fallback(serve, tmp_path):
     assert resp.slowdown_b[0] == pytest.approx(1 + k * 0.5, abs=1e-4)
 
 
-def test_server_main_refuses_a_bad_model_file(tmp_path, capsys):
+def test_serve_refuses_a_bad_model_file(tmp_path, capsys):
+    from elastico.cli import main as cli_main
+
     bad = tmp_path / "m.json"
     bad.write_text('{"format": "elastico-slowdown-model"')  # truncated
-    assert predictor_server.main(["--model", str(bad), "--address", "127.0.0.1:0"]) == 2
+    assert cli_main(["serve", "predictor", "--plaintext", "--port", "0", "--model", str(bad)]) == 2
     assert "truncated or corrupt" in capsys.readouterr().err

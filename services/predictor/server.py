@@ -37,7 +37,7 @@ from elastico.predictor.service import PredictorCore
 from elastico.v1 import predictor_pb2, predictor_pb2_grpc
 
 __all__ = ["SERVICE_NAME", "PredictorServicer", "build_server", "profile_from_message",
-           "observation_from_message", "main"]
+           "observation_from_message"]
 
 #: Full name of the service, as health checking and reflection know it.
 SERVICE_NAME: str = predictor_pb2.DESCRIPTOR.services_by_name["PredictorService"].full_name
@@ -121,7 +121,8 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServiceServicer):
 
 
 def build_server(address: str = "127.0.0.1:0", *, core: PredictorCore | None = None,
-                 max_workers: int = 4, max_concurrent_rpcs: int = 32
+                 max_workers: int = 4, max_concurrent_rpcs: int = 32,
+                 credentials: grpc.ServerCredentials | None = None
                  ) -> tuple[grpc.Server, int]:
     """A PredictorService server bound to ``address`` (port 0 picks a free port), not started.
 
@@ -131,6 +132,9 @@ def build_server(address: str = "127.0.0.1:0", *, core: PredictorCore | None = N
     :class:`~elastico.grpc_errors.ErrorInterceptor`.  More than ``max_concurrent_rpcs`` RPCs in
     flight are refused by grpc with ``RESOURCE_EXHAUSTED``.
 
+    ``credentials``: TLS / mutual-TLS server credentials
+    (:func:`elastico.grpc_server.server_credentials`); None = plaintext.
+
     Returns ``(server, port)``; the caller runs ``server.start()`` and ``server.stop(grace)``.
     """
     servicer = PredictorServicer(core or PredictorCore())
@@ -138,42 +142,5 @@ def build_server(address: str = "127.0.0.1:0", *, core: PredictorCore | None = N
                      lambda server: predictor_pb2_grpc.add_PredictorServiceServicer_to_server(
                          servicer, server),
                      thread_name="elastico-predictor", max_workers=max_workers,
-                     max_concurrent_rpcs=max_concurrent_rpcs, max_message_bytes=MAX_MESSAGE_BYTES)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m elastico.predictor.server [--address HOST:PORT] [--model-dir DIR |
-    --model FILE]``: serve until interrupted (SIGINT stops with a 5 s grace period)."""
-    import argparse
-    import sys
-    from pathlib import Path
-
-    from elastico.predictor.service import ModelStore
-
-    ap = argparse.ArgumentParser(prog="python -m elastico.predictor.server",
-                                 description="Serve elastico.v1.PredictorService.")
-    ap.add_argument("--address", default="127.0.0.1:50052", help="host:port (default: %(default)s)")
-    g = ap.add_mutually_exclusive_group()
-    g.add_argument("--model-dir", type=Path, default=None, metavar="DIR",
-                   help="model store to serve from and report into (default: the bundled "
-                        "model, reports kept in memory)")
-    g.add_argument("--model", type=Path, default=None, metavar="FILE", help="serve this model file")
-    args = ap.parse_args(argv)
-    try:
-        core = PredictorCore(ModelStore(args.model_dir) if args.model_dir else None,
-                             model_path=args.model)
-    except InvalidArgument as e:
-        print(f"elastico: error: {e}", file=sys.stderr)
-        return 2
-    server, port = build_server(args.address, core=core)
-    server.start()
-    print(f"PredictorService on port {port}: {core.note}", file=sys.stderr, flush=True)
-    try:
-        server.wait_for_termination()
-    except KeyboardInterrupt:
-        server.stop(5).wait()
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())
+                     max_concurrent_rpcs=max_concurrent_rpcs, max_message_bytes=MAX_MESSAGE_BYTES,
+                     credentials=credentials)

@@ -139,13 +139,17 @@ class PricingServicer(pricing_pb2_grpc.PricingServiceServicer):
 
 
 def build_server(address: str = "127.0.0.1:0", *, max_workers: int = 4,
-                 max_concurrent_rpcs: int = 32) -> tuple[grpc.Server, int]:
+                 max_concurrent_rpcs: int = 32,
+                 credentials: grpc.ServerCredentials | None = None) -> tuple[grpc.Server, int]:
     """A PricingService server bound to ``address`` (port 0 picks a free port), not started.
 
     Registers :class:`PricingServicer`, the standard health service (``""`` and
     :data:`SERVICE_NAME` SERVING) and server reflection; installs
     :class:`~elastico.grpc_errors.ErrorInterceptor`.  More than ``max_concurrent_rpcs`` RPCs
     in flight are refused by grpc with ``RESOURCE_EXHAUSTED``.
+
+    ``credentials``: TLS / mutual-TLS server credentials
+    (:func:`elastico.grpc_server.server_credentials`); None = plaintext.
 
     Returns ``(server, port)``; the caller runs ``server.start()`` and, to shut down
     gracefully, ``server.stop(grace)``.
@@ -154,4 +158,5 @@ def build_server(address: str = "127.0.0.1:0", *, max_workers: int = 4,
                      lambda server: pricing_pb2_grpc.add_PricingServiceServicer_to_server(
                          PricingServicer(), server),
                      thread_name="elastico-pricing", max_workers=max_workers,
-                     max_concurrent_rpcs=max_concurrent_rpcs, max_message_bytes=MAX_MESSAGE_BYTES)
+                     max_concurrent_rpcs=max_concurrent_rpcs, max_message_bytes=MAX_MESSAGE_BYTES,
+                     credentials=credentials)

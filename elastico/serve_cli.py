@@ -1,0 +1,138 @@
+"""``elastico serve SERVICE``: run one ElastiCo gRPC service in this process until SIGTERM or
+SIGINT, then stop gracefully (in-flight RPCs get ``grace_s`` seconds to finish; new ones are
+refused).  Configuration: :mod:`elastico.serve_config` (flags > environment > TOML file).
+
+An adapter (it imports grpc): registered by the composition root :mod:`elastico.cli`.  The
+services themselves are built by ``elastico.pricing.server.build_server`` and
+``elastico.predictor.server.build_server``; the placer and node-agent services come with the
+services issue and are refused here with a clear message until then.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from elastico.errors import InvalidArgument
+from elastico.grpc_server import server_credentials
+from elastico.serve_config import DEFAULT_PORTS, SERVICES, ServeConfig, load_serve_config
+
+__all__ = ["register", "run", "start"]
+
+_AVAILABLE = ("pricing", "predictor")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "serve", help="run one gRPC service (pricing, predictor)",
+        description="Run one ElastiCo gRPC service until SIGTERM/SIGINT, then stop gracefully. "
+                    "TLS by default: give a certificate and key (and a client CA for mutual TLS) "
+                    "by flag, environment (ELASTICO_TLS_CERT, ELASTICO_TLS_KEY, "
+                    "ELASTICO_TLS_CLIENT_CA) or config file; --plaintext serves unencrypted. "
+                    "Precedence: flags > environment > --config file > defaults. Health checking "
+                    "(grpc.health.v1) and server reflection are always on.",
+        epilog="default ports: " + ", ".join(f"{k} {v}" for k, v in DEFAULT_PORTS.items())
+               + "; docs/api.md has the config file format. Exit status: 0 after a clean stop, "
+                 "2 bad configuration.")
+    p.add_argument("service", choices=SERVICES, help="the service to run")
+    p.add_argument("--address", default=None, metavar="HOST:PORT",
+                   help="listen address (default: 127.0.0.1:<the service's default port>; "
+                        "env ELASTICO_<SERVICE>_ADDRESS)")
+    p.add_argument("--port", type=int, default=None, metavar="P",
+                   help="shorthand for --address 127.0.0.1:P (0 = any free port)")
+    p.add_argument("--config", type=Path, default=None, metavar="FILE.toml",
+                   help="TOML config file ([serve], [serve.tls], [serve.SERVICE])")
+    p.add_argument("--tls-cert", default=None, metavar="PEM", help="server certificate chain")
+    p.add_argument("--tls-key", default=None, metavar="PEM", help="server private key")
+    p.add_argument("--tls-client-ca", default=None, metavar="PEM",
+                   help="CA that client certificates must chain to: mutual TLS")
+    p.add_argument("--plaintext", action="store_true", default=None,
+                   help="serve without TLS (loopback or a trusted mesh only)")
+    p.add_argument("--max-workers", default=None, metavar="N",
+                   help="RPC worker threads, 1..256 (default: 8)")
+    p.add_argument("--max-concurrent-rpcs", default=None, metavar="N",
+                   help="RPCs in flight before callers get RESOURCE_EXHAUSTED (default: 32)")
+    p.add_argument("--grace-s", default=None, metavar="S",
+                   help="seconds in-flight RPCs get to finish on shutdown (default: 10)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--model-dir", type=Path, default=None, metavar="DIR",
+                   help="predictor only: model store to serve from and report into (default: "
+                        "the bundled model, reports kept in memory)")
+    g.add_argument("--model", type=Path, default=None, metavar="FILE",
+                   help="predictor only: serve this model file")
+    p.set_defaults(func=run)
+
+
+def _config(args: argparse.Namespace) -> ServeConfig:
+    if args.port is not None and args.address is not None:
+        raise InvalidArgument("--port", args.port, "not together with --address")
+    if args.port is not None and not 0 <= args.port <= 65535:
+        raise InvalidArgument("--port", args.port, "a port in 0..65535")
+    for flag, value in (("--model-dir", args.model_dir), ("--model", args.model)):
+        if value is not None and args.service != "predictor":
+            raise InvalidArgument(flag, str(value), "only with the predictor")
+    overrides: dict[str, Any] = {
+        "address": args.address if args.port is None else f"127.0.0.1:{args.port}",
+        "max_workers": args.max_workers, "max_concurrent_rpcs": args.max_concurrent_rpcs,
+        "grace_s": args.grace_s, "tls_cert": args.tls_cert, "tls_key": args.tls_key,
+        "tls_client_ca": args.tls_client_ca, "plaintext": args.plaintext}
+    return load_serve_config(args.service, config_path=args.config, overrides=overrides)
+
+
+def start(cfg: ServeConfig, *, model_dir: Path | None = None, model: Path | None = None):
+    """Builds and starts the server of ``cfg``; returns ``(server, port)``.  Raises
+    InvalidArgument for a service not available yet or unreadable TLS files."""
+    creds = None
+    if cfg.tls is not None:
+        try:
+            creds = server_credentials(
+                cfg.tls.cert.read_bytes(), cfg.tls.key.read_bytes(),
+                cfg.tls.client_ca.read_bytes() if cfg.tls.client_ca else None)
+        except OSError as e:
+            raise InvalidArgument("tls", str(e), "readable PEM files") from None
+    kw = dict(max_workers=cfg.max_workers, max_concurrent_rpcs=cfg.max_concurrent_rpcs,
+              credentials=creds)
+    if cfg.service == "pricing":
+        from elastico.pricing.server import build_server
+        server, port = build_server(cfg.address, **kw)
+    elif cfg.service == "predictor":
+        from elastico.predictor.server import PredictorCore, build_server
+        from elastico.predictor.service import ModelStore
+        core = PredictorCore(ModelStore(model_dir) if model_dir else None, model_path=model)
+        server, port = build_server(cfg.address, core=core, **kw)
+    else:
+        raise InvalidArgument("service", cfg.service,
+                              f"one of {', '.join(_AVAILABLE)} (the {cfg.service} service is "
+                              "not implemented yet)")
+    server.start()
+    return server, port
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = _config(args)
+    server, port = start(cfg, model_dir=args.model_dir, model=args.model)
+    host = cfg.address.rpartition(":")[0]
+    print(f"elastico serve {cfg.service}: listening on {host}:{port} ({cfg.security}); "
+          f"max {cfg.max_concurrent_rpcs} RPCs in flight; SIGTERM/SIGINT stops with "
+          f"{cfg.grace_s:g} s grace", file=sys.stderr, flush=True)
+    stop = threading.Event()
+
+    def on_signal(signum, _frame):
+        stop.set()
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        while not stop.wait(0.5):
+            pass
+        print(f"elastico serve {cfg.service}: stopping (in-flight RPCs get {cfg.grace_s:g} s)",
+              file=sys.stderr, flush=True)
+        server.stop(cfg.grace_s).wait()
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    print(f"elastico serve {cfg.service}: stopped", file=sys.stderr, flush=True)
+    return 0

@@ -1,0 +1,251 @@
+"""``elastico serve``: configuration precedence and validation, TLS and mutual TLS handshakes
+(with a client refused when it has no certificate), and graceful shutdown of a real process
+(an in-flight Solve finishes after SIGTERM)."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from elastico.cli import main as cli_main
+from elastico.errors import InvalidArgument
+from elastico.grpc_server import channel_credentials
+from elastico.serve_cli import start
+from elastico.serve_config import DEFAULT_PORTS, load_serve_config
+from elastico.v1 import pricing_pb2, pricing_pb2_grpc
+
+x509 = pytest.importorskip("cryptography.x509")
+from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
+from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
+from cryptography.x509.oid import NameOID  # noqa: E402
+
+
+# ---- configuration -----------------------------------------------------------------------------
+
+def test_defaults_need_tls_or_an_explicit_plaintext():
+    with pytest.raises(InvalidArgument, match="tls.*--plaintext"):
+        load_serve_config("pricing", env={})
+    cfg = load_serve_config("pricing", env={}, overrides={"plaintext": True})
+    assert cfg.address == "127.0.0.1:50051" and cfg.security == "plaintext"
+    assert [load_serve_config(s, env={}, overrides={"plaintext": True}).address.rsplit(":")[1]
+            for s in DEFAULT_PORTS] == ["50051", "50052", "50053", "50054"]
+
+
+def test_flags_beat_environment_beat_file(tmp_path):
+    f = tmp_path / "elastico.toml"
+    f.write_text('[serve]\nmax_concurrent_rpcs = 7\nmax_workers = 3\nplaintext = true\n'
+                 '[serve.pricing]\naddress = "0.0.0.0:6000"\ngrace_s = 2.5\n')
+    from_file = load_serve_config("pricing", config_path=f, env={})
+    assert (from_file.address, from_file.max_concurrent_rpcs, from_file.max_workers,
+            from_file.grace_s) == ("0.0.0.0:6000", 7, 3, 2.5)
+    env = {"ELASTICO_PRICING_ADDRESS": "127.0.0.1:6001", "ELASTICO_MAX_CONCURRENT_RPCS": "9"}
+    from_env = load_serve_config("pricing", config_path=f, env=env)
+    assert (from_env.address, from_env.max_concurrent_rpcs, from_env.max_workers) == \
+        ("127.0.0.1:6001", 9, 3)
+    flags = load_serve_config("pricing", config_path=f, env=env,
+                              overrides={"max_concurrent_rpcs": "11", "address": None})
+    assert (flags.address, flags.max_concurrent_rpcs) == ("127.0.0.1:6001", 11)
+    # another service's table does not leak into this one
+    assert load_serve_config("predictor", config_path=f, env={}).address == "127.0.0.1:50052"
+
+
+@pytest.mark.parametrize("toml, field", [
+    ('[serve]\nmax_workers = 0\nplaintext = true\n', "max_workers"),
+    ('[serve]\nmax_workers = 2.5\nplaintext = true\n', "max_workers"),
+    ('[serve]\ngrace_s = -1\nplaintext = true\n', "grace_s"),
+    ('[serve]\ngrace_s = nan\nplaintext = true\n', "grace_s"),
+    ('[serve]\nplaintext = "maybe"\n', "plaintext"),
+    ('[serve]\nmax_concurent_rpcs = 5\n', "config.serve.max_concurent_rpcs"),
+    ('[serve.pricing]\naddress = "nohost"\n', "address"),
+    ('[serve.pricing]\naddress = "h:99999"\n', "address"),
+    ('[serve.tls]\ncert = "/no/such.pem"\nkey = "/no/such.key"\n', "tls.cert"),
+    ('[serve.tls]\ncert = "x"\n', "tls.key"),
+    ('[serve.tls]\ncertificate = "x"\n', "config.serve.tls"),
+    ('serve = 3\n', "config.serve"),
+    ('[serve\n', "config"),
+])
+def test_bad_config_names_the_field(tmp_path, toml, field):
+    f = tmp_path / "c.toml"
+    f.write_text(toml)
+    with pytest.raises(InvalidArgument) as e:
+        load_serve_config("pricing", config_path=f, env={})
+    assert e.value.field == field, str(e.value)
+
+
+def test_bad_flags_exit_2_with_the_field(capsys):
+    assert cli_main(["serve", "pricing", "--plaintext", "--port", "70000"]) == 2
+    assert "--port" in capsys.readouterr().err
+    assert cli_main(["serve", "pricing"]) == 2  # neither TLS nor --plaintext
+    assert "--plaintext" in capsys.readouterr().err
+    assert cli_main(["serve", "pricing", "--plaintext", "--model-dir", "x"]) == 2
+    assert cli_main(["serve", "placer", "--plaintext"]) == 2
+    assert "not implemented yet" in capsys.readouterr().err
+
+
+# ---- TLS / mutual TLS ---------------------------------------------------------------------------
+
+def _name(cn: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+
+def _cert(subject: str, key, issuer_name, issuer_key, *, ca: bool, san: str | None = None):
+    now = datetime.datetime.now(datetime.timezone.utc)
+    b = (x509.CertificateBuilder().subject_name(_name(subject)).issuer_name(issuer_name)
+         .public_key(key.public_key()).serial_number(x509.random_serial_number())
+         .not_valid_before(now - datetime.timedelta(minutes=5))
+         .not_valid_after(now + datetime.timedelta(days=1))
+         .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+    if san:
+        b = b.add_extension(x509.SubjectAlternativeName([x509.DNSName(san)]), critical=False)
+    return b.sign(issuer_key, hashes.SHA256())
+
+
+def _pem(obj) -> bytes:
+    if hasattr(obj, "private_bytes"):
+        return obj.private_bytes(serialization.Encoding.PEM,
+                                 serialization.PrivateFormat.PKCS8,
+                                 serialization.NoEncryption())
+    return obj.public_bytes(serialization.Encoding.PEM)
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    """A CA, a server certificate for 'localhost', a client certificate from the same CA and one
+    from a stranger's CA; written as PEM files."""
+    d = tmp_path_factory.mktemp("pki")
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = _cert("elastico-test-ca", ca_key, _name("elastico-test-ca"), ca_key, ca=True)
+    out = {"ca": ca}
+    for who, issuer, issuer_key in (("server", ca, ca_key), ("client", ca, ca_key)):
+        k = ec.generate_private_key(ec.SECP256R1())
+        out[who] = _cert(who, k, issuer.subject, issuer_key, ca=False,
+                         san="localhost" if who == "server" else None)
+        out[who + "_key"] = k
+    other_key = ec.generate_private_key(ec.SECP256R1())
+    other = _cert("other-ca", other_key, _name("other-ca"), other_key, ca=True)
+    k = ec.generate_private_key(ec.SECP256R1())
+    out["stranger"] = _cert("stranger", k, other.subject, other_key, ca=False)
+    out["stranger_key"] = k
+    paths = {}
+    for name, obj in out.items():
+        p = d / f"{name}.pem"
+        p.write_bytes(_pem(obj))
+        paths[name] = p
+    return paths
+
+
+def _health(port: int, creds: grpc.ChannelCredentials | None) -> int:
+    target = f"localhost:{port}"
+    ch = grpc.secure_channel(target, creds) if creds else grpc.insecure_channel(target)
+    with ch:
+        return health_pb2_grpc.HealthStub(ch).Check(
+            health_pb2.HealthCheckRequest(service="elastico.v1.PricingService"),
+            timeout=10).status
+
+
+def test_tls_server_answers_a_client_that_trusts_its_ca(pki):
+    cfg = load_serve_config("pricing", env={}, overrides={
+        "address": "127.0.0.1:0", "tls_cert": pki["server"], "tls_key": pki["server_key"]})
+    assert cfg.security == "tls"
+    server, port = start(cfg)
+    try:
+        ok = channel_credentials(pki["ca"].read_bytes())
+        assert _health(port, ok) == health_pb2.HealthCheckResponse.SERVING
+        with pytest.raises(grpc.RpcError):  # a plaintext client cannot talk to a TLS server
+            _health(port, None)
+    finally:
+        server.stop(0).wait()
+
+
+def test_mutual_tls_refuses_clients_without_a_valid_certificate(pki):
+    cfg = load_serve_config("pricing", env={}, overrides={
+        "address": "127.0.0.1:0", "tls_cert": pki["server"], "tls_key": pki["server_key"],
+        "tls_client_ca": pki["ca"]})
+    assert cfg.security == "mtls"
+    server, port = start(cfg)
+    ca = pki["ca"].read_bytes()
+    try:
+        good = channel_credentials(ca, pki["client"].read_bytes(),
+                                   pki["client_key"].read_bytes())
+        assert _health(port, good) == health_pb2.HealthCheckResponse.SERVING
+        for bad in (channel_credentials(ca),  # no client certificate
+                    channel_credentials(ca, pki["stranger"].read_bytes(),
+                                        pki["stranger_key"].read_bytes())):  # wrong CA
+            with pytest.raises(grpc.RpcError) as e:
+                _health(port, bad)
+            assert e.value.code() == grpc.StatusCode.UNAVAILABLE
+    finally:
+        server.stop(0).wait()
+
+
+# ---- a real process: graceful shutdown ----------------------------------------------------------
+
+def _big_request(n: int = 60_000, k: int = 8, r: int = 4) -> pricing_pb2.SolveRequest:
+    rng = np.random.default_rng(0)
+    d = rng.uniform(0, 1, (n * k, r)) * rng.uniform(0, 2, (n * k, 1))
+    u = d.sum(1) ** 0.7 * rng.uniform(0.5, 1.5, n * k)
+    cap = 0.4 * d.reshape(n, k, r).max(1).sum(0)
+    return pricing_pb2.SolveRequest(
+        instance=pricing_pb2.PricingInstance(
+            offsets=(np.arange(n + 1) * k).tolist(), utility=u.tolist(),
+            demand=d.ravel().tolist(), capacity=cap.tolist()),
+        max_iterations=400, gap_tolerance=1e-12)
+
+
+def test_sigterm_lets_the_in_flight_solve_finish_then_exits_0():
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-m", "elastico.cli", "serve", "pricing", "--port",
+                             "0", "--plaintext", "--grace-s", "60"],
+                            stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stderr.readline()
+        m = re.search(r"listening on .*:(\d+) \(plaintext\)", line)
+        assert m, line
+        port = int(m.group(1))
+        req = _big_request()
+        result: dict = {}
+        started = threading.Event()
+
+        def call():
+            with grpc.insecure_channel(f"127.0.0.1:{port}",
+                                       options=[("grpc.max_send_message_length", 64 << 20)]) as ch:
+                started.set()
+                try:
+                    result["ok"] = pricing_pb2_grpc.PricingServiceStub(ch).Solve(req, timeout=120)
+                except grpc.RpcError as e:  # pragma: no cover - the failure being tested for
+                    result["err"] = e
+
+        # One call first to learn how long a call takes here; the second is signalled half-way,
+        # when the server is working on it.
+        import time
+        t0 = time.perf_counter()
+        call()
+        took = time.perf_counter() - t0
+        assert "ok" in result
+        result.clear()
+        t = threading.Thread(target=call)
+        t.start()
+        started.wait(10)
+        time.sleep(took / 2)
+        assert t.is_alive(), ("the Solve finished before SIGTERM: make the instance bigger", result)
+        proc.send_signal(signal.SIGTERM)
+        t.join(120)
+        assert "err" not in result, result.get("err")
+        assert len(result["ok"].choice) == 60_000
+        assert proc.wait(60) == 0
+        rest = proc.stderr.read()
+        assert "stopping" in rest and "stopped" in rest
+    finally:
+        if proc.poll() is None:
+            proc.kill()
