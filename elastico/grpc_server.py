@@ -10,34 +10,70 @@ the error interceptor of :mod:`elastico.grpc_errors` (domain errors -> status co
 
 from __future__ import annotations
 
+import time
 from concurrent import futures
-from typing import Callable
+from typing import Any, Callable
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from elastico.grpc_errors import ErrorInterceptor
+from elastico.metrics import ServiceMetrics
 
-__all__ = ["serve_one", "deadline_passed", "server_credentials", "channel_credentials"]
+__all__ = ["serve_one", "deadline_passed", "server_credentials", "channel_credentials",
+           "MetricsInterceptor"]
+
+
+class MetricsInterceptor(grpc.ServerInterceptor):
+    """Times every unary-unary RPC and counts it by its final status code (outermost
+    interceptor, so it sees the code the error interceptor chose)."""
+
+    def __init__(self, metrics: ServiceMetrics):
+        self.metrics = metrics
+
+    def intercept_service(self, continuation: Callable[[Any], Any],
+                          handler_call_details: grpc.HandlerCallDetails) -> Any:
+        handler = continuation(handler_call_details)
+        if handler is None or handler.unary_unary is None:
+            return handler
+        method = handler_call_details.method
+        behavior = handler.unary_unary
+        metrics = self.metrics
+
+        def timed(request: Any, context: grpc.ServicerContext) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return behavior(request, context)
+            finally:
+                code = context.code()
+                metrics.observe_rpc(method, "OK" if code is None else code.name,
+                                    time.perf_counter() - t0)
+
+        return grpc.unary_unary_rpc_method_handler(
+            timed, request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer)
 
 
 def serve_one(address: str, service_name: str, add_servicer: Callable[[grpc.Server], None], *,
               thread_name: str, max_workers: int, max_concurrent_rpcs: int,
               max_message_bytes: int,
-              credentials: grpc.ServerCredentials | None = None) -> tuple[grpc.Server, int]:
+              credentials: grpc.ServerCredentials | None = None,
+              metrics: ServiceMetrics | None = None) -> tuple[grpc.Server, int]:
     """A server for one service bound to ``address`` (``host:port``; port 0 picks a free one),
     not started.  ``add_servicer(server)`` registers the service's servicer (the generated
     ``add_...Servicer_to_server``); ``service_name`` is its full name for health and
     reflection (e.g. ``"elastico.v1.PricingService"``).  ``max_message_bytes`` bounds both
     directions.  ``credentials``: TLS (or mutual TLS) server credentials
     (:func:`server_credentials`); None serves plaintext -- callers decide when that is allowed
-    (``elastico serve`` only on ``--plaintext``).  Returns ``(server, port)``; the caller runs
+    (``elastico serve`` only on ``--plaintext``).  ``metrics``: count and time every RPC on
+    it (:class:`MetricsInterceptor`).  Returns ``(server, port)``; the caller runs
     ``server.start()`` and ``server.stop(grace)``.  Raises RuntimeError when the address
     cannot be bound."""
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=thread_name),
-        interceptors=[ErrorInterceptor()],
+        interceptors=([MetricsInterceptor(metrics)] if metrics is not None else [])
+        + [ErrorInterceptor()],
         maximum_concurrent_rpcs=max_concurrent_rpcs,
         options=[("grpc.max_receive_message_length", max_message_bytes),
                  ("grpc.max_send_message_length", max_message_bytes)],

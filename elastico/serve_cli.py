@@ -19,6 +19,7 @@ from typing import Any
 
 from elastico.errors import InvalidArgument
 from elastico.grpc_server import server_credentials
+from elastico.metrics import ServiceMetrics
 from elastico.serve_config import DEFAULT_PORTS, SERVICES, ServeConfig, load_serve_config
 
 __all__ = ["register", "run", "start"]
@@ -56,6 +57,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="RPC worker threads, 1..256 (default: 8)")
     p.add_argument("--max-concurrent-rpcs", default=None, metavar="N",
                    help="RPCs in flight before callers get RESOURCE_EXHAUSTED (default: 32)")
+    p.add_argument("--metrics-port", default=None, metavar="P",
+                   help="serve Prometheus metrics on http://HOST:P/metrics (0 = any free port; "
+                        "default: off; env ELASTICO_METRICS_PORT)")
     p.add_argument("--grace-s", default=None, metavar="S",
                    help="seconds in-flight RPCs get to finish on shutdown (default: 10)")
     g = p.add_mutually_exclusive_group()
@@ -79,13 +83,16 @@ def _config(args: argparse.Namespace) -> ServeConfig:
         "address": args.address if args.port is None else f"127.0.0.1:{args.port}",
         "max_workers": args.max_workers, "max_concurrent_rpcs": args.max_concurrent_rpcs,
         "grace_s": args.grace_s, "tls_cert": args.tls_cert, "tls_key": args.tls_key,
-        "tls_client_ca": args.tls_client_ca, "plaintext": args.plaintext}
+        "tls_client_ca": args.tls_client_ca, "plaintext": args.plaintext,
+        "metrics_port": args.metrics_port}
     return load_serve_config(args.service, config_path=args.config, overrides=overrides)
 
 
-def start(cfg: ServeConfig, *, model_dir: Path | None = None, model: Path | None = None):
-    """Builds and starts the server of ``cfg``; returns ``(server, port)``.  Raises
-    InvalidArgument for a service not available yet or unreadable TLS files."""
+def start(cfg: ServeConfig, *, model_dir: Path | None = None, model: Path | None = None,
+          metrics: ServiceMetrics | None = None):
+    """Builds and starts the server of ``cfg``; returns ``(server, port)``.  ``metrics``: the
+    Prometheus metrics it records into.  Raises InvalidArgument for a service not available
+    yet or unreadable TLS files."""
     creds = None
     if cfg.tls is not None:
         try:
@@ -95,7 +102,7 @@ def start(cfg: ServeConfig, *, model_dir: Path | None = None, model: Path | None
         except OSError as e:
             raise InvalidArgument("tls", str(e), "readable PEM files") from None
     kw = dict(max_workers=cfg.max_workers, max_concurrent_rpcs=cfg.max_concurrent_rpcs,
-              credentials=creds)
+              credentials=creds, metrics=metrics)
     if cfg.service == "pricing":
         from elastico.pricing.server import build_server
         server, port = build_server(cfg.address, **kw)
@@ -114,11 +121,25 @@ def start(cfg: ServeConfig, *, model_dir: Path | None = None, model: Path | None
 
 def run(args: argparse.Namespace) -> int:
     cfg = _config(args)
-    server, port = start(cfg, model_dir=args.model_dir, model=args.model)
+    metrics = ServiceMetrics(cfg.service)
+    server, port = start(cfg, model_dir=args.model_dir, model=args.model, metrics=metrics)
     host = cfg.address.rpartition(":")[0]
+    http = None
+    if cfg.metrics_port is not None:
+        from prometheus_client import start_http_server
+        try:
+            http, _ = start_http_server(cfg.metrics_port, addr=host.strip("[]"),
+                                        registry=metrics.registry)
+        except OSError as e:
+            server.stop(0)
+            raise InvalidArgument("metrics_port", cfg.metrics_port, f"a free port ({e})") from None
+
     print(f"elastico serve {cfg.service}: listening on {host}:{port} ({cfg.security}); "
           f"max {cfg.max_concurrent_rpcs} RPCs in flight; SIGTERM/SIGINT stops with "
           f"{cfg.grace_s:g} s grace", file=sys.stderr, flush=True)
+    if http is not None:
+        print(f"elastico serve {cfg.service}: metrics on http://{host}:{http.server_port}/metrics",
+              file=sys.stderr, flush=True)
     stop = threading.Event()
 
     def on_signal(signum, _frame):
@@ -131,6 +152,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"elastico serve {cfg.service}: stopping (in-flight RPCs get {cfg.grace_s:g} s)",
               file=sys.stderr, flush=True)
         server.stop(cfg.grace_s).wait()
+        if http is not None:
+            http.shutdown()
     finally:
         for s, h in old.items():
             signal.signal(s, h)

@@ -22,7 +22,7 @@ them for one)::
 Environment: ``ELASTICO_<SERVICE>_ADDRESS`` (e.g. ``ELASTICO_PRICING_ADDRESS``),
 ``ELASTICO_MAX_WORKERS``, ``ELASTICO_MAX_CONCURRENT_RPCS``, ``ELASTICO_GRACE_S``,
 ``ELASTICO_TLS_CERT``, ``ELASTICO_TLS_KEY``, ``ELASTICO_TLS_CLIENT_CA``, ``ELASTICO_PLAINTEXT``
-(``1``/``true``/``yes``).
+(``1``/``true``/``yes``), ``ELASTICO_METRICS_PORT``.
 
 Plaintext is served only when asked for (``plaintext = true``, ``--plaintext`` or
 ``ELASTICO_PLAINTEXT=1``); otherwise a certificate and key are required.  Every bad value
@@ -75,7 +75,8 @@ class ServeConfig:
     """One service process.  ``address`` is ``host:port`` (port 0 = any free port);
     ``max_workers`` threads serve RPCs; beyond ``max_concurrent_rpcs`` in flight callers get
     ``RESOURCE_EXHAUSTED``; on SIGTERM/SIGINT in-flight RPCs get ``grace_s`` seconds to finish.
-    ``tls`` None only with ``plaintext``."""
+    ``tls`` None only with ``plaintext``.  ``metrics_port``: serve Prometheus metrics on
+    ``http://<host of address>:metrics_port/metrics`` (None = off; 0 = any free port)."""
 
     service: str
     address: str
@@ -84,6 +85,7 @@ class ServeConfig:
     grace_s: float = 10.0
     tls: TlsConfig | None = None
     plaintext: bool = False
+    metrics_port: int | None = None
 
     @property
     def security(self) -> str:
@@ -160,7 +162,7 @@ def load_serve_config(service: str, *, config_path: Path | None = None,
     ``config_path`` (optional), ``env`` (the process environment when None) and
     ``overrides`` (command-line values; None entries are ignored).  Keys of ``overrides``:
     ``address``, ``max_workers``, ``max_concurrent_rpcs``, ``grace_s``, ``tls_cert``,
-    ``tls_key``, ``tls_client_ca``, ``plaintext``.  Raises InvalidArgument on any bad value,
+    ``tls_key``, ``tls_client_ca``, ``plaintext``, ``metrics_port``.  Raises InvalidArgument on any bad value,
     on a half-configured TLS identity, and when neither TLS nor plaintext is configured."""
     if service not in SERVICES:
         raise InvalidArgument("service", service, f"one of {', '.join(SERVICES)}")
@@ -172,7 +174,8 @@ def load_serve_config(service: str, *, config_path: Path | None = None,
         serve = doc.get("serve", {})
         if not isinstance(serve, dict):
             raise InvalidArgument("config.serve", type(serve).__name__, "a table")
-        common = {"max_workers", "max_concurrent_rpcs", "grace_s", "plaintext", "tls"}
+        common = {"max_workers", "max_concurrent_rpcs", "grace_s", "plaintext", "tls",
+                  "metrics_port"}
         sections = ((serve, "serve", common | set(SERVICES)),
                     (serve.get(service, {}), f"serve.{service}", common | {"address"}))
         for table, prefix, allowed in sections:
@@ -192,7 +195,8 @@ def load_serve_config(service: str, *, config_path: Path | None = None,
     env_keys = {f"ELASTICO_{service.upper()}_ADDRESS": "address",
                 "ELASTICO_MAX_WORKERS": "max_workers",
                 "ELASTICO_MAX_CONCURRENT_RPCS": "max_concurrent_rpcs",
-                "ELASTICO_GRACE_S": "grace_s", "ELASTICO_PLAINTEXT": "plaintext"}
+                "ELASTICO_GRACE_S": "grace_s", "ELASTICO_PLAINTEXT": "plaintext",
+                "ELASTICO_METRICS_PORT": "metrics_port"}
     for name, key in env_keys.items():
         if name in env:
             raw[key] = env[name]
@@ -216,6 +220,8 @@ def load_serve_config(service: str, *, config_path: Path | None = None,
     if "max_concurrent_rpcs" in raw:
         cfg = replace(cfg, max_concurrent_rpcs=_int("max_concurrent_rpcs",
                                                     raw["max_concurrent_rpcs"], 1, _MAX_RPCS))
+    if raw.get("metrics_port") not in (None, ""):
+        cfg = replace(cfg, metrics_port=_int("metrics_port", raw["metrics_port"], 0, 65535))
     if "grace_s" in raw:
         cfg = replace(cfg, grace_s=_float("grace_s", raw["grace_s"], 0.0, _MAX_GRACE_S))
     plaintext = _bool("plaintext", raw.get("plaintext", False))

@@ -249,3 +249,48 @@ def test_sigterm_lets_the_in_flight_solve_finish_then_exits_0():
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+# ---- Prometheus metrics -------------------------------------------------------------------------
+
+def test_metrics_count_rpcs_by_code_and_record_the_solve():
+    import urllib.request
+
+    from prometheus_client import start_http_server
+
+    from elastico.metrics import ServiceMetrics
+
+    metrics = ServiceMetrics("pricing")
+    cfg = load_serve_config("pricing", env={}, overrides={"address": "127.0.0.1:0",
+                                                           "plaintext": True})
+    server, port = start(cfg, metrics=metrics)
+    http, _ = start_http_server(0, addr="127.0.0.1", registry=metrics.registry)
+    try:
+        inst = pricing_pb2.PricingInstance(  # 2 jobs, 1 GPU: OPT = 3 at price 1
+            offsets=[0, 2, 4], utility=[0, 3, 0, 2], demand=[0, 1, 0, 1], capacity=[1],
+            resource_names=["nvidia.com/gpu"])
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+            stub = pricing_pb2_grpc.PricingServiceStub(ch)
+            for _ in range(3):
+                stub.Solve(pricing_pb2.SolveRequest(instance=inst), timeout=10)
+            bad = pricing_pb2.PricingInstance(offsets=[0, 2, 4], utility=[0, 3, 0, 2],
+                                              demand=[0, 1, 0, 1], capacity=[-1])
+            with pytest.raises(grpc.RpcError):
+                stub.Solve(pricing_pb2.SolveRequest(instance=bad), timeout=10)
+        get = metrics.registry.get_sample_value
+        method = "/elastico.v1.PricingService/Solve"
+        assert get("elastico_rpc_total", {"service": "pricing", "method": method,
+                                          "code": "OK"}) == 3
+        assert get("elastico_rpc_total", {"service": "pricing", "method": method,
+                                          "code": "INVALID_ARGUMENT"}) == 1
+        assert get("elastico_rpc_duration_seconds_count",
+                   {"service": "pricing", "method": method}) == 4
+        assert get("elastico_pricing_solve_seconds_count") == 3
+        assert get("elastico_pricing_gap") == 0.0  # the hand-worked instance certifies OPT
+        assert get("elastico_pricing_price", {"resource": "nvidia.com/gpu"}) > 0
+        body = urllib.request.urlopen(f"http://127.0.0.1:{http.server_port}/metrics",
+                                      timeout=10).read().decode()
+        assert 'elastico_rpc_total{code="INVALID_ARGUMENT"' in body
+    finally:
+        http.shutdown()
+        server.stop(0).wait()

@@ -30,6 +30,7 @@ import grpc
 
 from elastico.errors import InvalidArgument
 from elastico.grpc_server import deadline_passed, serve_one
+from elastico.metrics import ServiceMetrics
 from elastico.predictor.observations import Observation, analytic_activity
 from elastico.predictor.profile import JobProfile
 from elastico.predictor.schema import check_gpu_model
@@ -85,8 +86,9 @@ def observation_from_message(m: predictor_pb2.Observation, where: str) -> Observ
 class PredictorServicer(predictor_pb2_grpc.PredictorServiceServicer):
     """PredictSlowdown and ReportObservation over one :class:`PredictorCore`."""
 
-    def __init__(self, core: PredictorCore):
+    def __init__(self, core: PredictorCore, metrics: ServiceMetrics | None = None):
         self.core = core
+        self._metrics = metrics
 
     def PredictSlowdown(self, request: predictor_pb2.PredictSlowdownRequest,
                         context: grpc.ServicerContext) -> predictor_pb2.PredictSlowdownResponse:
@@ -105,6 +107,8 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServiceServicer):
                     p = cache[key] = profile_from_message(msg, gpu, f"pairs[{i}].{side}")
                 out.append(p)
         sa, sb, version = self.core.predict(a, b, gpu, both=request.include_b)
+        if self._metrics is not None:
+            self._metrics.observe_prediction(len(a), fallback=version.startswith("analytic"))
         if deadline_passed(context):
             context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "deadline passed while predicting")
         return predictor_pb2.PredictSlowdownResponse(
@@ -122,8 +126,8 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServiceServicer):
 
 def build_server(address: str = "127.0.0.1:0", *, core: PredictorCore | None = None,
                  max_workers: int = 4, max_concurrent_rpcs: int = 32,
-                 credentials: grpc.ServerCredentials | None = None
-                 ) -> tuple[grpc.Server, int]:
+                 credentials: grpc.ServerCredentials | None = None,
+                 metrics: ServiceMetrics | None = None) -> tuple[grpc.Server, int]:
     """A PredictorService server bound to ``address`` (port 0 picks a free port), not started.
 
     ``core``: the :class:`PredictorCore` to serve (default: a core over the bundled model,
@@ -133,14 +137,15 @@ def build_server(address: str = "127.0.0.1:0", *, core: PredictorCore | None = N
     flight are refused by grpc with ``RESOURCE_EXHAUSTED``.
 
     ``credentials``: TLS / mutual-TLS server credentials
-    (:func:`elastico.grpc_server.server_credentials`); None = plaintext.
+    (:func:`elastico.grpc_server.server_credentials`); None = plaintext.  ``metrics``: the
+    Prometheus metrics to record into (:class:`elastico.metrics.ServiceMetrics`).
 
     Returns ``(server, port)``; the caller runs ``server.start()`` and ``server.stop(grace)``.
     """
-    servicer = PredictorServicer(core or PredictorCore())
+    servicer = PredictorServicer(core or PredictorCore(), metrics)
     return serve_one(address, SERVICE_NAME,
                      lambda server: predictor_pb2_grpc.add_PredictorServiceServicer_to_server(
                          servicer, server),
                      thread_name="elastico-predictor", max_workers=max_workers,
                      max_concurrent_rpcs=max_concurrent_rpcs, max_message_bytes=MAX_MESSAGE_BYTES,
-                     credentials=credentials)
+                     credentials=credentials, metrics=metrics)

@@ -37,6 +37,7 @@ import numpy as np
 import elastico.pricing as pricing
 from elastico.errors import InvalidArgument
 from elastico.grpc_server import deadline_passed, serve_one
+from elastico.metrics import ServiceMetrics
 from elastico.v1 import pricing_pb2, pricing_pb2_grpc
 
 __all__ = ["SERVICE_NAME", "PricingServicer", "build_server", "solve_kwargs"]
@@ -106,10 +107,11 @@ def solve_kwargs(request: pricing_pb2.SolveRequest) -> dict[str, Any]:
 class PricingServicer(pricing_pb2_grpc.PricingServiceServicer):
     """Solve and GetPrices.  The only state is the last prices and resource names."""
 
-    def __init__(self) -> None:
+    def __init__(self, metrics: ServiceMetrics | None = None) -> None:
         self._lock = threading.Lock()
         self._prices: tuple[float, ...] = ()
         self._names: tuple[str, ...] = ()
+        self._metrics = metrics
 
     def Solve(self, request: pricing_pb2.SolveRequest,
               context: grpc.ServicerContext) -> pricing_pb2.SolveResponse:
@@ -124,8 +126,13 @@ class PricingServicer(pricing_pb2_grpc.PricingServiceServicer):
             context.abort(grpc.StatusCode.DEADLINE_EXCEEDED,
                           f"deadline passed while solving ({res.seconds:.3f} s); prices not kept")
         prices = tuple(float(x) for x in res.prices)
+        names = tuple(request.instance.resource_names)
         with self._lock:
-            self._prices, self._names = prices, tuple(request.instance.resource_names)
+            self._prices, self._names = prices, names
+        if self._metrics is not None:
+            self._metrics.observe_solve(
+                res.seconds, res.gap, res.iterations,
+                {(names[r] if names else str(r)): p for r, p in enumerate(prices)})
         return pricing_pb2.SolveResponse(
             choice=res.choice.tolist(), prices=prices, primal_value=res.primal_value,
             dual_bound=res.dual_bound, gap=res.gap, iterations=res.iterations,
@@ -140,7 +147,8 @@ class PricingServicer(pricing_pb2_grpc.PricingServiceServicer):
 
 def build_server(address: str = "127.0.0.1:0", *, max_workers: int = 4,
                  max_concurrent_rpcs: int = 32,
-                 credentials: grpc.ServerCredentials | None = None) -> tuple[grpc.Server, int]:
+                 credentials: grpc.ServerCredentials | None = None,
+                 metrics: ServiceMetrics | None = None) -> tuple[grpc.Server, int]:
     """A PricingService server bound to ``address`` (port 0 picks a free port), not started.
 
     Registers :class:`PricingServicer`, the standard health service (``""`` and
@@ -149,14 +157,15 @@ def build_server(address: str = "127.0.0.1:0", *, max_workers: int = 4,
     in flight are refused by grpc with ``RESOURCE_EXHAUSTED``.
 
     ``credentials``: TLS / mutual-TLS server credentials
-    (:func:`elastico.grpc_server.server_credentials`); None = plaintext.
+    (:func:`elastico.grpc_server.server_credentials`); None = plaintext.  ``metrics``: the
+    Prometheus metrics to record into (:class:`elastico.metrics.ServiceMetrics`).
 
     Returns ``(server, port)``; the caller runs ``server.start()`` and, to shut down
     gracefully, ``server.stop(grace)``.
     """
     return serve_one(address, SERVICE_NAME,
                      lambda server: pricing_pb2_grpc.add_PricingServiceServicer_to_server(
-                         PricingServicer(), server),
+                         PricingServicer(metrics), server),
                      thread_name="elastico-pricing", max_workers=max_workers,
                      max_concurrent_rpcs=max_concurrent_rpcs, max_message_bytes=MAX_MESSAGE_BYTES,
-                     credentials=credentials)
+                     credentials=credentials, metrics=metrics)
