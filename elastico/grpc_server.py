@@ -20,6 +20,8 @@ from grpc_reflection.v1alpha import reflection
 
 from elastico.grpc_errors import ErrorInterceptor
 from elastico.metrics import ServiceMetrics
+from elastico.telemetry import server_interceptor
+from elastico.tracing import NOOP, Tracer
 
 __all__ = ["serve_one", "deadline_passed", "server_credentials", "channel_credentials",
            "MetricsInterceptor"]
@@ -59,7 +61,8 @@ def serve_one(address: str, service_name: str, add_servicer: Callable[[grpc.Serv
               thread_name: str, max_workers: int, max_concurrent_rpcs: int,
               max_message_bytes: int,
               credentials: grpc.ServerCredentials | None = None,
-              metrics: ServiceMetrics | None = None) -> tuple[grpc.Server, int]:
+              metrics: ServiceMetrics | None = None,
+              tracer: Tracer = NOOP) -> tuple[grpc.Server, int]:
     """A server for one service bound to ``address`` (``host:port``; port 0 picks a free one),
     not started.  ``add_servicer(server)`` registers the service's servicer (the generated
     ``add_...Servicer_to_server``); ``service_name`` is its full name for health and
@@ -67,13 +70,16 @@ def serve_one(address: str, service_name: str, add_servicer: Callable[[grpc.Serv
     directions.  ``credentials``: TLS (or mutual TLS) server credentials
     (:func:`server_credentials`); None serves plaintext -- callers decide when that is allowed
     (``elastico serve`` only on ``--plaintext``).  ``metrics``: count and time every RPC on
-    it (:class:`MetricsInterceptor`).  Returns ``(server, port)``; the caller runs
+    it (:class:`MetricsInterceptor`).  ``tracer``: an OpenTelemetry tracer
+    (:func:`elastico.telemetry.configure`) opens a server span per RPC, child of the caller's
+    span.  Returns ``(server, port)``; the caller runs
     ``server.start()`` and ``server.stop(grace)``.  Raises RuntimeError when the address
     cannot be bound."""
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=thread_name),
-        interceptors=([MetricsInterceptor(metrics)] if metrics is not None else [])
-        + [ErrorInterceptor()],
+        interceptors=[i for i in (server_interceptor(tracer),
+                                  MetricsInterceptor(metrics) if metrics is not None else None,
+                                  ErrorInterceptor()) if i is not None],
         maximum_concurrent_rpcs=max_concurrent_rpcs,
         options=[("grpc.max_receive_message_length", max_message_bytes),
                  ("grpc.max_send_message_length", max_message_bytes)],

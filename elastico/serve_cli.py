@@ -20,6 +20,9 @@ from typing import Any
 from elastico.errors import InvalidArgument
 from elastico.grpc_server import server_credentials
 from elastico.metrics import ServiceMetrics
+from elastico.telemetry import OtelTracer
+from elastico.telemetry import configure as configure_tracing
+from elastico.tracing import NOOP, Tracer
 from elastico.serve_config import DEFAULT_PORTS, SERVICES, ServeConfig, load_serve_config
 
 __all__ = ["register", "run", "start"]
@@ -89,7 +92,7 @@ def _config(args: argparse.Namespace) -> ServeConfig:
 
 
 def start(cfg: ServeConfig, *, model_dir: Path | None = None, model: Path | None = None,
-          metrics: ServiceMetrics | None = None):
+          metrics: ServiceMetrics | None = None, tracer: Tracer = NOOP):
     """Builds and starts the server of ``cfg``; returns ``(server, port)``.  ``metrics``: the
     Prometheus metrics it records into.  Raises InvalidArgument for a service not available
     yet or unreadable TLS files."""
@@ -102,7 +105,7 @@ def start(cfg: ServeConfig, *, model_dir: Path | None = None, model: Path | None
         except OSError as e:
             raise InvalidArgument("tls", str(e), "readable PEM files") from None
     kw = dict(max_workers=cfg.max_workers, max_concurrent_rpcs=cfg.max_concurrent_rpcs,
-              credentials=creds, metrics=metrics)
+              credentials=creds, metrics=metrics, tracer=tracer)
     if cfg.service == "pricing":
         from elastico.pricing.server import build_server
         server, port = build_server(cfg.address, **kw)
@@ -122,7 +125,9 @@ def start(cfg: ServeConfig, *, model_dir: Path | None = None, model: Path | None
 def run(args: argparse.Namespace) -> int:
     cfg = _config(args)
     metrics = ServiceMetrics(cfg.service)
-    server, port = start(cfg, model_dir=args.model_dir, model=args.model, metrics=metrics)
+    tracer = configure_tracing(f"elastico-{cfg.service}")
+    server, port = start(cfg, model_dir=args.model_dir, model=args.model, metrics=metrics,
+                         tracer=tracer)
     host = cfg.address.rpartition(":")[0]
     http = None
     if cfg.metrics_port is not None:
@@ -135,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
             raise InvalidArgument("metrics_port", cfg.metrics_port, f"a free port ({e})") from None
 
     print(f"elastico serve {cfg.service}: listening on {host}:{port} ({cfg.security}); "
+          f"tracing {'OTLP' if isinstance(tracer, OtelTracer) else 'off'}; "
           f"max {cfg.max_concurrent_rpcs} RPCs in flight; SIGTERM/SIGINT stops with "
           f"{cfg.grace_s:g} s grace", file=sys.stderr, flush=True)
     if http is not None:
@@ -154,6 +160,8 @@ def run(args: argparse.Namespace) -> int:
         server.stop(cfg.grace_s).wait()
         if http is not None:
             http.shutdown()
+        if isinstance(tracer, OtelTracer):
+            tracer.shutdown()  # flushes the spans still queued
     finally:
         for s, h in old.items():
             signal.signal(s, h)

@@ -31,6 +31,7 @@ import grpc
 from elastico.errors import InvalidArgument
 from elastico.grpc_server import deadline_passed, serve_one
 from elastico.metrics import ServiceMetrics
+from elastico.tracing import NOOP, Tracer
 from elastico.predictor.observations import Observation, analytic_activity
 from elastico.predictor.profile import JobProfile
 from elastico.predictor.schema import check_gpu_model
@@ -86,9 +87,11 @@ def observation_from_message(m: predictor_pb2.Observation, where: str) -> Observ
 class PredictorServicer(predictor_pb2_grpc.PredictorServiceServicer):
     """PredictSlowdown and ReportObservation over one :class:`PredictorCore`."""
 
-    def __init__(self, core: PredictorCore, metrics: ServiceMetrics | None = None):
+    def __init__(self, core: PredictorCore, metrics: ServiceMetrics | None = None,
+                 tracer: Tracer = NOOP):
         self.core = core
         self._metrics = metrics
+        self._tracer = tracer
 
     def PredictSlowdown(self, request: predictor_pb2.PredictSlowdownRequest,
                         context: grpc.ServicerContext) -> predictor_pb2.PredictSlowdownResponse:
@@ -106,7 +109,10 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServiceServicer):
                 if p is None:
                     p = cache[key] = profile_from_message(msg, gpu, f"pairs[{i}].{side}")
                 out.append(p)
-        sa, sb, version = self.core.predict(a, b, gpu, both=request.include_b)
+        with self._tracer.span("predictor.predict", {"predictor.pairs": len(a),
+                                                     "predictor.gpu_model": gpu}) as span:
+            sa, sb, version = self.core.predict(a, b, gpu, both=request.include_b)
+            span.set_attribute("predictor.model_version", version)
         if self._metrics is not None:
             self._metrics.observe_prediction(len(a), fallback=version.startswith("analytic"))
         if deadline_passed(context):
@@ -127,7 +133,8 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServiceServicer):
 def build_server(address: str = "127.0.0.1:0", *, core: PredictorCore | None = None,
                  max_workers: int = 4, max_concurrent_rpcs: int = 32,
                  credentials: grpc.ServerCredentials | None = None,
-                 metrics: ServiceMetrics | None = None) -> tuple[grpc.Server, int]:
+                 metrics: ServiceMetrics | None = None,
+                 tracer: Tracer = NOOP) -> tuple[grpc.Server, int]:
     """A PredictorService server bound to ``address`` (port 0 picks a free port), not started.
 
     ``core``: the :class:`PredictorCore` to serve (default: a core over the bundled model,
@@ -139,13 +146,15 @@ def build_server(address: str = "127.0.0.1:0", *, core: PredictorCore | None = N
     ``credentials``: TLS / mutual-TLS server credentials
     (:func:`elastico.grpc_server.server_credentials`); None = plaintext.  ``metrics``: the
     Prometheus metrics to record into (:class:`elastico.metrics.ServiceMetrics`).
+    ``tracer``: OpenTelemetry tracer: a server span per RPC and a ``predictor.predict`` child
+    with the pair count and model version.
 
     Returns ``(server, port)``; the caller runs ``server.start()`` and ``server.stop(grace)``.
     """
-    servicer = PredictorServicer(core or PredictorCore(), metrics)
+    servicer = PredictorServicer(core or PredictorCore(), metrics, tracer)
     return serve_one(address, SERVICE_NAME,
                      lambda server: predictor_pb2_grpc.add_PredictorServiceServicer_to_server(
                          servicer, server),
                      thread_name="elastico-predictor", max_workers=max_workers,
                      max_concurrent_rpcs=max_concurrent_rpcs, max_message_bytes=MAX_MESSAGE_BYTES,
-                     credentials=credentials, metrics=metrics)
+                     credentials=credentials, metrics=metrics, tracer=tracer)

@@ -38,6 +38,7 @@ import elastico.pricing as pricing
 from elastico.errors import InvalidArgument
 from elastico.grpc_server import deadline_passed, serve_one
 from elastico.metrics import ServiceMetrics
+from elastico.tracing import NOOP, Tracer
 from elastico.v1 import pricing_pb2, pricing_pb2_grpc
 
 __all__ = ["SERVICE_NAME", "PricingServicer", "build_server", "solve_kwargs"]
@@ -107,26 +108,34 @@ def solve_kwargs(request: pricing_pb2.SolveRequest) -> dict[str, Any]:
 class PricingServicer(pricing_pb2_grpc.PricingServiceServicer):
     """Solve and GetPrices.  The only state is the last prices and resource names."""
 
-    def __init__(self, metrics: ServiceMetrics | None = None) -> None:
+    def __init__(self, metrics: ServiceMetrics | None = None, tracer: Tracer = NOOP) -> None:
         self._lock = threading.Lock()
         self._prices: tuple[float, ...] = ()
         self._names: tuple[str, ...] = ()
         self._metrics = metrics
+        self._tracer = tracer
 
     def Solve(self, request: pricing_pb2.SolveRequest,
               context: grpc.ServicerContext) -> pricing_pb2.SolveResponse:
         if deadline_passed(context):
             context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "deadline passed before solving")
         kwargs = solve_kwargs(request)
-        try:
-            res = pricing.solve(**kwargs)
-        except InvalidArgument as e:
-            raise _wire_error(e, len(request.instance.capacity)) from None
+        names = tuple(request.instance.resource_names)
+        shape = {"pricing.jobs": len(kwargs["offsets"]) - 1,
+                 "pricing.resources": len(kwargs["capacity"])}
+        with self._tracer.span("pricing.solve", shape) as span:
+            try:
+                res = pricing.solve(**kwargs)
+            except InvalidArgument as e:
+                raise _wire_error(e, len(request.instance.capacity)) from None
+            span.set_attribute("pricing.iterations", res.iterations)
+            span.set_attribute("pricing.gap", res.gap)
+            for r, p in enumerate(res.prices):
+                span.set_attribute(f"pricing.price.{names[r] if names else r}", float(p))
         if deadline_passed(context):
             context.abort(grpc.StatusCode.DEADLINE_EXCEEDED,
                           f"deadline passed while solving ({res.seconds:.3f} s); prices not kept")
         prices = tuple(float(x) for x in res.prices)
-        names = tuple(request.instance.resource_names)
         with self._lock:
             self._prices, self._names = prices, names
         if self._metrics is not None:
@@ -148,7 +157,8 @@ class PricingServicer(pricing_pb2_grpc.PricingServiceServicer):
 def build_server(address: str = "127.0.0.1:0", *, max_workers: int = 4,
                  max_concurrent_rpcs: int = 32,
                  credentials: grpc.ServerCredentials | None = None,
-                 metrics: ServiceMetrics | None = None) -> tuple[grpc.Server, int]:
+                 metrics: ServiceMetrics | None = None,
+                 tracer: Tracer = NOOP) -> tuple[grpc.Server, int]:
     """A PricingService server bound to ``address`` (port 0 picks a free port), not started.
 
     Registers :class:`PricingServicer`, the standard health service (``""`` and
@@ -159,13 +169,15 @@ def build_server(address: str = "127.0.0.1:0", *, max_workers: int = 4,
     ``credentials``: TLS / mutual-TLS server credentials
     (:func:`elastico.grpc_server.server_credentials`); None = plaintext.  ``metrics``: the
     Prometheus metrics to record into (:class:`elastico.metrics.ServiceMetrics`).
+    ``tracer``: OpenTelemetry tracer (:func:`elastico.telemetry.configure`): a server span per
+    RPC and a ``pricing.solve`` child with the iterations, gap and prices.
 
     Returns ``(server, port)``; the caller runs ``server.start()`` and, to shut down
     gracefully, ``server.stop(grace)``.
     """
     return serve_one(address, SERVICE_NAME,
                      lambda server: pricing_pb2_grpc.add_PricingServiceServicer_to_server(
-                         PricingServicer(metrics), server),
+                         PricingServicer(metrics, tracer), server),
                      thread_name="elastico-pricing", max_workers=max_workers,
                      max_concurrent_rpcs=max_concurrent_rpcs, max_message_bytes=MAX_MESSAGE_BYTES,
-                     credentials=credentials, metrics=metrics)
+                     credentials=credentials, metrics=metrics, tracer=tracer)
