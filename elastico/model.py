@@ -233,7 +233,8 @@ class Job:
 class Node:
     """A node: ``num_gpus`` GPUs of one ``gpu_model`` (a trace node has one model), each with
     ``gpu_mem_gib`` of memory; ``cpu`` cores and ``mem_gib`` host memory; ``labels`` such as a
-    topology domain."""
+    topology domain; ``unhealthy_gpus``: indices of GPUs the node agent or a node condition
+    marked unhealthy (never free: the placer books nothing new on them, docs/placement.md)."""
 
     name: str
     gpu_model: str
@@ -242,6 +243,7 @@ class Node:
     cpu: float
     mem_gib: float
     labels: tuple[tuple[str, str], ...] = field(default=())
+    unhealthy_gpus: frozenset[int] = field(default=frozenset())
 
     @property
     def mig_capable(self) -> bool:

@@ -11,6 +11,7 @@ services issue and are refused here with a clear message until then.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -106,18 +107,33 @@ def start(cfg: ServeConfig, *, model_dir: Path | None = None, model: Path | None
             raise InvalidArgument("tls", str(e), "readable PEM files") from None
     kw = dict(max_workers=cfg.max_workers, max_concurrent_rpcs=cfg.max_concurrent_rpcs,
               credentials=creds, metrics=metrics, tracer=tracer)
-    if cfg.service == "pricing":
-        from elastico.pricing.server import build_server
-        server, port = build_server(cfg.address, **kw)
-    elif cfg.service == "predictor":
-        from elastico.predictor.server import PredictorCore, build_server
-        from elastico.predictor.service import ModelStore
-        core = PredictorCore(ModelStore(model_dir) if model_dir else None, model_path=model)
-        server, port = build_server(cfg.address, core=core, **kw)
-    else:
+    if cfg.service not in _AVAILABLE:
         raise InvalidArgument("service", cfg.service,
                               f"one of {', '.join(_AVAILABLE)} (the {cfg.service} service is "
                               "not implemented yet)")
+    try:
+        if cfg.service == "pricing":
+            from elastico.pricing.server import build_server
+            server, port = build_server(cfg.address, **kw)
+        else:
+            from elastico.predictor.server import PredictorCore, build_server
+            from elastico.predictor.service import ModelStore
+            if model_dir is not None:
+                where = model_dir if model_dir.exists() else model_dir.parent
+                if not (where.is_dir() and os.access(where, os.W_OK)):
+                    raise InvalidArgument("--model-dir", str(model_dir),
+                                          "a folder this process may write or create (reported "
+                                          "observations and new models go there)")
+            core = PredictorCore(ModelStore(model_dir) if model_dir else None, model_path=model)
+            server, port = build_server(cfg.address, core=core, **kw)
+    except RuntimeError as e:  # grpc could not bind (it says no more than that)
+        if cfg.tls is not None:
+            raise InvalidArgument(
+                "tls", f"{cfg.tls.cert}, {cfg.tls.key}",
+                f"a certificate and its matching private key in PEM, and a free local "
+                f"address ({cfg.address}): grpc could not start TLS on it ({e})") from None
+        raise InvalidArgument("address", cfg.address,
+                              f"a free address of this host ({e})") from None
     server.start()
     return server, port
 

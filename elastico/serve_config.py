@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -96,13 +97,23 @@ class ServeConfig:
 
 
 def _read_file(path: Path) -> dict[str, Any]:
+    if not path.is_file():  # also refuses folders and FIFOs, which open() would hang on
+        raise InvalidArgument("config", str(path), "an existing TOML file")
     try:
         with open(path, "rb") as f:
-            return tomllib.load(f)
+            doc = tomllib.load(f)
     except FileNotFoundError:
         raise InvalidArgument("config", str(path), "an existing TOML file") from None
     except tomllib.TOMLDecodeError as e:
         raise InvalidArgument("config", str(path), f"valid TOML ({e})") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InvalidArgument("config", str(path), f"a readable TOML file ({e})") from None
+    unknown = sorted(set(doc) - {"serve"})
+    if unknown:
+        raise InvalidArgument(f"config.{unknown[0]}", doc[unknown[0]],
+                              "not a known table (the file has one table, [serve], with "
+                              "[serve.tls] and [serve.<service>] inside)")
+    return doc
 
 
 def _int(field: str, value: Any, lo: int, hi: int) -> int:
@@ -146,12 +157,20 @@ def _address(field: str, value: Any) -> str:
     return value
 
 
-def _pem(field: str, value: Any) -> Path:
+def _pem(field: str, value: Any, kind: str) -> Path:
+    """A PEM file holding a ``kind`` block ("CERTIFICATE" or "PRIVATE KEY")."""
     if not isinstance(value, (str, Path)) or not str(value):
         raise InvalidArgument(field, value, "the path of a PEM file")
     p = Path(value)
     if not p.is_file():
         raise InvalidArgument(field, str(value), "an existing, readable PEM file")
+    try:
+        head = p.read_bytes()[: 1 << 20]
+    except OSError as e:
+        raise InvalidArgument(field, str(value), f"a readable PEM file ({e})") from None
+    if not re.search(rb"-----BEGIN [A-Z ]*" + kind.encode() + rb"-----", head):
+        raise InvalidArgument(field, str(value), f"a PEM file with a {kind} block "
+                              f"(-----BEGIN ...{kind}-----); DER or other formats are not read")
     return p
 
 
@@ -225,6 +244,9 @@ def load_serve_config(service: str, *, config_path: Path | None = None,
     if "grace_s" in raw:
         cfg = replace(cfg, grace_s=_float("grace_s", raw["grace_s"], 0.0, _MAX_GRACE_S))
     plaintext = _bool("plaintext", raw.get("plaintext", False))
+    if tls.get("client_ca") and not (tls.get("cert") or tls.get("key")):
+        raise InvalidArgument("tls.client_ca", str(tls["client_ca"]),
+                              "only with a server certificate and key (mutual TLS needs TLS)")
     if tls:
         if "cert" not in tls or "key" not in tls:
             missing = "tls.cert" if "cert" not in tls else "tls.key"
@@ -233,8 +255,10 @@ def load_serve_config(service: str, *, config_path: Path | None = None,
         if plaintext:
             raise InvalidArgument("plaintext", True, "false when a TLS certificate is configured")
         cfg = replace(cfg, tls=TlsConfig(
-            cert=_pem("tls.cert", tls["cert"]), key=_pem("tls.key", tls["key"]),
-            client_ca=_pem("tls.client_ca", tls["client_ca"]) if tls.get("client_ca") else None))
+            cert=_pem("tls.cert", tls["cert"], "CERTIFICATE"),
+            key=_pem("tls.key", tls["key"], "PRIVATE KEY"),
+            client_ca=(_pem("tls.client_ca", tls["client_ca"], "CERTIFICATE")
+                       if tls.get("client_ca") else None)))
     elif not plaintext:
         raise InvalidArgument(
             "tls", "not configured",

@@ -1,9 +1,13 @@
 """``elastico simulate``: replay the Alibaba GPU trace through one or more policies.
 
-Builds the cluster (:func:`elastico.trace.read_nodes`, :func:`elastico.trace.sub_cluster`),
+Two modes.  ``--mode replay`` (default) builds the cluster (:func:`elastico.trace.read_nodes`, :func:`elastico.trace.sub_cluster`),
 the workload (:func:`elastico.workload.build_workload`), runs :func:`elastico.simulator.simulate`
 per policy and prints the summary table; ``--json FILE`` writes the metrics (keys in
-docs/metrics.md).
+docs/metrics.md).  ``--mode inflation`` runs FGD's workload-inflation benchmark
+(:mod:`elastico.placer.inflation`, docs/placement.md) on the full trace cluster: one openb
+workload, one seed, the placement policies ``random``, ``bestfit``, ``packing``, ``fgd`` and
+``elastico``, and prints the unallocated GPU % at 100 % and 130 % arrived load beside FGD's
+published numbers (:func:`published_fgd`).
 """
 
 from __future__ import annotations
@@ -63,11 +67,24 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="trace pods to replay, drawn without replacement (seeded) from the "
                         "eligible GPU pods, trace order kept (default: 4 x --gpus); "
                         "0 = a proportional share of the trace (GPUs/6212 of its pods)")
-    p.add_argument("--policy", action="append", choices=sorted(POLICIES),
-                   help="policy to simulate; repeat for several "
-                        "(default: exclusive and elastico)")
-    p.add_argument("--seed", type=int, default=0,
-                   help="seed for pod sampling and job types (default: %(default)s)")
+    from elastico.placer.inflation import POLICIES as INFLATION_POLICIES
+
+    p.add_argument("--mode", choices=("replay", "inflation"), default="replay",
+                   help="replay: trace-driven replay with arrivals and departures; "
+                        "inflation: FGD's benchmark (pods shuffled by --seed, copies appended "
+                        "to 130%% of the cluster's GPUs, placed one at a time, none leave; "
+                        "docs/placement.md) (default: %(default)s)")
+    p.add_argument("--policy", action="append", metavar="POLICY",
+                   help=f"policy to simulate; repeat for several.  replay: "
+                        f"{', '.join(sorted(POLICIES))} (default: exclusive and elastico); "
+                        f"inflation: {', '.join(INFLATION_POLICIES)} (default: all)")
+    p.add_argument("--workload", default="default", metavar="NAME",
+                   help="inflation mode: the openb pod list openb_pod_list_NAME.csv "
+                        "(e.g. default, cpu050, gpushare40, gpuspec10, multigpu20; "
+                        "--trace overrides it) (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed for pod sampling and job types (replay, default 0) or for the "
+                        "inflation workload's shuffle and copies (inflation, default 42)")
     p.add_argument("--load", type=float, default=None,
                    help="offered load: average fraction of the cluster's GPUs the pods "
                         "request during their arrival window (default: 1.0, or 0.9 of the "
@@ -92,6 +109,28 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _check(args: argparse.Namespace) -> None:
     """Every flag checked before any work: a bad --json must not cost a 4-minute run."""
+    from elastico.placer.inflation import POLICIES as INFLATION_POLICIES
+    from elastico.placer.policies import POLICIES
+
+    allowed = INFLATION_POLICIES if args.mode == "inflation" else tuple(sorted(POLICIES))
+    for name in args.policy or ():
+        if name not in allowed:
+            raise InvalidArgument("--policy", name, f"one of {', '.join(allowed)} in "
+                                                    f"--mode {args.mode}")
+    if args.seed is None:
+        args.seed = 42 if args.mode == "inflation" else 0
+    if args.mode == "inflation" and args.trace is None:
+        from elastico import trace
+
+        if not args.workload or "/" in args.workload or "\\" in args.workload:
+            raise InvalidArgument("--workload", args.workload, "a workload name such as default")
+        folder = trace.data_file(trace.TRACE_DIR, trace.DEFAULT_PODS).parent
+        path = folder / f"openb_pod_list_{args.workload}.csv"
+        if not path.is_file():
+            names = sorted(f.name[len("openb_pod_list_"):-4]
+                           for f in folder.glob("openb_pod_list_*.csv")) if folder.is_dir() else []
+            raise InvalidArgument("--workload", args.workload, "one of " + ", ".join(names))
+        args.trace = path
     if args.gpus <= 0:
         raise InvalidArgument("--gpus", args.gpus, "must be a positive integer")
     if args.jobs is not None and args.jobs < 0:
@@ -125,6 +164,8 @@ def run(args: argparse.Namespace) -> int:
     from elastico.throughput import ThroughputModel
 
     _check(args)
+    if args.mode == "inflation":
+        return run_inflation_mode(args)
     policies = list(dict.fromkeys(args.policy or ["exclusive", "elastico"]))
     nodes_all = trace.read_nodes(args.nodes)
     nodes = trace.sub_cluster(nodes_all, args.gpus)
@@ -175,13 +216,19 @@ def run(args: argparse.Namespace) -> int:
                      "load": wl.offered_load, "jobs": len(wl.jobs), **res.metrics})
 
     _print_table(runs)
-    if args.json is not None:
-        doc = runs[0] if len(runs) == 1 else {"runs": runs}
-        try:
-            args.json.write_text(json.dumps(doc, indent=2) + "\n")
-        except OSError as e:
-            raise InvalidArgument("--json", str(args.json), f"could not be written: {e.strerror}") from None
+    _write_json(args.json, runs)
     return 0
+
+
+def _write_json(path: Path | None, runs: list[dict]) -> None:
+    """``--json FILE``: one run as a flat object, several as ``{"runs": [...]}``."""
+    if path is None:
+        return
+    doc = runs[0] if len(runs) == 1 else {"runs": runs}
+    try:
+        path.write_text(json.dumps(doc, indent=2) + "\n")
+    except OSError as e:
+        raise InvalidArgument("--json", str(path), f"could not be written: {e.strerror}") from None
 
 
 def _slowdown_models(kind: str):
@@ -238,3 +285,73 @@ def _print_table(runs: list[dict]) -> None:
         print("ratio: exclusive/elastico for times (higher = elastico faster), "
               "elastico/exclusive otherwise; JCT, queueing, makespan and throughput are over "
               "batch jobs (training + inference), see docs/metrics.md")
+
+
+def published_fgd(path: Path | None = None) -> dict[tuple[str, str], dict[int, float]]:
+    """FGD's published unallocated GPU % (100 - allocation, mean over its 10 seeds) per
+    ``(workload, policy)`` at arrived 100 and 130: ``{(w, p): {100: x, 130: y}}``.  Reads
+    ``data/fgd-expected-results/allocation_100_130.csv`` (PROVENANCE.md there)."""
+    import csv
+
+    from elastico.paths import data_file
+
+    f = path or data_file("fgd-expected-results", "allocation_100_130.csv")
+    acc: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    with open(f, newline="") as fh:
+        for r in csv.DictReader(fh):
+            acc.setdefault((r["workload"], r["policy"]), []).append(
+                (float(r["alloc_pct_100"]), float(r["alloc_pct_130"])))
+    return {k: {100: round(100 - sum(a for a, _ in v) / len(v), 4),
+                130: round(100 - sum(b for _, b in v) / len(v), 4)} for k, v in acc.items()}
+
+
+def _pct(alloc: float) -> float | None:
+    """Unallocated % from an allocation column; None when the workload never reached it."""
+    return None if math.isnan(alloc) else round(100 - alloc, 2)
+
+
+def run_inflation_mode(args: argparse.Namespace) -> int:
+    """``--mode inflation``: one workload, one seed, each policy; table (and --json)."""
+    import time
+
+    from elastico import trace
+    from elastico.placer.inflation import POLICIES as INFLATION_POLICIES
+    from elastico.placer.inflation import InflationNodes, InflationPods, inflate, run_inflation
+
+    policies = list(dict.fromkeys(args.policy or INFLATION_POLICIES))
+    nodes = InflationNodes.from_nodes([n for n in trace.read_nodes(args.nodes) if n.num_gpus > 0])
+    pods = InflationPods.from_trace(trace.read_pods(args.trace))
+    order = inflate(pods, nodes.capacity_milli, args.seed)
+    workload = Path(args.trace).stem.replace("openb_pod_list_", "")
+    try:
+        published = published_fgd()
+    except OSError:
+        published = {}
+    print(f"inflation: workload {workload} ({len(pods.name)} pods, {len(order)} after "
+          f"inflation to 130%), {int(nodes.num_gpus.sum())} GPUs on {nodes.num_gpus.size} nodes, "
+          f"seed {args.seed}", file=sys.stderr)
+    runs = []
+    for name in policies:
+        t0 = time.perf_counter()
+        res = run_inflation(nodes, pods, order, name, args.seed)
+        cols = res.columns((100, 130))
+        pub = published.get((workload, name), {})
+        runs.append({"workload": workload, "policy": name, "seed": args.seed,
+                     "unallocated_pct_100": _pct(cols[100]),
+                     "unallocated_pct_130": _pct(cols[130]),
+                     "published_pct_100": pub.get(100), "published_pct_130": pub.get(130),
+                     "pods": int(order.size), "failed": int((~res.placed).sum()),
+                     "seconds": round(time.perf_counter() - t0, 2)})
+    head = f"{'policy':<10}{'unalloc@100%':>14}{'unalloc@130%':>14}{'FGD pub@100%':>14}{'FGD pub@130%':>14}"
+    print(head)
+    print("-" * len(head))
+    fmt = lambda v: f"{v:>14.2f}" if v is not None else f"{'-':>14}"  # noqa: E731
+    for r in runs:
+        print(f"{r['policy']:<10}" + fmt(r["unallocated_pct_100"]) + fmt(r["unallocated_pct_130"])
+              + fmt(r["published_pct_100"]) + fmt(r["published_pct_130"]))
+    print("unallocated GPU % = 100 - allocated milli-GPU / cluster milli-GPU x 100 when the "
+          "arrived GPU requests are 100 % / 130 % of the cluster's GPUs (FGD's binning); FGD "
+          "pub = FGD's published mean over its seeds 42..51 for the same policy "
+          "(data/fgd-expected-results); every pod keeps its requested shape")
+    _write_json(args.json, runs)
+    return 0

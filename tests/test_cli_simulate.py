@@ -126,3 +126,38 @@ def test_argparse_rejects_non_numbers_with_status_2(capsys):
         main(["simulate", "--gpus", "many"])
     assert e.value.code == 2
     assert "--gpus" in capsys.readouterr().err
+
+
+def _small_inflation_trace(tmp_path):
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\n"
+                     "n0,32000,131072,2,T4\nn1,32000,131072,4,V100M16\n")
+    pods = tmp_path / "openb_pod_list_tiny.csv"
+    rows = ["name,cpu_milli,memory_mib,num_gpu,gpu_milli"]
+    for i, (g, m) in enumerate([(1, 100), (1, 200), (0, 0), (1, 100)]):
+        rows.append(f"p{i:02d},2000,4096,{g},{m}")
+    pods.write_text("\n".join(rows) + "\n")
+    return nodes, pods
+
+
+def test_inflation_mode_prints_both_columns_and_writes_json(tmp_path, capsys):
+    nodes, pods = _small_inflation_trace(tmp_path)
+    out = tmp_path / "inf.json"
+    assert main(["simulate", "--mode", "inflation", "--trace", str(pods), "--nodes", str(nodes),
+                 "--policy", "bestfit", "--policy", "elastico", "--seed", "7",
+                 "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert [r["policy"] for r in doc["runs"]] == ["bestfit", "elastico"]
+    for r in doc["runs"]:
+        assert r["workload"] == "tiny" and r["seed"] == 7
+        assert 0 <= r["unallocated_pct_100"] <= 100 and 0 <= r["unallocated_pct_130"] <= 100
+    table = capsys.readouterr().out
+    assert "unalloc@100%" in table and "elastico" in table
+
+
+def test_inflation_mode_bad_input(tmp_path, capsys):
+    _bad(tmp_path, capsys, ["simulate", "--mode", "inflation", "--policy", "exclusive"],
+         "--policy", "exclusive")
+    _bad(tmp_path, capsys, ["simulate", "--mode", "inflation", "--workload", "nope"],
+         "--workload", "nope", "default")
+    _bad(tmp_path, capsys, ["simulate", "--policy", "fgd", "--no-progress"], "--policy", "fgd")

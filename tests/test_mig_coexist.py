@@ -103,9 +103,6 @@ def test_mig_mode_needs_a_table_and_a_capable_model():
                  mig_gpus={(0, 1), (1, 0)})
 
 
-@pytest.mark.xfail(reason="placement.py books a MIG instance as memory_slices/8 of the GPU's memory and "
-                          "checks compute against 7 slices; the A30 has 4 and 4 (use MigProfile.memory_fraction "
-                          "and gpu_compute_slices) -- see docs/mig.md, 'What the placer needs'", strict=False)
 def test_a30_mig_books_its_real_memory():
     cs = ClusterState([Node("a30", "A30", 2, 24.0, 8.0, 64.0)], mig_gpus={(0, 0)}, slowdown_model=NoInterference())
     a = cs.place("j", mig("4g.24gb", 1.0, gmem=20.0, model="A30"), prof(), 2.0).assignment

@@ -20,8 +20,10 @@ def clusters(draw):
     for i in range(draw(st.integers(1, 4))):
         model = draw(st.sampled_from(["V100", "A100-40GB"]))
         g = draw(st.integers(1, 8))
+        bad = frozenset(j for j in range(g) if draw(st.integers(0, 5)) == 0)  # unhealthy GPUs
         nodes.append(Node(f"n{i}", model, g, 16.0 if model == "V100" else 40.0,
-                          draw(st.sampled_from([4.0, 16.0, 64.0])), draw(st.sampled_from([32.0, 256.0]))))
+                          draw(st.sampled_from([4.0, 16.0, 64.0])), draw(st.sampled_from([32.0, 256.0])),
+                          unhealthy_gpus=bad))
         if model == "A100-40GB":
             for j in range(g):
                 if draw(st.booleans()):
@@ -49,8 +51,9 @@ def configs(draw):
 ops = st.lists(
     st.one_of(
         st.tuples(st.just("place"), configs(), st.floats(0.0, 1.0), st.sampled_from([1.0, 1.2, 1.5, 3.0]),
-                  st.sampled_from(["bestfit", "firstfit"])),
+                  st.sampled_from(["bestfit", "firstfit", "elastico"])),
         st.tuples(st.just("release"), st.integers(0, 1000)),
+        st.tuples(st.just("unhealthy"), st.integers(0, 1000)),
     ),
     min_size=1, max_size=25,
 )
@@ -123,15 +126,28 @@ def test_random_place_release_keeps_invariants(cluster, steps, kappa):
     nodes, mig = cluster
     cs = ClusterState(nodes, mig_gpus=mig, slowdown_model=AnalyticSlowdown(kappa))
     live = {}
+    unhealthy = {(i, g) for i, n in enumerate(nodes) for g in n.unhealthy_gpus}
+    all_gpus = [(i, g) for i, n in enumerate(nodes) for g in range(n.num_gpus)]
     for t, op in enumerate(steps):
-        if op[0] == "place":
+        if op[0] == "unhealthy":
+            key = all_gpus[op[1] % len(all_gpus)]
+            cs.mark_unhealthy(*key)
+            unhealthy.add(key)
+            assert set(cs.unhealthy_gpus()) == unhealthy
+        elif op[0] == "place":
             _, cfg, a, bound, scorer = op
             prof = JobProfile("t", "training", a, cfg.gpu_mem_gib)
             before = ({k: v.tolist() for k, v in cs.gpu_usage().items()}, list(map(repr, cs.assignments())),
                       [cs.node_free(i) for i in range(len(nodes))])
             out = cs.place(f"j{t}", cfg, prof, bound, scorer=scorer)
             if out.placed:
-                live[f"j{t}"] = (out.assignment, cfg, prof, bound)
+                a = out.assignment
+                live[f"j{t}"] = (a, cfg, prof, bound)
+                # never on an unhealthy GPU; a gang is whole (num_gpus distinct GPUs, one node)
+                assert not {(a.node_index, g) for g in a.gpu_indices} & unhealthy
+                assert len(set(a.gpu_indices)) == cfg.num_gpus
+                # the returned slowdown is within the job's bound
+                assert out.slowdown <= bound + 1e-9
             else:
                 assert out.reason
                 after = ({k: v.tolist() for k, v in cs.gpu_usage().items()}, list(map(repr, cs.assignments())),
@@ -142,3 +158,28 @@ def test_random_place_release_keeps_invariants(cluster, steps, kappa):
             assert cs.release(j) == live.pop(j)[0]
         cs.check_invariants()
         independent_check(cs, nodes, mig, live, kappa)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), ops, st.sampled_from(["bestfit", "firstfit", "elastico"]))
+def test_same_input_twice_gives_the_same_placements(cluster, steps, scorer):
+    """Determinism: two fresh states fed the same operations agree on every outcome."""
+    nodes, mig = cluster
+    outs = []
+    for _ in range(2):
+        cs = ClusterState(nodes, mig_gpus=mig, slowdown_model=AnalyticSlowdown(1.8))
+        seen, placed = [], []
+        all_gpus = [(i, g) for i, n in enumerate(nodes) for g in range(n.num_gpus)]
+        for t, op in enumerate(steps):
+            if op[0] == "place":
+                out = cs.place(f"j{t}", op[1], JobProfile("t", "training", op[2], op[1].gpu_mem_gib),
+                               op[3], scorer=scorer)
+                seen.append((out.assignment, out.reason, out.slowdown))
+                if out.placed:
+                    placed.append(f"j{t}")
+            elif op[0] == "release" and placed:
+                cs.release(placed.pop(op[1] % len(placed)))
+            elif op[0] == "unhealthy":
+                cs.mark_unhealthy(*all_gpus[op[1] % len(all_gpus)])
+        outs.append(seen)
+    assert outs[0] == outs[1]

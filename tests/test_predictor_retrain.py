@@ -91,6 +91,10 @@ def test_retrain_cli(tmp_path, capsys):
     base_csv = tmp_path / "base.csv"
     write_observations(base_csv, rows(200, 5, 0.0))
     d = tmp_path / "s"
+    # a store that does not exist is a typo, not an empty store
+    assert main(["predictor", "retrain", "--model-dir", str(d), "--data", str(base_csv)]) == 2
+    assert "--model-dir" in capsys.readouterr().err
+    d.mkdir()
     assert main(["predictor", "retrain", "--model-dir", str(d), "--data", str(base_csv),
                  "--json"]) == 0
     first = json.loads(capsys.readouterr().out)

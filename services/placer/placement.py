@@ -46,13 +46,49 @@ import numpy as np
 
 from elastico.errors import Infeasible, InvalidArgument, NotFound
 from elastico.model import Configuration, Node
-from elastico.placer.mig import COMPUTE_SLICES, MEMORY_SLICES, MIG_PROFILES, MigGpu, MigProfile, mig_profile
+from elastico.placer.fragmentation import MILLI, FragmentationModel, TypicalPods, typical_pods
+from elastico.placer.mig import COMPUTE_SLICES, MIG_PROFILES, MigGpu, MigProfile, mig_profile
 from elastico.predictor import AnalyticSlowdown, JobProfile, SlowdownModel
 
-__all__ = ["Assignment", "PlaceOutcome", "ClusterState", "SCORERS", "EPS"]
+__all__ = ["Assignment", "PlaceOutcome", "ClusterState", "SCORERS", "EPS", "elastico_cost",
+           "interference_loss", "CONSOLIDATION_GPU", "INTERFERENCE_WEIGHT"]
 
 EPS = 1e-9  # tolerance on every capacity comparison (fractions of a GPU, GiB, cores)
-SCORERS = ("bestfit", "firstfit")
+SCORERS = ("bestfit", "firstfit", "elastico")
+#: elastico scorer: GPU-equivalents of cost per position in the cluster's node order
+#: (consolidation; measured on FGD's benchmark, docs/placement.md)
+CONSOLIDATION_GPU = 0.003
+#: elastico scorer: weight of the interference term (GPU-equivalents per GPU of throughput lost)
+INTERFERENCE_WEIGHT = 1.0
+
+
+def interference_loss(shares, slowdowns) -> float:
+    """GPU throughput lost to co-location on one GPU, in GPUs: ``sum_j s_j (1 - 1/sigma_j)``
+    for residents with booked share ``s_j`` (fraction of a GPU) and predicted slowdown
+    ``sigma_j >= 1`` (a job slowed by sigma does the work of ``s / sigma`` of a GPU)."""
+    s = np.asarray(shares, dtype=float)
+    sig = np.asarray(slowdowns, dtype=float)
+    return float((s * (1.0 - 1.0 / sig)).sum())
+
+
+def elastico_cost(frag_increase_gpus, interference_gpus, node_position,
+                  weight: float = INTERFERENCE_WEIGHT, consolidation: float = CONSOLIDATION_GPU):
+    """ElastiCo's one placement score (lower is better), in GPU-equivalents of capacity lost:
+
+    ``cost = dF + weight x dI + consolidation x position``
+
+    * ``dF`` (``frag_increase_gpus``): increase of FGD's expected fragmentation of the node
+      for the workload's typical pods, in GPUs (:mod:`elastico.placer.fragmentation`; Weng et
+      al., ATC'23, ``pkg/utils/frag.go``) -- capacity future pods are expected not to use;
+    * ``dI`` (``interference_gpus``): increase of the GPU throughput lost to co-location on
+      the chosen GPUs, :func:`interference_loss` before and after, from the slowdown model --
+      capacity the co-located jobs lose (hard limit: every slowdown within its bound);
+    * ``position``: the node's index in the cluster's node order; ``consolidation`` GPUs per
+      position fill nodes in one order (first-fit pressure), which leaves whole nodes free.
+
+    Scalars or numpy arrays (broadcast)."""
+    return np.asarray(frag_increase_gpus) + weight * np.asarray(interference_gpus) \
+        + consolidation * np.asarray(node_position)
 _WHOLE = 1.0 - 1e-12
 
 
@@ -131,9 +167,19 @@ class ClusterState:
         self._n_res = np.zeros(G, dtype=np.int64)
         self._is_mig = np.zeros(G, dtype=bool)
         self._mig_occ = np.zeros(G, dtype=np.int64)
+        self._mig_cs = np.full(G, COMPUTE_SLICES, dtype=np.int64)  # SM slices per MIG GPU
         self._mig_comp = np.zeros(G, dtype=np.int64)
         self._mig: dict[int, MigGpu] = {}
         self._gpu_jobs: list[dict[str, tuple[float, float]]] = [{} for _ in range(G)]
+        self._healthy = np.ones(G, dtype=bool)
+        for ni, nd in enumerate(self.nodes):
+            for gi in nd.unhealthy_gpus:
+                if not (isinstance(gi, (int, np.integer)) and 0 <= gi < nd.num_gpus):
+                    raise InvalidArgument(f"nodes[{ni}].unhealthy_gpus", gi,
+                                          f"GPU indices in 0..{nd.num_gpus - 1}")
+                self._healthy[int(self._offset[ni]) + int(gi)] = False
+        self.typical: TypicalPods | None = None
+        self._frag_model: FragmentationModel | None = None
         for pair in mig_gpus:
             try:
                 ni, gi = (int(x) for x in pair)
@@ -148,6 +194,8 @@ class ClusterState:
                 )
             f = self._flat(ni, gi)
             self._is_mig[f] = True
+            # the model's SM slices (7 on A100/H100/H200, 4 on A30; mig.py tables)
+            self._mig_cs[f] = next(iter(MIG_PROFILES[model].values())).gpu_compute_slices
             self._mig[f] = MigGpu(model)
         self._jobs: dict[str, tuple[Assignment, JobProfile, float]] = {}
 
@@ -160,13 +208,44 @@ class ClusterState:
         new = object.__new__(ClusterState)
         new.__dict__.update(self.__dict__)
         for name in ("_node_cpu_used", "_node_mem_used", "_used_share", "_used_mem", "_n_res",
-                     "_mig_occ", "_mig_comp"):
+                     "_mig_occ", "_mig_comp", "_healthy"):
             setattr(new, name, getattr(self, name).copy())
         new._node_jobs = [d.copy() for d in self._node_jobs]
         new._gpu_jobs = [d.copy() for d in self._gpu_jobs]
         new._mig = {f: m.copy() for f, m in self._mig.items()}
         new._jobs = dict(self._jobs)
         return new
+
+    # ----------------------------------------------------------------------------- health
+    def mark_unhealthy(self, node_index: int, gpu_index: int) -> list[str]:
+        """Mark a GPU unhealthy (node agent / node condition): from now on it is never free,
+        no scorer chooses it and ``rebook`` refuses it.  Jobs already on it keep their booking
+        (the caller moves them: ``release`` then ``place``); returns their ids.  NotFound for a
+        GPU that does not exist."""
+        f = self._flat(node_index, gpu_index)
+        self._healthy[f] = False
+        return list(self._gpu_jobs[f])
+
+    def mark_healthy(self, node_index: int, gpu_index: int) -> None:
+        """Return a GPU to service (NotFound for a GPU that does not exist)."""
+        self._healthy[self._flat(node_index, gpu_index)] = True
+
+    def is_healthy(self, node_index: int, gpu_index: int) -> bool:
+        return bool(self._healthy[self._flat(node_index, gpu_index)])
+
+    def unhealthy_gpus(self) -> list[tuple[int, int]]:
+        """``(node_index, gpu_index)`` of every GPU marked unhealthy, in flat order."""
+        f = np.flatnonzero(~self._healthy)
+        return list(zip(self._gpu_node[f].tolist(), self._gpu_local[f].tolist()))
+
+    def set_typical_pods(self, typical: TypicalPods | None) -> None:
+        """The workload's typical pod shapes for the ``elastico`` scorer's fragmentation term
+        (:func:`elastico.placer.fragmentation.typical_pods`, CPU in milli-cores, GPU in
+        milli-GPU).  None: each placement uses the job's own shape as the only typical pod."""
+        if typical is not None and not isinstance(typical, TypicalPods):
+            raise InvalidArgument("typical", type(typical).__name__, "a TypicalPods or None")
+        self.typical = typical
+        self._frag_model = None if typical is None else FragmentationModel(typical, tuple(self._models))
 
     # ----------------------------------------------------------------------------- queries
     def _flat(self, node_index: int, gpu_index: int) -> int:
@@ -295,7 +374,7 @@ class ClusterState:
                 if abs(config.gpu_share - p.share) > 1e-3:
                     raise InvalidArgument(
                         "config.gpu_share", config.gpu_share,
-                        f"{p.share:.6f} = {p.compute_slices}/{COMPUTE_SLICES} for MIG profile {p.name}",
+                        f"{p.share:.6f} = {p.compute_slices}/{p.gpu_compute_slices} for MIG profile {p.name}",
                     )
 
     def fits(self, config: Configuration) -> list[tuple[int, tuple[int, ...]]]:
@@ -330,18 +409,19 @@ class ClusterState:
             p = self._mig_profile(config)
             if p is None or not (same & self._is_mig).any():
                 return f"no MIG-mode GPU of model {model}"
-            mem_ok = self._gpu_cap_mem * (p.memory_slices / MEMORY_SLICES) + EPS >= config.gpu_mem_gib
+            mem_ok = self._gpu_cap_mem * p.memory_fraction + EPS >= config.gpu_mem_gib
             fits = np.zeros_like(same)
             for s in p.starts:
                 fits |= (self._mig_occ & p.mask(s)) == 0
-            elig = same & self._is_mig & fits & mem_ok & (self._mig_comp + p.compute_slices <= COMPUTE_SLICES)
-            left = (COMPUTE_SLICES - self._mig_comp - p.compute_slices) / COMPUTE_SLICES
+            elig = same & self._is_mig & self._healthy & fits & mem_ok & (self._mig_comp + p.compute_slices <= self._mig_cs)
+            left = (self._mig_cs - self._mig_comp - p.compute_slices) / self._mig_cs
             return elig, left
         if not (same & ~self._is_mig).any():
             return f"no MPS (non-MIG) GPU of model {model}"
         elig = (
             same
             & ~self._is_mig
+            & self._healthy
             & (self._used_share + share <= 1.0 + EPS)
             & (self._used_mem + config.gpu_mem_gib <= self._gpu_cap_mem + EPS)
         )
@@ -413,6 +493,8 @@ class ClusterState:
         if idx.size == 0 or np.bincount(self._gpu_node[idx]).max() < k:
             reason = self._candidates(config)
             return PlaceOutcome(None, reason if isinstance(reason, str) else "no candidate node")
+        if scorer == "elastico":
+            return self._place_elastico(job_id, config, profile, float(slowdown_bound), model, idx)
         node_of = self._gpu_node[idx]
         local = self._gpu_local[idx]
         left = np.round(leftover[idx], 9)
@@ -480,6 +562,129 @@ class ClusterState:
         a = self._commit(job_id, config, profile, float(slowdown_bound), n, sorted(chosen))
         return PlaceOutcome(a, "", float(sig_new))
 
+    # ----------------------------------------------------------------------- elastico scorer
+    def _frag_rows(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """([U, Gmax] free milli-GPU of each GPU of ``nodes`` (0-padded; unhealthy GPUs 0;
+        MIG-mode GPUs by free compute slices / 7), [U] free milli-CPU)."""
+        ng = np.diff(self._offset)[nodes]
+        gmax = max(1, int(ng.max()))
+        flat = self._offset[nodes][:, None] + np.arange(gmax)[None, :]
+        valid = np.arange(gmax)[None, :] < ng[:, None]
+        flat = np.where(valid, flat, 0)
+        free = np.where(self._is_mig, (self._mig_cs - self._mig_comp) / self._mig_cs, 1.0 - self._used_share)
+        free = np.where(self._healthy, free, 0.0)
+        rows = np.where(valid, np.round(free[flat] * MILLI), 0).astype(np.int64)
+        cpu = np.round((self._node_cpu[nodes] - self._node_cpu_used[nodes]) * 1000).astype(np.int64)
+        return rows, cpu
+
+    def _interference(self, g: int, profile: JobProfile, share: float, bound: float,
+                      model: SlowdownModel):
+        """Bound check and interference increase of adding ``profile`` (``share`` of a GPU)
+        to MPS GPU ``g``: (ok, new job's slowdown, violation, dI in GPUs)."""
+        if self._n_res[g] == 0:
+            return True, 1.0, (0.0, ""), 0.0
+        ok, s_new, viol = self._check_bounds(g, profile, bound, model)
+        if not ok:
+            return False, s_new, viol, math.inf
+        profiles, _ = self._gpu_profiles(g)
+        shares = [v[0] for v in self._gpu_jobs[g].values()]
+        before = model.gpu_slowdowns(profiles) if len(profiles) >= 2 else np.ones(len(profiles))
+        after = model.gpu_slowdowns(profiles + [profile])
+        dI = interference_loss(shares + [share], after) - interference_loss(shares, before)
+        return True, s_new, viol, max(0.0, dI)
+
+    def _place_elastico(self, job_id: str, config: Configuration, profile: JobProfile,
+                        bound: float, model: SlowdownModel, idx: np.ndarray) -> PlaceOutcome:
+        """The ``elastico`` scorer (:func:`elastico_cost`; docs/placement.md, "Scorers").
+
+        ``idx``: eligible flat GPUs on nodes with the host resources.  Per candidate GPU the
+        fragmentation increase of taking it (FGD's measure, typical pods from
+        :meth:`set_typical_pods`); per node the k GPUs of least cost; nodes visited by their
+        cost without interference (a lower bound for single-GPU jobs, since dI >= 0), then
+        the real cost with the predicted interference; stop when the best real cost is no
+        worse than the next node's lower bound."""
+        k = config.num_gpus
+        mp = self._mig_profile(config)
+        share = mp.share if mp is not None else float(config.gpu_share)
+        m = int(round(share * MILLI))
+        cpu_m = int(round(config.cpu * 1000))
+        fm = self._frag_model
+        if fm is None:
+            fm = FragmentationModel(typical_pods([cpu_m], [max(1, min(m, MILLI))], [k]), tuple(self._models))
+        node_of = self._gpu_node[idx]
+        uniq, inv, counts = np.unique(node_of, return_inverse=True, return_counts=True)
+        rows, cpu = self._frag_rows(uniq)
+        models = self._node_model[uniq]
+        cnt, S = fm.counts(rows)
+        L = rows.sum(axis=1)
+        f_before = fm.from_counts(cpu, L, cnt, S, models)
+        old = rows[inv, self._gpu_local[idx]]
+        new = np.maximum(old - m, 0)
+        c1, s1 = fm.shift(cnt[inv], S[inv], old, new)
+        d_gpu = (fm.from_counts(cpu[inv] - cpu_m, L[inv] - (old - new), c1, s1, models[inv]) - f_before[inv]) / MILLI
+        d_gpu = np.round(d_gpu, 9)
+        # per node, GPUs by (cost, least free after, index)
+        order = np.lexsort((self._gpu_local[idx], new, d_gpu, inv))
+        starts = np.concatenate([[0], np.cumsum(counts)])
+        ok_nodes = np.flatnonzero(counts >= k)
+
+        def set_cost(u: int, gpus: list[int]) -> float:
+            """Exact fragmentation increase (GPUs) of node uniq[u] taking ``gpus`` (flat)."""
+            c, sm, left = cnt[u:u + 1], S[u:u + 1], int(L[u])
+            row = rows[u].copy()
+            for g in gpus:
+                j = int(self._gpu_local[g])
+                o = int(row[j])
+                w = max(o - m, 0)
+                c, sm = fm.shift(c, sm, np.array([o]), np.array([w]))
+                row[j] = w
+                left -= o - w
+            after = fm.from_counts(np.array([cpu[u] - cpu_m]), np.array([left]), c, sm, models[u:u + 1])[0]
+            return round(float(after - f_before[u]) / MILLI, 9)
+
+        opt = np.empty(ok_nodes.size)
+        for i, u in enumerate(ok_nodes.tolist()):
+            pos = order[starts[u]:starts[u] + k]
+            opt[i] = float(d_gpu[pos[0]]) if k == 1 else set_cost(u, idx[pos].tolist())
+        opt_key = np.round(elastico_cost(opt, 0.0, uniq[ok_nodes]), 9)
+        visit = np.lexsort((uniq[ok_nodes], opt_key))
+        is_mig = mp is not None
+        best = None
+        best_choice = None
+        worst_seen = None
+        for vpos, i in enumerate(visit.tolist()):
+            if best is not None and best[0] <= opt_key[i]:
+                break
+            u = int(ok_nodes[i])
+            cands = []
+            for q in order[starts[u]:starts[u + 1]].tolist():
+                g = int(idx[q])
+                if is_mig:
+                    ok, s_new, viol, dI = True, 1.0, (0.0, ""), 0.0
+                else:
+                    ok, s_new, viol, dI = self._interference(g, profile, share, bound, model)
+                if not ok:
+                    if worst_seen is None or viol[0] < worst_seen[0]:
+                        worst_seen = viol
+                    continue
+                cands.append((round(float(d_gpu[q]) + INTERFERENCE_WEIGHT * dI, 9), int(new[q]),
+                              int(self._gpu_local[g]), g, dI, s_new))
+            if len(cands) < k:
+                continue
+            cands.sort()
+            chosen = cands[:k]
+            gpus = [c[3] for c in chosen]
+            cost = round(float(elastico_cost(set_cost(u, gpus), sum(c[4] for c in chosen), uniq[u])), 9)
+            key = (cost, int(uniq[u]))
+            if best is None or key < best:
+                best, best_choice = key, (int(uniq[u]), gpus, max(c[5] for c in chosen))
+        if best_choice is None:
+            detail = f" ({worst_seen[1]})" if worst_seen else ""
+            return PlaceOutcome(None, f"slowdown bound: every candidate GPU would push a resident past its bound{detail}")
+        n, chosen, sig_new = best_choice
+        a = self._commit(job_id, config, profile, bound, n, sorted(chosen))
+        return PlaceOutcome(a, "", float(sig_new))
+
     def _check_bounds(self, g: int, profile: JobProfile, bound: float, model: SlowdownModel):
         """Would adding ``profile`` to MPS GPU ``g`` keep every resident within its bound?
         Returns (ok, new job's slowdown, (violation ratio, description))."""
@@ -504,7 +709,7 @@ class ClusterState:
         if isinstance(plan, str):
             return PlaceOutcome(None, plan)
         nodes, _ = plan
-        if scorer == "bestfit":
+        if scorer in ("bestfit", "elastico"):
             left = np.round(self._node_cpu[nodes] - self._node_cpu_used[nodes] - config.cpu, 9)
             n = int(nodes[np.lexsort((nodes, left))[0]])
         else:
@@ -520,7 +725,7 @@ class ClusterState:
                 assert s is not None, "eligible MIG GPU without a free start"
                 starts.append(s)
             share = p.share
-            mem = float(self.nodes[n].gpu_mem_gib) * p.memory_slices / MEMORY_SLICES
+            mem = float(self.nodes[n].gpu_mem_gib) * p.memory_fraction
         else:
             share, mem = float(config.gpu_share), float(config.gpu_mem_gib)
         for i, g in enumerate(chosen):
@@ -587,6 +792,9 @@ class ClusterState:
         if self._node_cpu_used[n] + a.cpu > self._node_cpu[n] + EPS or \
                 self._node_mem_used[n] + a.mem_gib > self._node_mem[n] + EPS:
             raise Infeasible(f"job {a.job_id!r}: node {a.node} no longer has its CPU/memory free")
+        for g in flats:
+            if not self._healthy[g]:
+                raise Infeasible(f"job {a.job_id!r}: GPU {self._gpu_local[g]} of {a.node} is unhealthy")
         prof = None
         if a.mig_profile is not None:
             prof = mig_profile(self.nodes[n].gpu_model, a.mig_profile)
@@ -650,7 +858,7 @@ class ClusterState:
         for g in range(G):
             assert math.fsum(share[g]) <= 1.0 + EPS, f"GPU {g}: compute {math.fsum(share[g])} > 1"
             assert math.fsum(mem[g]) <= self._gpu_cap_mem[g] + EPS, f"GPU {g}: memory over capacity"
-            assert mig_comp[g] <= COMPUTE_SLICES, f"GPU {g}: MIG compute slices {mig_comp[g]} > 7"
+            assert mig_comp[g] <= self._mig_cs[g], f"GPU {g}: MIG compute slices {mig_comp[g]} > {self._mig_cs[g]}"
             assert mig_occ[g] == int(self._mig_occ[g]), f"GPU {g}: cached MIG mask differs"
             if g in self._mig:
                 assert self._mig[g].occupied_mask == mig_occ[g], f"GPU {g}: MIG state differs"

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -136,14 +137,38 @@ def training_report(obs, predictor, data_name: str, data_sha256: str) -> dict[st
     }
 
 
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+def _check_writable(flag: str, path: Path) -> None:
+    """An output file path: not a folder, in an existing folder this process may write (checked
+    before any work, so a long training never ends in a write error)."""
+    folder = path.parent if str(path.parent) else Path(".")
+    if path.is_dir() or not folder.is_dir():
+        raise InvalidArgument(flag, str(path), "a file path in an existing folder")
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise InvalidArgument(flag, str(path), "a path this process may write")
+
+
 def _cmd_train(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from elastico.predictor.model import train
     from elastico.predictor.observations import file_sha256
 
     out = out or sys.stdout
     for flag, path in (("--out", args.out), ("--report", args.report)):
-        if path is not None and (path.is_dir() or not (path.parent if str(path.parent) else Path(".")).is_dir()):
-            raise InvalidArgument(flag, str(path), "a file path in an existing folder")
+        if path is not None:
+            _check_writable(flag, path)
+    # three different files: an output must never overwrite the data or the other output
+    named = [(f, p) for f, p in (("--data", args.data), ("--out", args.out),
+                                 ("--report", args.report)) if p is not None]
+    for i, (f1, p1) in enumerate(named):
+        for f2, p2 in named[i + 1:]:
+            if _same_file(p1, p2):
+                raise InvalidArgument(f2, str(p2), f"a different file from {f1} ({p1})")
     obs = _load(args.data)
     sha = file_sha256(args.data)
     t0 = time.perf_counter()
@@ -196,6 +221,11 @@ def _cmd_retrain(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from elastico.predictor.service import ModelStore, retrain
 
     out = out or sys.stdout
+    if not args.model_dir.is_dir():
+        raise InvalidArgument("--model-dir", str(args.model_dir),
+                              "an existing model store folder (the server's --model-dir)")
+    if not os.access(args.model_dir, os.W_OK):
+        raise InvalidArgument("--model-dir", str(args.model_dir), "a folder this process may write")
     base = None if args.data is None else _load(args.data)
     rep = retrain(ModelStore(args.model_dir), base,
                   base_name="bundled" if args.data is None else str(args.data))
@@ -220,6 +250,8 @@ def _cmd_convert(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     if not args.out_dir.is_dir():
         raise InvalidArgument("--out-dir", str(args.out_dir), "an existing folder")
+    if not os.access(args.out_dir, os.W_OK):
+        raise InvalidArgument("--out-dir", str(args.out_dir), "a folder this process may write")
     clean, suspect = convert_gavel_pairs()
     n1 = write_observations(args.out_dir / "observations.csv", clean)
     n2 = write_observations(args.out_dir / "suspect.csv", suspect)

@@ -152,9 +152,10 @@ def read_observations(path: str | Path, *, text: str | None = None) -> list[Obse
         if not p.is_file():
             raise InvalidArgument("--data", name, "an existing CSV file")
         try:
-            text = p.read_text(encoding="utf-8")
+            text = p.read_text(encoding="utf-8-sig")  # a BOM (Excel's UTF-8) is not a header
         except (OSError, UnicodeDecodeError) as e:
             raise InvalidArgument("--data", name, f"a readable UTF-8 CSV file ({e})") from None
+    text = text.removeprefix("\ufeff")
     reader = csv.reader(io.StringIO(text, newline=""))
     try:
         header = next(reader)

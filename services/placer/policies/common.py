@@ -108,6 +108,21 @@ class JobCatalog:
         self._requested.pop((job_id, False), None)
 
 
+def round_typical_pods(jobs):
+    """Typical pod shapes of a round's active jobs for the ``elastico`` scorer: each job's
+    requested shape (cpu milli-cores, per-GPU milli, GPU count, allowed models), FGD's 0.95
+    popularity threshold (:func:`elastico.placer.fragmentation.typical_pods`); None when there
+    are no jobs."""
+    from ..fragmentation import typical_pods
+
+    if not jobs:
+        return None
+    reqs = [a.job.request for a in jobs]
+    return typical_pods([round(r.cpu * 1000) for r in reqs],
+                        [round(r.gpu_share * 1000) if r.num_gpus else 0 for r in reqs],
+                        [r.num_gpus for r in reqs], [r.gpu_models for r in reqs])
+
+
 def keep_running(active: ActiveJob, state: ClusterState) -> Decision:
     """A running job that keeps its configuration and GPUs."""
     a = state.assignment(active.job.id)

@@ -41,7 +41,8 @@ from elastico.pricing.utilities import switch_cost as pricing_switch_cost
 
 from ..placement import ClusterState
 from ..round import ActiveJob, Decision, RoundInput, RoundResult, Status
-from .common import JobCatalog, PolicyEnv, is_service, keep_running, place_fixed_shape
+from .common import (JobCatalog, PolicyEnv, is_service, keep_running, place_fixed_shape,
+                     round_typical_pods)
 
 
 class ElasticoPolicy:
@@ -80,6 +81,8 @@ class ElasticoPolicy:
         decisions: dict[str, Decision] = {}
         elastic: list[ActiveJob] = []
         cap = self.capacity.copy()
+        if self.env.scorer == "elastico":  # fragmentation term: this round's typical shapes
+            state.set_typical_pods(round_typical_pods(inp.jobs))
 
         # 1. services
         for a in sorted(inp.jobs, key=lambda a: (a.job.arrival_s, a.job.id)):

@@ -1,0 +1,193 @@
+"""FGD's GPU fragmentation measure (Weng et al., "Beware of Fragmentation: Scheduling
+GPU-Sharing Workloads with Fragmentation Gradient Descent", USENIX ATC 2023), as pure numpy.
+
+Who calls it: :class:`elastico.placer.placement.ClusterState` (scorer ``elastico``) and the
+inflation benchmark (:mod:`elastico.placer.inflation`, policies ``fgd`` and ``elastico``).  It
+calls nothing but numpy: no clock, no I/O, no global state.
+
+Units: GPU capacity in milli-GPU (1000 = one whole GPU), CPU in milli-cores; integers.
+
+Definitions (FGD simulator, hkust-adsl/kubernetes-scheduler-simulator,
+``pkg/utils/frag.go``: ``GetTypicalPods``, ``GetNodePodFrag``, ``NodeGpuShareFragAmount``):
+
+* **Typical pods** (:func:`typical_pods`): the workload's pod shapes
+  ``(cpu_milli, gpu_milli per GPU, GPU count, allowed GPU models)`` (memory is not part of the
+  shape), counted, sorted by decreasing count, and kept from the most popular down until they
+  cover ``threshold`` (0.95 in FGD's experiments, ``podPopularityThreshold: 95``) of all pods;
+  their counts renormalised to frequencies ``p_t`` summing to 1.  CPU-only pods are included
+  (``isInvolvedCpuPods: true``).
+* **Fragmentation of a node for one typical pod t** (milli-GPU), with ``left_i`` the free
+  milli-GPU of GPU i, ``L = sum_i left_i`` and ``cpu`` the free milli-CPU:
+
+  - t is CPU-only, or t may not run on the node's GPU model, or the node cannot host t
+    (fewer than ``n_t`` GPUs with ``left_i >= m_t``, or ``cpu < c_t``): ``F_t = L`` (all of
+    its free GPU is useless to t);
+  - otherwise ``F_t = sum_{i: left_i < m_t} left_i`` (the GPUs too full for t).
+
+* **Fragmentation of a node**: ``F = sum_t p_t F_t = L - sum_t p_t [t fits] S_t`` with
+  ``S_t = sum_{i: left_i >= m_t} left_i``.  The second form is what is computed here: it needs
+  only, per distinct GPU threshold ``m``, the count and the sum of the GPUs with
+  ``left_i >= m``, which change in O(1) when one GPU changes (the benchmark's hot path).
+
+FGD schedules a pod on the node (and, for a sharing pod, the GPU) whose fragmentation grows
+least: ``Delta = F(before) - F(after)`` (``pkg/simulator/plugin/fgd_score.go``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from elastico.errors import InvalidArgument
+
+__all__ = ["MILLI", "TypicalPods", "typical_pods", "FragmentationModel"]
+
+MILLI = 1000  # milli-GPU per GPU
+
+
+@dataclass(frozen=True)
+class TypicalPods:
+    """The popularity-weighted pod shapes of a workload (module docstring).
+
+    Arrays of length T: ``cpu_milli`` (milli-CPU), ``gpu_milli`` (per GPU, 0 for CPU-only
+    pods), ``num_gpus`` (0 for CPU-only pods), ``freq`` (sums to 1); ``gpu_types[t]`` the GPU
+    models the pod may run on (empty = any).
+    """
+
+    cpu_milli: np.ndarray
+    gpu_milli: np.ndarray
+    num_gpus: np.ndarray
+    gpu_types: tuple[frozenset[str], ...]
+    freq: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.freq.size)
+
+
+def typical_pods(cpu_milli: Sequence[int], gpu_milli: Sequence[int], num_gpus: Sequence[int],
+                 gpu_types: Sequence[frozenset[str]] | None = None,
+                 threshold: float = 0.95) -> TypicalPods:
+    """Typical pods of a workload of P pods (FGD ``GetTypicalPods``, step 1, weight 0).
+
+    ``cpu_milli``, ``gpu_milli`` (per GPU; 0 for CPU-only), ``num_gpus``: length-P integer
+    sequences; ``gpu_types``: P sets of allowed models (None = all empty).  Shapes are counted,
+    sorted by decreasing count (ties: the larger shape by (cpu, gpu_milli, num_gpus, types)
+    first, as FGD's ``sort.Reverse``), and taken one by one until their cumulative count is
+    >= ``threshold`` x P; frequencies are the counts over the kept total.
+
+    Raises InvalidArgument for an empty workload, mismatched lengths, negative values, a GPU
+    pod with ``gpu_milli`` outside 1..1000, or ``threshold`` outside (0, 1].
+    """
+    c = np.asarray(cpu_milli, dtype=np.int64).ravel()
+    g = np.asarray(gpu_milli, dtype=np.int64).ravel()
+    n = np.asarray(num_gpus, dtype=np.int64).ravel()
+    P = c.size
+    if P == 0:
+        raise InvalidArgument("pods", 0, "at least one pod")
+    if g.size != P or n.size != P:
+        raise InvalidArgument("gpu_milli/num_gpus", (g.size, n.size), f"length {P} like cpu_milli")
+    types = [frozenset()] * P if gpu_types is None else [frozenset(t) for t in gpu_types]
+    if len(types) != P:
+        raise InvalidArgument("gpu_types", len(types), f"length {P} like cpu_milli")
+    if (c < 0).any() or (n < 0).any():
+        raise InvalidArgument("cpu_milli/num_gpus", "negative", "values >= 0")
+    bad = ((n > 0) & ((g < 1) | (g > MILLI))) | ((n == 0) & (g != 0))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InvalidArgument(f"gpu_milli[{i}]", int(g[i]), "1..1000 for a GPU pod, 0 for a CPU-only pod")
+    if not (0.0 < threshold <= 1.0):
+        raise InvalidArgument("threshold", threshold, "a fraction in (0, 1]")
+    counts: dict[tuple, int] = {}
+    for key in zip(c.tolist(), g.tolist(), n.tolist(), ("|".join(sorted(t)) for t in types)):
+        counts[key] = counts.get(key, 0) + 1
+    # FGD: sort.Reverse on (count, then PodResource.Less) = decreasing count, larger shape first
+    order = sorted(counts.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
+    need = threshold * P
+    kept, cum = [], 0
+    for key, cnt in order:
+        if cum >= need:
+            break
+        kept.append((key, cnt))
+        cum += cnt
+    total = float(sum(cnt for _, cnt in kept))
+    return TypicalPods(
+        cpu_milli=np.array([k[0] for k, _ in kept], dtype=np.int64),
+        gpu_milli=np.array([k[1] for k, _ in kept], dtype=np.int64),
+        num_gpus=np.array([k[2] for k, _ in kept], dtype=np.int64),
+        gpu_types=tuple(frozenset(k[3].split("|")) if k[3] else frozenset() for k, _ in kept),
+        freq=np.array([cnt / total for _, cnt in kept], dtype=float),
+    )
+
+
+class FragmentationModel:
+    """FGD's node fragmentation for one set of typical pods and one list of GPU models.
+
+    ``models``: the GPU model names the node arrays refer to by index.  The per-node state is
+    summarised by :meth:`counts`: for each distinct GPU threshold ``m_k`` of the typical pods
+    (``thresholds``, K of them), ``cnt[:, k]`` = number of GPUs with ``left >= m_k`` and
+    ``S[:, k]`` = their free milli-GPU.  :meth:`from_counts` turns such a summary (current or
+    after a hypothetical placement) into the fragmentation (milli-GPU).
+    """
+
+    def __init__(self, typical: TypicalPods, models: Sequence[str]):
+        self.typical = typical
+        self.models = tuple(models)
+        gpu = typical.num_gpus > 0
+        self.thresholds = np.unique(typical.gpu_milli[gpu]) if gpu.any() else np.zeros(0, np.int64)
+        self._gpu_t = np.flatnonzero(gpu)                       # typical GPU pods
+        self._k = np.searchsorted(self.thresholds, typical.gpu_milli[self._gpu_t])  # [Tg]
+        self._n = typical.num_gpus[self._gpu_t]
+        self._c = typical.cpu_milli[self._gpu_t]
+        self._p = typical.freq[self._gpu_t]
+        # access[model, t]: typical GPU pod t may run on that model (FGD IsNodeAccessibleToPod)
+        acc = np.ones((len(self.models), self._gpu_t.size), dtype=bool)
+        for j, t in enumerate(self._gpu_t.tolist()):
+            allowed = typical.gpu_types[t]
+            if allowed:
+                acc[:, j] = [m in allowed for m in self.models]
+        self._access = acc
+        self._any_access = bool(acc.all())  # no typical pod restricts the GPU model
+
+    @property
+    def num_thresholds(self) -> int:
+        return int(self.thresholds.size)
+
+    def counts(self, gpu_left: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``gpu_left``: [B, G] free milli-GPU (pad missing GPUs with 0).  Returns
+        ``(cnt [B, K] int64, S [B, K] int64)`` (class docstring)."""
+        left = np.asarray(gpu_left, dtype=np.int64)
+        ge = left[:, :, None] >= self.thresholds[None, None, :]
+        return ge.sum(axis=1), (ge * left[:, :, None]).sum(axis=1)
+
+    def from_counts(self, cpu_left: np.ndarray, total_left: np.ndarray, cnt: np.ndarray,
+                    S: np.ndarray, model: np.ndarray) -> np.ndarray:
+        """Fragmentation [B] (milli-GPU, float) of B node states: ``cpu_left`` [B] milli-CPU,
+        ``total_left`` [B] = L, ``cnt``/``S`` [B, K] from :meth:`counts`, ``model`` [B] index
+        into ``models``.  ``F = L - sum_t p_t [t fits] S_t`` (module docstring)."""
+        L = np.asarray(total_left, dtype=float)
+        if self._gpu_t.size == 0:
+            return L.copy()
+        fits = cnt[:, self._k] >= self._n
+        fits &= np.asarray(cpu_left)[:, None] >= self._c
+        if not self._any_access:
+            fits &= self._access[np.asarray(model)]
+        return L - np.where(fits, S[:, self._k], 0) @ self._p
+
+    def fragmentation(self, cpu_left: np.ndarray, gpu_left: np.ndarray, model: np.ndarray) -> np.ndarray:
+        """Fragmentation [B] (milli-GPU) of B nodes: ``cpu_left`` [B] milli-CPU free,
+        ``gpu_left`` [B, G] milli-GPU free per GPU (0-padded), ``model`` [B] model index."""
+        left = np.asarray(gpu_left, dtype=np.int64)
+        cnt, S = self.counts(left)
+        return self.from_counts(cpu_left, left.sum(axis=1), cnt, S, model)
+
+    def shift(self, cnt: np.ndarray, S: np.ndarray, old: np.ndarray, new: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray]:
+        """Summaries after ONE GPU per row goes from ``old`` [B] to ``new`` [B] milli-GPU free:
+        ``cnt' = cnt - [old >= m] + [new >= m]``, ``S' = S - old [old >= m] + new [new >= m]``."""
+        o = np.asarray(old, dtype=np.int64)[:, None]
+        w = np.asarray(new, dtype=np.int64)[:, None]
+        m = self.thresholds[None, :]
+        go, gn = o >= m, w >= m
+        return cnt - go + gn, S - go * o + gn * w
