@@ -142,17 +142,27 @@ def _check(args: argparse.Namespace) -> None:
     if not (math.isfinite(args.restart_s) and 0 <= args.restart_s <= MAX_RESTART_S):
         raise InvalidArgument("--restart-s", args.restart_s, f"must be in 0..{MAX_RESTART_S:g}")
     for flag, path in (("--trace", args.trace), ("--nodes", args.nodes)):
-        if path is not None and not path.is_file():
+        if path is not None and not _safe(path.is_file):
             raise InvalidArgument(flag, str(path), "must be an existing CSV file")
+        if path is not None and not os.access(path, os.R_OK):
+            raise InvalidArgument(flag, str(path), "must be readable by this process")
     if args.json is not None:
         j = args.json
         folder = j.parent if str(j.parent) else Path(".")
-        if str(j) in ("", ".") or j.is_dir():
+        if str(j) in ("", ".") or _safe(j.is_dir):
             raise InvalidArgument("--json", str(j), "must be a file path, not a folder")
-        if not folder.is_dir():
-            raise InvalidArgument("--json", str(j), "its folder must exist")
-        if not os.access(folder, os.W_OK) or (j.exists() and not os.access(j, os.W_OK)):
+        if not _safe(folder.is_dir):
+            raise InvalidArgument("--json", str(j), "its folder must exist and be searchable")
+        if not os.access(folder, os.W_OK) or (_safe(j.exists) and not os.access(j, os.W_OK)):
             raise InvalidArgument("--json", str(j), "must be writable")
+
+
+def _safe(test) -> bool:
+    """A path test (``Path.is_file`` etc.) that reads a permission error as False."""
+    try:
+        return bool(test())
+    except OSError:
+        return False
 
 
 def run(args: argparse.Namespace) -> int:
