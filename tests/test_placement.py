@@ -144,3 +144,23 @@ def test_whole_gpu_only_on_free_gpus_and_errors():
     assert cs.residents(0, 0) == ["s"]
     assert cs.fits(cfg(0.5)) == [(0, (0,))]
     assert cs.fits(cfg(1.0)) == []
+
+
+def test_place_many_books_exactly_what_one_by_one_placement_books():
+    # 2 nodes x 2 V100s.  Requests in order: two whole GPUs, a 3-GPU gang (fits nowhere:
+    # 2 GPUs per node), a 4-GPU gang (dominates the failed 3-GPU one: refused without a
+    # search), two halves, a whole GPU, one more whole GPU (no room left: fails), and a 2-GPU
+    # gang (dominates that failed whole GPU).
+    reqs = [("a", cfg(1.0, 1)), ("b", cfg(1.0, 1)), ("g3", cfg(1.0, 3)), ("g4", cfg(1.0, 4)),
+            ("h1", cfg(0.5)), ("h2", cfg(0.5)), ("c", cfg(1.0, 1)), ("d", cfg(1.0, 1)),
+            ("g2", cfg(1.0, 2))]
+    nodes = [node("n0"), node("n1")]
+    one = ClusterState(nodes, slowdown_model=NoInterference())
+    want = [one.place(j, c, prof(), 2.0).placed for j, c in reqs]
+    many = ClusterState(nodes, slowdown_model=NoInterference())
+    got = many.place_many([(j, c, prof(), 2.0) for j, c in reqs])
+    assert [o.placed for o in got] == want == [True, True, False, False, True, True, True,
+                                               False, False]
+    assert snapshot(many) == snapshot(one)
+    assert "already failed this round" in got[3].reason and "3 x 1" not in got[2].reason
+    assert "already failed this round" in got[8].reason

@@ -765,6 +765,29 @@ class ClusterState:
         self._node_cpu_used[n] = math.fsum(v[0] for v in vals)
         self._node_mem_used[n] = math.fsum(v[1] for v in vals)
 
+    def place_many(self, requests: Sequence[tuple[str, Configuration, JobProfile, float]],
+                   scorer: str = "bestfit") -> list[PlaceOutcome]:
+        """Place ``(job_id, config, profile, slowdown_bound)`` requests one after the other, as
+        a round does, and return one outcome each.  Within the call the cluster only fills up,
+        so a request whose shape :func:`dominates` one that already failed for lack of room
+        (not a slowdown bound) cannot fit either: it is refused without a search (reason says
+        which shape failed).  Bad input raises InvalidArgument at that request; the requests
+        before it stay booked."""
+        failed: list[Configuration] = []
+        out: list[PlaceOutcome] = []
+        for job_id, config, profile, bound in requests:
+            f = next((f for f in failed if dominates(config, f)), None)
+            if f is not None:
+                out.append(PlaceOutcome(None, f"no room: a smaller or equal shape "
+                                              f"({f.num_gpus} x {f.gpu_share:g} {f.gpu_model}) "
+                                              f"already failed this round"))
+                continue
+            res = self.place(job_id, config, profile, bound, scorer=scorer)
+            if not res.placed and not res.reason.startswith("slowdown bound"):
+                failed.append(config)
+            out.append(res)
+        return out
+
     def release(self, job_id: str) -> Assignment:
         """Free everything ``job_id`` booked; returns its assignment.  NotFound if unknown."""
         a = self.assignment(job_id)
@@ -869,3 +892,12 @@ class ClusterState:
             assert math.fsum(hmem[n]) <= nd.mem_gib + EPS, f"node {nd.name}: memory over-committed"
         for j, s in self.predicted_slowdowns(slowdown_model).items():
             assert s <= self._jobs[j][2] + EPS, f"{j}: slowdown {s} > bound {self._jobs[j][2]}"
+
+
+def dominates(c: Configuration, f: Configuration) -> bool:
+    """``c`` needs at least what ``f`` needs on the same GPU model and MIG profile (GPUs, share,
+    GPU memory, CPU, host memory), so if ``f`` did not fit, ``c`` will not either -- up to
+    slowdown bounds, which depend on the job's profile."""
+    return (c.gpu_model == f.gpu_model and c.mig_profile == f.mig_profile
+            and c.num_gpus >= f.num_gpus and c.gpu_share >= f.gpu_share
+            and c.gpu_mem_gib >= f.gpu_mem_gib and c.cpu >= f.cpu and c.mem_gib >= f.mem_gib)

@@ -39,7 +39,7 @@ from elastico.pricing import UTILITIES, solve
 from elastico.pricing.utilities import charge_switch
 from elastico.pricing.utilities import switch_cost as pricing_switch_cost
 
-from ..placement import ClusterState
+from ..placement import ClusterState, dominates
 from ..round import ActiveJob, Decision, RoundInput, RoundResult, Status
 from .common import (JobCatalog, PolicyEnv, is_service, keep_running, place_fixed_shape,
                      round_typical_pods)
@@ -207,7 +207,7 @@ class ElasticoPolicy:
             a = elastic[i]
             lo, hi = offsets[i], offsets[i + 1]
             order = [fams[i].configs[c] for c in np.argsort(-util[lo:hi], kind="stable") if c != 0]
-            order = [c for c in order if not any(_dominates(c, f) for f in failed)]
+            order = [c for c in order if not any(dominates(c, f) for f in failed)]
             d = self._place_first(a, state, order, False, why="backfill", failed=failed)
             decisions[a.job.id] = d if d is not None else Decision(
                 a.job.id, Status.WAITING, None,
@@ -240,12 +240,4 @@ def _candidates(fam, red: np.ndarray, k: int, floor: float, exclude: set[int],
     order = [k] + [c for c in np.argsort(-red, kind="stable")
                    if c not in exclude and red[c] >= floor]
     cands = [fam.configs[c] for c in order]
-    return [c for c in cands if not any(_dominates(c, f) for f in failed)]
-
-
-def _dominates(c: Configuration, f: Configuration) -> bool:
-    """``c`` needs at least what ``f`` needs on the same GPU model (so if f did not fit, c
-    will not either, up to slowdown bounds)."""
-    return (c.gpu_model == f.gpu_model and c.mig_profile == f.mig_profile
-            and c.num_gpus >= f.num_gpus and c.gpu_share >= f.gpu_share
-            and c.gpu_mem_gib >= f.gpu_mem_gib and c.cpu >= f.cpu and c.mem_gib >= f.mem_gib)
+    return [c for c in cands if not any(dominates(c, f) for f in failed)]
