@@ -195,6 +195,9 @@ def _rows(path: Path, required: Sequence[str], optional: Sequence[str] = ()) -> 
         # Every bundled CSV ends with a newline; a missing one means a cut-off download.
         raise InvalidArgument(f"{path.name}:{len(lines)}", lines[-1],
                               "last line has no newline: file truncated")
+    # blank lines at the very end (an editor's habit) are not records; one inside the file is
+    while len(lines) > 1 and not lines[-1].strip():
+        lines.pop()
     reader = csv.reader(lines)
     header = [h.strip() for h in next(reader)]
     for col in required:

@@ -271,3 +271,10 @@ def test_sub_cluster_no_exact_combination():
     with pytest.raises(InvalidArgument, match="no combination"):
         sub_cluster(two, 3)
     assert sum(n.num_gpus for n in sub_cluster(two, 6)) == 6
+
+
+def test_blank_lines_at_the_end_are_ignored_but_not_inside(tmp_path):
+    assert [p.name for p in read_pods(_write(tmp_path, GOOD + "\n\n"))] == \
+        [p.name for p in read_pods(_write(tmp_path, GOOD, name="plain.csv"))]
+    with pytest.raises(InvalidArgument, match="empty line"):
+        read_pods(_write(tmp_path, GOOD + "\n" + GOOD.replace("p0", "p9"), name="mid.csv"))
