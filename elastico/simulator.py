@@ -30,6 +30,7 @@ from elastico.model import Configuration, Job, Node
 from elastico.placer.placement import ClusterState
 from elastico.placer.round import ActiveJob, Policy, RoundInput, Status, run_round
 from elastico.predictor import SlowdownModel
+from elastico.tracing import NOOP, Tracer
 
 __all__ = ["JobRecord", "SimResult", "simulate", "METRIC_KEYS"]
 
@@ -85,7 +86,8 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
              restart_s: float = 30.0, activity: Callable[[Job, Configuration], float],
              progress: Callable[[int, float], None] | None = None,
              timer: Callable[[], float] = time.perf_counter,
-             validate: bool = False, truth: SlowdownModel | None = None) -> SimResult:
+             validate: bool = False, truth: SlowdownModel | None = None,
+             tracer: Tracer = NOOP) -> SimResult:
     """Replay ``jobs`` (each with ``arrival_s`` and ``work``) on ``nodes`` under ``policy``.
 
     ``activity(job, config)`` gives the fraction of one GPU's SMs the job keeps busy per GPU
@@ -98,7 +100,8 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
     over-committed, every predicted slowdown within its bound) after every round -- for tests.
 
     ``truth``: the slowdown model jobs actually run at (default: the placement state's own
-    model, i.e. the placer's prediction is taken as exact).
+    model, i.e. the placer's prediction is taken as exact).  ``tracer``: one
+    ``elastico.round`` span per round (:func:`elastico.placer.round.run_round`).
 
     Jobs are not mutated: the simulator works on copies.
     """
@@ -136,7 +139,7 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
         # ---- one round ----
         inp = RoundInput(now=t, nodes=nodes, state=state,
                          jobs=[ActiveJob(l.job, l.config) for l in live.values()])
-        result = run_round(policy, inp, timer=timer)
+        result = run_round(policy, inp, timer=timer, tracer=tracer)
         n_rounds += 1
         round_ms.append(result.phase_seconds["round"] * 1e3)
         state = result.state

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence
 
 from elastico.model import Configuration, Job, Node
+from elastico.tracing import NOOP, Tracer
 
 from .placement import Assignment, ClusterState
 
@@ -100,15 +101,31 @@ class Policy(Protocol):
 
 
 def run_round(policy: Policy, inp: RoundInput,
-              timer: Callable[[], float] = time.perf_counter) -> RoundResult:
+              timer: Callable[[], float] = time.perf_counter,
+              tracer: Tracer = NOOP) -> RoundResult:
     """Run one round of ``policy`` on ``inp``.
 
     The policy decides on a private copy of the placement state; the result carries the new
     state, so the caller commits the whole round or none of it.  Every active job gets exactly
     one decision (checked: a policy that drops or invents jobs is a bug and raises
     RuntimeError).  ``timer`` only measures the round's own duration for metrics.
+    ``tracer``: the round is one ``elastico.round`` span (attributes: policy, jobs, virtual
+    time, decisions by status); the policy's phases are its children when the policy was
+    built with the same tracer (``PolicyEnv.tracer``).
     """
     t0 = timer()
+    with tracer.span("elastico.round", {"round.policy": policy.name,
+                                        "round.jobs": len(inp.jobs),
+                                        "round.now_s": float(inp.now)}) as span:
+        result = _decide(policy, inp)
+        for status in Status:
+            span.set_attribute(f"round.{status.value}", sum(
+                1 for d in result.decisions.values() if d.status is status))
+    result.phase_seconds["round"] = timer() - t0
+    return result
+
+
+def _decide(policy: Policy, inp: RoundInput) -> RoundResult:
     state = inp.state.copy()
     result = policy(inp, state)
     ids = {a.job.id for a in inp.jobs}
@@ -117,5 +134,4 @@ def run_round(policy: Policy, inp: RoundInput,
         extra = sorted(set(result.decisions) - ids)[:5]
         raise RuntimeError(f"policy {policy.name!r} decided for the wrong jobs: "
                            f"missing {missing}, unknown {extra}")
-    result.phase_seconds["round"] = timer() - t0
     return result

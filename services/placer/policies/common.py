@@ -10,6 +10,7 @@ import numpy as np
 
 from elastico.model import Configuration, Job, JobKind, Node, ResourceSpace, ShapeFamily
 from elastico.predictor import JobProfile, SlowdownModel
+from elastico.tracing import NOOP, Tracer
 from elastico.shapes import build_family, requested_configuration
 from elastico.throughput import ThroughputModel
 
@@ -23,6 +24,8 @@ class PolicyEnv:
 
     ``restart_s``: seconds of lost progress when a running job changes configuration or GPUs
     (checkpoint + restore).  ``utility``: name in :data:`elastico.pricing.UTILITIES`.
+    ``tracer``: where the round's phase spans go (``shapes.generate``, ``pricing.solve``,
+    ``placer.place``; :mod:`elastico.tracing`).
     """
 
     nodes: Sequence[Node]
@@ -39,6 +42,8 @@ class PolicyEnv:
     # round that stops early still returns a feasible choice with its certified gap
     pricing_max_iterations: int = 20
     pricing_gap_tolerance: float = 1e-3
+    # spans of the round's phases (elastico.tracing; NOOP = no tracing, no cost)
+    tracer: Tracer = NOOP
 
 
 class JobCatalog:

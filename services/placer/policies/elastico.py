@@ -113,14 +113,17 @@ class ElasticoPolicy:
         if not elastic:
             return RoundResult(decisions, state)
 
+        tracer = self.env.tracer
         # 2. shapes -> CSR batch
-        fams = [self.catalog.family(a.job) for a in elastic]
-        sizes = np.array([len(f) for f in fams], dtype=np.int64)
-        offsets = np.zeros(len(fams) + 1, dtype=np.int64)
-        np.cumsum(sizes, out=offsets[1:])
-        arrs = [self.catalog.arrays(a.job, self.space) for a in elastic]
-        demand = np.concatenate([d for _, d in arrs])
-        thr = np.concatenate([x for x, _ in arrs])
+        with tracer.span("shapes.generate", {"shapes.jobs": len(elastic)}) as span:
+            fams = [self.catalog.family(a.job) for a in elastic]
+            sizes = np.array([len(f) for f in fams], dtype=np.int64)
+            offsets = np.zeros(len(fams) + 1, dtype=np.int64)
+            np.cumsum(sizes, out=offsets[1:])
+            arrs = [self.catalog.arrays(a.job, self.space) for a in elastic]
+            demand = np.concatenate([d for _, d in arrs])
+            thr = np.concatenate([x for x, _ in arrs])
+            span.set_attribute("shapes.configurations", int(offsets[-1]))
         remaining = np.array([a.job.remaining for a in elastic])
         priority = np.array([a.job.priority for a in elastic])
 
@@ -141,77 +144,87 @@ class ElasticoPolicy:
 
         # 4. pricing
         init = self.prices if self.prices is not None and len(self.prices) == len(cap) else None
-        res = solve(util, demand, offsets, cap, initial_prices=init,
-                    max_iterations=self.env.pricing_max_iterations,
-                    gap_tolerance=self.env.pricing_gap_tolerance,
-                    primal_every=self.env.pricing_max_iterations,
-                    current=current, switch_cost=switch)
+        with tracer.span("pricing.solve", {"pricing.jobs": len(elastic),
+                                           "pricing.resources": len(cap)}) as span:
+            res = solve(util, demand, offsets, cap, initial_prices=init,
+                        max_iterations=self.env.pricing_max_iterations,
+                        gap_tolerance=self.env.pricing_gap_tolerance,
+                        primal_every=self.env.pricing_max_iterations,
+                        current=current, switch_cost=switch)
+            span.set_attribute("pricing.iterations", res.iterations)
+            span.set_attribute("pricing.gap", res.gap)
+            span.set_attribute("pricing.changed", int(res.changed.sum()))
+            for name, p in zip(self.space.names, res.prices):
+                span.set_attribute(f"pricing.price.{name}", float(p))
         util = charge_switch(util, offsets, current, switch)  # what the solver priced
         self.prices = np.asarray(res.prices, dtype=float)
         reduced = util - demand @ self.prices
 
-        # 5. placement: unchanged jobs keep their GPUs; a changed running job moves only if
-        #    a configuration at least as good as staying (by reduced value) fits -- otherwise
-        #    it is booked back exactly where it was, so a failed move costs nothing
-        moves: list[int] = []
-        starts: list[int] = []
-        for i, a in enumerate(elastic):
-            k = int(res.choice[i])
-            if a.running and k == current[i]:
-                decisions[a.job.id] = keep_running(a, state)
-            elif a.running:
-                moves.append(i)
-            elif k != 0:
-                starts.append(i)
-        waiting: list[int] = [i for i, a in enumerate(elastic)
-                              if not a.running and int(res.choice[i]) == 0]
-        # A shape that failed to fit this round is not retried, nor any shape at least as
-        # large on the same GPU model (a heuristic: slowdown bounds differ between jobs).
-        failed: list[Configuration] = []
-        for i in moves:
-            a = elastic[i]
-            lo, hi = offsets[i], offsets[i + 1]
-            k, cur = int(res.choice[i]), int(current[i])
-            floor = reduced[lo + cur] if cur >= 0 else reduced[lo]
-            old = state.assignment(a.job.id)
-            old_profile = state.profile(a.job.id)
-            state.release(a.job.id)
-            if k == 0:  # priced out: preempt
-                d = Decision(a.job.id, Status.WAITING, None, changed=True,
-                             reason="preempted: priced out")
-            else:
-                cands = _candidates(fams[i], reduced[lo:hi], k, floor, {k, cur, 0}, failed)
+        with tracer.span("placer.place", {"placer.jobs": len(elastic)}) as span:
+            # 5. placement: unchanged jobs keep their GPUs; a changed running job moves only if
+            #    a configuration at least as good as staying (by reduced value) fits -- otherwise
+            #    it is booked back exactly where it was, so a failed move costs nothing
+            moves: list[int] = []
+            starts: list[int] = []
+            for i, a in enumerate(elastic):
+                k = int(res.choice[i])
+                if a.running and k == current[i]:
+                    decisions[a.job.id] = keep_running(a, state)
+                elif a.running:
+                    moves.append(i)
+                elif k != 0:
+                    starts.append(i)
+            waiting: list[int] = [i for i, a in enumerate(elastic)
+                                  if not a.running and int(res.choice[i]) == 0]
+            # A shape that failed to fit this round is not retried, nor any shape at least as
+            # large on the same GPU model (a heuristic: slowdown bounds differ between jobs).
+            failed: list[Configuration] = []
+            for i in moves:
+                a = elastic[i]
+                lo, hi = offsets[i], offsets[i + 1]
+                k, cur = int(res.choice[i]), int(current[i])
+                floor = reduced[lo + cur] if cur >= 0 else reduced[lo]
+                old = state.assignment(a.job.id)
+                old_profile = state.profile(a.job.id)
+                state.release(a.job.id)
+                if k == 0:  # priced out: preempt
+                    d = Decision(a.job.id, Status.WAITING, None, changed=True,
+                                 reason="preempted: priced out")
+                else:
+                    cands = _candidates(fams[i], reduced[lo:hi], k, floor, {k, cur, 0}, failed)
+                    d = self._place_first(a, state, cands, cands[:1] == [fams[i].configs[k]],
+                                          failed=failed)
+                if d is None:  # nothing better fits: stay exactly where it was
+                    state.rebook(old, old_profile, a.job.slowdown_bound)
+                    d = Decision(a.job.id, Status.PLACED, a.config, old,
+                                 reason="kept: no better configuration fits")
+                decisions[a.job.id] = d
+            starts.sort(key=lambda i: -util[offsets[i] + res.choice[i]])
+            for i in starts:
+                a = elastic[i]
+                lo, hi = offsets[i], offsets[i + 1]
+                k = int(res.choice[i])
+                cands = _candidates(fams[i], reduced[lo:hi], k, reduced[lo], {k, 0}, failed)
                 d = self._place_first(a, state, cands, cands[:1] == [fams[i].configs[k]],
                                       failed=failed)
-            if d is None:  # nothing better fits: stay exactly where it was
-                state.rebook(old, old_profile, a.job.slowdown_bound)
-                d = Decision(a.job.id, Status.PLACED, a.config, old,
-                             reason="kept: no better configuration fits")
-            decisions[a.job.id] = d
-        starts.sort(key=lambda i: -util[offsets[i] + res.choice[i]])
-        for i in starts:
-            a = elastic[i]
-            lo, hi = offsets[i], offsets[i + 1]
-            k = int(res.choice[i])
-            cands = _candidates(fams[i], reduced[lo:hi], k, reduced[lo], {k, 0}, failed)
-            d = self._place_first(a, state, cands, cands[:1] == [fams[i].configs[k]],
-                                  failed=failed)
-            if d is None:
-                waiting.append(i)
-            else:
-                decisions[a.job.id] = d
+                if d is None:
+                    waiting.append(i)
+                else:
+                    decisions[a.job.id] = d
 
-        # 6. backfill: free GPUs go to waiting jobs, best utility first
-        waiting.sort(key=lambda i: -util[offsets[i]:offsets[i + 1]].max())
-        for i in waiting:
-            a = elastic[i]
-            lo, hi = offsets[i], offsets[i + 1]
-            order = [fams[i].configs[c] for c in np.argsort(-util[lo:hi], kind="stable") if c != 0]
-            order = [c for c in order if not any(dominates(c, f) for f in failed)]
-            d = self._place_first(a, state, order, False, why="backfill", failed=failed)
-            decisions[a.job.id] = d if d is not None else Decision(
-                a.job.id, Status.WAITING, None,
-                reason="priced out" if res.choice[i] == 0 else "no GPU fits any configuration")
+            # 6. backfill: free GPUs go to waiting jobs, best utility first
+            waiting.sort(key=lambda i: -util[offsets[i]:offsets[i + 1]].max())
+            for i in waiting:
+                a = elastic[i]
+                lo, hi = offsets[i], offsets[i + 1]
+                order = [fams[i].configs[c] for c in np.argsort(-util[lo:hi], kind="stable") if c != 0]
+                order = [c for c in order if not any(dominates(c, f) for f in failed)]
+                d = self._place_first(a, state, order, False, why="backfill", failed=failed)
+                decisions[a.job.id] = d if d is not None else Decision(
+                    a.job.id, Status.WAITING, None,
+                    reason="priced out" if res.choice[i] == 0 else "no GPU fits any configuration")
+            span.set_attribute("placer.placed", sum(
+                1 for a in elastic if decisions[a.job.id].status is Status.PLACED))
         for jid, d in decisions.items():
             if d.changed:
                 self._changed_at[jid] = inp.now
