@@ -36,7 +36,7 @@ import grpc
 
 from elastico.errors import Infeasible, InvalidArgument, NotFound, Overloaded
 
-__all__ = ["STATUS_OF", "status_for", "ErrorInterceptor"]
+__all__ = ["STATUS_OF", "status_for", "ErrorInterceptor", "UnaryInterceptor"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -57,17 +57,32 @@ def status_for(exc: BaseException) -> tuple[grpc.StatusCode, str] | None:
     return None
 
 
-class ErrorInterceptor(grpc.ServerInterceptor):
-    """Maps exceptions raised by unary-unary handlers to status codes (table above)."""
+class UnaryInterceptor(grpc.ServerInterceptor):
+    """Base of the interceptors that wrap unary-unary handlers (streaming ones, e.g. health
+    ``Watch`` and reflection, pass through untouched): subclasses implement :meth:`wrap`."""
+
+    def wrap(self, method: str, behavior: Callable[[Any, grpc.ServicerContext], Any]
+             ) -> Callable[[Any, grpc.ServicerContext], Any]:
+        """The new handler for ``method`` (full gRPC method name) around ``behavior``."""
+        raise NotImplementedError
 
     def intercept_service(self, continuation: Callable[[Any], Any],
                           handler_call_details: grpc.HandlerCallDetails) -> Any:
         handler = continuation(handler_call_details)
         if handler is None or handler.unary_unary is None:
             return handler
-        method = handler_call_details.method
-        behavior = handler.unary_unary
+        return grpc.unary_unary_rpc_method_handler(
+            self.wrap(handler_call_details.method, handler.unary_unary),
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
 
+
+class ErrorInterceptor(UnaryInterceptor):
+    """Maps exceptions raised by unary-unary handlers to status codes (table above)."""
+
+    def wrap(self, method: str, behavior: Callable[[Any, grpc.ServicerContext], Any]
+             ) -> Callable[[Any, grpc.ServicerContext], Any]:
         def guarded(request: Any, context: grpc.ServicerContext) -> Any:
             try:
                 return behavior(request, context)
@@ -85,8 +100,4 @@ class ErrorInterceptor(grpc.ServerInterceptor):
                               f"internal error in {method} (error id {error_id}; see the "
                               f"server log)")
 
-        return grpc.unary_unary_rpc_method_handler(
-            guarded,
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
-        )
+        return guarded

@@ -18,7 +18,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from elastico.grpc_errors import ErrorInterceptor
+from elastico.grpc_errors import ErrorInterceptor, UnaryInterceptor
 from elastico.metrics import ServiceMetrics
 from elastico.telemetry import server_interceptor
 from elastico.tracing import NOOP, Tracer
@@ -27,20 +27,15 @@ __all__ = ["serve_one", "deadline_passed", "server_credentials", "channel_creden
            "MetricsInterceptor"]
 
 
-class MetricsInterceptor(grpc.ServerInterceptor):
+class MetricsInterceptor(UnaryInterceptor):
     """Times every unary-unary RPC and counts it by its final status code (outermost
     interceptor, so it sees the code the error interceptor chose)."""
 
     def __init__(self, metrics: ServiceMetrics):
         self.metrics = metrics
 
-    def intercept_service(self, continuation: Callable[[Any], Any],
-                          handler_call_details: grpc.HandlerCallDetails) -> Any:
-        handler = continuation(handler_call_details)
-        if handler is None or handler.unary_unary is None:
-            return handler
-        method = handler_call_details.method
-        behavior = handler.unary_unary
+    def wrap(self, method: str, behavior: Callable[[Any, grpc.ServicerContext], Any]
+             ) -> Callable[[Any, grpc.ServicerContext], Any]:
         metrics = self.metrics
 
         def timed(request: Any, context: grpc.ServicerContext) -> Any:
@@ -52,9 +47,7 @@ class MetricsInterceptor(grpc.ServerInterceptor):
                 metrics.observe_rpc(method, "OK" if code is None else code.name,
                                     time.perf_counter() - t0)
 
-        return grpc.unary_unary_rpc_method_handler(
-            timed, request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer)
+        return timed
 
 
 def serve_one(address: str, service_name: str, add_servicer: Callable[[grpc.Server], None], *,
