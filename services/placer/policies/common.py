@@ -14,7 +14,7 @@ from elastico.tracing import NOOP, Tracer
 from elastico.shapes import build_family, requested_configuration
 from elastico.throughput import ThroughputModel
 
-from ..placement import ClusterState
+from ..placement import ClusterState, dominates
 from ..round import ActiveJob, Decision, Status
 
 
@@ -136,10 +136,15 @@ def keep_running(active: ActiveJob, state: ClusterState) -> Decision:
 
 
 def place_fixed_shape(catalog: JobCatalog, state: ClusterState, active: ActiveJob,
-                      *, whole_gpus: bool, scorer: str) -> Decision:
+                      *, whole_gpus: bool, scorer: str,
+                      failed: list[Configuration] | None = None) -> Decision:
     """Place a job with its requested shape on the first allowed GPU model where it fits.
 
-    Used for ``service`` jobs by every policy and for all jobs by ``exclusive``.
+    Used for ``service`` jobs by every policy and for all jobs by ``exclusive``.  ``failed``:
+    the shapes that already failed for lack of room in this round (while the round only adds
+    bookings); a shape that :func:`~elastico.placer.placement.dominates` one of them is not
+    searched again, and new failures are appended -- without it a queue of thousands of
+    waiting pods re-scans the cluster for each of them every round.
     """
     job = active.job
     configs = catalog.requested(job, whole_gpus)
@@ -149,12 +154,18 @@ def place_fixed_shape(catalog: JobCatalog, state: ClusterState, active: ActiveJo
                                f"has {job.request.num_gpus} GPUs")
     reasons = []
     for c in configs:
+        if failed is not None and any(dominates(c, f) for f in failed):
+            reasons.append(f"no room for {c.num_gpus} x {c.gpu_share:g} {c.gpu_model} "
+                           f"(a shape no larger already failed this round)")
+            continue
         out = state.place(job.id, c, catalog.profile(job, c), job.slowdown_bound,
                           catalog.env.slowdown, scorer=scorer)
         if out.assignment is not None:
             return Decision(job.id, Status.PLACED, c, out.assignment, changed=True,
                             reason="placed with requested shape")
         reasons.append(out.reason)
+        if failed is not None and not out.reason.startswith("slowdown bound"):
+            failed.append(c)
     return Decision(job.id, Status.WAITING, None, reason="; ".join(reasons))
 
 

@@ -29,9 +29,10 @@ class ExclusivePolicy:
             else:
                 pending.append(a)
         pending.sort(key=lambda a: (a.job.arrival_s, a.job.id))
+        failed: list = []  # shapes that found no room this round (the round only adds bookings)
         for a in pending:
             decisions[a.job.id] = place_fixed_shape(self.catalog, state, a, whole_gpus=True,
-                                                    scorer="firstfit")
+                                                    scorer="firstfit", failed=failed)
         return RoundResult(decisions, state)
 
     def forget(self, job_id: str) -> None:
