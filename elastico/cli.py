@@ -49,6 +49,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    tracer = None
+    if args.command == "simulate":  # one trace per round when OTEL_* asks (docs/api.md)
+        from elastico.telemetry import OtelTracer, configure
+
+        tracer = args.tracer = configure("elastico-simulate")
     try:
         return int(args.func(args) or 0)
     except ElasticoError as e:
@@ -60,6 +65,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("elastico: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if tracer is not None and isinstance(tracer, OtelTracer):
+            tracer.shutdown()  # flush the spans still queued
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from elastico.errors import InvalidArgument
+from elastico.tracing import NOOP
 
 _ROWS = [
     ("avg_jct_s", "avg JCT (s)", "{:,.0f}"),
@@ -166,6 +167,9 @@ def _safe(test) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
+    # the composition root (elastico.cli) hands in an OpenTelemetry tracer when the OTEL_*
+    # environment asks for one; otherwise the rounds are not traced
+    tracer = getattr(args, "tracer", NOOP)
     from tqdm import tqdm
 
     from elastico import trace, workload
@@ -205,7 +209,7 @@ def run(args: argparse.Namespace) -> int:
     slowdown, truth = _slowdown_models(args.slowdown_model)
     runs = []
     for name in policies:
-        env = PolicyEnv(nodes=nodes, throughput=model, slowdown=slowdown,
+        env = PolicyEnv(nodes=nodes, throughput=model, slowdown=slowdown, tracer=tracer,
                         utility=args.utility, restart_s=args.restart_s)
         policy = make_policy(name, env)
         batch = sum(1 for j in wl.jobs if j.kind.elastic) or len(wl.jobs)
@@ -219,7 +223,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             res = simulate(nodes, wl.jobs, policy, restart_s=args.restart_s,
                            activity=lambda j, c, _cat=policy.catalog: _cat.profile(j, c).gpu_activity,
-                           progress=progress, truth=truth)
+                           progress=progress, truth=truth, tracer=tracer)
         finally:
             bar.close()
         runs.append({"policy": name, "gpus": args.gpus, "seed": args.seed,

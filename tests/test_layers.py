@@ -23,7 +23,8 @@ ADAPTER_MODULES = {"elastico.pricing.server", "elastico.predictor.server", "elas
                    "elastico.grpc_server", "elastico.serve_cli", "elastico.telemetry"}
 #: The composition root: the command line wires adapters in (``elastico serve``) but, like
 #: algorithm code, never imports grpc itself.
-ROOTS = {"elastico/cli.py": {"elastico.serve_cli"}}
+ROOTS = {"elastico/cli.py": {"elastico.serve_cli", "elastico.telemetry",
+                             "elastico.telemetry.OtelTracer", "elastico.telemetry.configure"}}
 
 
 def imports(path: Path) -> set[str]:

@@ -117,3 +117,27 @@ def test_one_trace_spans_the_client_and_the_pricing_process(monkeypatch):
     assert a["pricing.jobs"] == 2 and a["pricing.resources"] == 1
     assert a["pricing.gap"] == 0.0 and a["pricing.iterations"] >= 1
     assert 2.0 <= a["pricing.price.nvidia.com/gpu"] <= 3.0  # any price in [2, 3] is optimal
+
+
+def test_simulate_exports_one_round_tree_per_round_when_otel_asks(monkeypatch, capsys):
+    from elastico.cli import main
+
+    receiver = Receiver()
+    rserver = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(receiver, rserver)
+    rport = rserver.add_insecure_port("127.0.0.1:0")
+    rserver.start()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{rport}")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_INSECURE", "true")
+    try:
+        assert main(["simulate", "--gpus", "8", "--jobs", "12", "--policy", "elastico",
+                     "--no-progress"]) == 0
+    finally:
+        rserver.stop(0)
+    capsys.readouterr()
+    spans = [s for svc, s in receiver.spans if svc == "elastico-simulate"]
+    rounds = [s for s in spans if s.name == "elastico.round"]
+    assert rounds and all(s.parent_span_id == b"" for s in rounds)
+    ids = {s.span_id for s in rounds}
+    solves = [s for s in spans if s.name == "pricing.solve"]
+    assert solves and all(s.parent_span_id in ids for s in solves)
