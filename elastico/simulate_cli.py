@@ -182,7 +182,10 @@ def run(args: argparse.Namespace) -> int:
         return run_inflation_mode(args)
     policies = list(dict.fromkeys(args.policy or ["exclusive", "elastico"]))
     nodes_all = trace.read_nodes(args.nodes)
-    nodes = trace.sub_cluster(nodes_all, args.gpus)
+    try:
+        nodes = trace.sub_cluster(nodes_all, args.gpus)
+    except InvalidArgument as e:  # the user's knob is --gpus
+        raise InvalidArgument("--gpus", e.value, e.allowed) from None
     pods = trace.read_pods(args.trace)
     model = ThroughputModel.bundled()
     n_jobs = 4 * args.gpus if args.jobs is None else (args.jobs or None)

@@ -24,7 +24,8 @@ def call(**kw):
 @pytest.mark.parametrize("kw,message", [
     (dict(utility=np.array([0.0, np.nan, 5.0, 0.0, 4.0])), r"^utility\[1\]: nan is not allowed \(must be finite\)"),
     (dict(utility=np.array([0.0, 1.0, np.inf, 0.0, 4.0])), r"^utility\[2\]: inf "),
-    (dict(utility=U[:4]), r"^demand.shape: \(5, 2\) is not allowed \(must be 2-D \[M, R\] with M=4\)"),
+    (dict(utility=U[:4]), r"^demand.shape: \(5, 2\) is not allowed \(must be 2-D \[M, R\] with M=4 "
+                          r"\(M = len\(utility\): one utility per configuration row\)\)"),
     (dict(demand=D[:, 0]), r"^demand.shape: \(5,\) "),
     (dict(demand=np.where(D == 2.0, -1.0, D)), r"^demand\[2, 0\]: -1.0 is not allowed \(must be finite and >= 0\)"),
     (dict(capacity=np.array([2.0, -1.0])), r"^capacity\[1\]: -1.0 is not allowed \(must be finite and >= 0\)"),

@@ -109,6 +109,9 @@ def make_folds(obs: Sequence[Observation], cv: str, k: int = 5, seed: int = 0) -
             key: Callable[[JobProfile], str] = model_group
         else:
             types = sorted({o.a.job_type for o in obs} | {o.b.job_type for o in obs})
+            if len(types) < 2:
+                raise InvalidArgument("--data", f"{len(types)} job type(s)",
+                                      "at least 2 job types for job-type-kfold")
             if not (isinstance(k, int) and 2 <= k <= len(types)):
                 raise InvalidArgument("--folds", k, f"an integer in 2..{len(types)} (job types) "
                                       "for job-type-kfold")

@@ -104,7 +104,9 @@ def check_demand(demand: Any, m: int | None, r: int | None = None) -> np.ndarray
     """``demand[M, R]``: 2-D, finite, ``>= 0``.  Returns a contiguous float64 array."""
     a = _as_array("demand", demand)
     if a.ndim != 2 or (m is not None and a.shape[0] != m) or (r is not None and a.shape[1] != r):
-        want = f"must be 2-D [M, R] with M={m}" + (f", R={r}" if r is not None else "")
+        want = (f"must be 2-D [M, R] with M={m}" + (f", R={r}" if r is not None else "")
+                + (" (M = len(utility): one utility per configuration row)" if m is not None
+                   else ""))
         raise InvalidArgument("demand.shape", a.shape, want)
     if a.dtype.kind not in "iuf":
         raise InvalidArgument("demand.dtype", str(a.dtype), "must be numbers")
