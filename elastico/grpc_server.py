@@ -23,7 +23,7 @@ from elastico.metrics import ServiceMetrics
 from elastico.telemetry import server_interceptor
 from elastico.tracing import NOOP, Tracer
 
-__all__ = ["serve_one", "deadline_passed", "server_credentials", "channel_credentials",
+__all__ = ["serve_one", "abort_if_expired", "server_credentials", "channel_credentials",
            "MetricsInterceptor"]
 
 
@@ -91,12 +91,14 @@ def serve_one(address: str, service_name: str, add_servicer: Callable[[grpc.Serv
     return server, port
 
 
-def deadline_passed(context: grpc.ServicerContext) -> bool:
-    """True when the caller's deadline has already passed (checked before work starts and
-    before state is kept, so an expired request changes nothing)."""
+def abort_if_expired(context: grpc.ServicerContext, why: str) -> None:
+    """Ends the RPC with ``DEADLINE_EXCEEDED`` and message ``why`` when the caller's deadline
+    has already passed.  Servicers call it before work starts and before state is kept, so an
+    expired request changes nothing."""
     # grpc clamps time_remaining() at 0; no deadline reads as a very large number.
     remaining = context.time_remaining()
-    return remaining is not None and remaining <= 0
+    if remaining is not None and remaining <= 0:
+        context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, why)
 
 
 def server_credentials(cert_pem: bytes, key_pem: bytes,

@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from elastico.errors import InvalidArgument
+
 _PKG = Path(__file__).resolve().parent
 
 
@@ -32,3 +34,33 @@ def data_file(*parts: str) -> Path:
     if not p.exists():
         raise FileNotFoundError(f"bundled data file missing: {p}")
     return p
+
+
+def _holds(test) -> bool:
+    """A path test (``Path.is_file`` etc.) that reads a permission error as False."""
+    try:
+        return bool(test())
+    except OSError:
+        return False
+
+
+def check_input_file(flag: str, path: Path, what: str = "file") -> None:
+    """An input file given on the command line: an existing regular file this process may
+    read.  Raises InvalidArgument naming ``flag`` and the path."""
+    if not _holds(path.is_file):
+        raise InvalidArgument(flag, str(path), f"must be an existing {what}")
+    if not os.access(path, os.R_OK):
+        raise InvalidArgument(flag, str(path), "must be readable by this process")
+
+
+def check_output_file(flag: str, path: Path) -> None:
+    """An output file given on the command line, checked before any work (a long run must not
+    end in a write error): a file path, not a folder, in an existing folder, writable by this
+    process.  Raises InvalidArgument naming ``flag`` and the path."""
+    folder = path.parent if str(path.parent) else Path(".")
+    if str(path) in ("", ".") or _holds(path.is_dir):
+        raise InvalidArgument(flag, str(path), "must be a file path, not a folder")
+    if not _holds(folder.is_dir):
+        raise InvalidArgument(flag, str(path), "its folder must exist and be searchable")
+    if not os.access(folder, os.W_OK) or (_holds(path.exists) and not os.access(path, os.W_OK)):
+        raise InvalidArgument(flag, str(path), "must be writable")

@@ -15,11 +15,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 from pathlib import Path
 
 from elastico.errors import InvalidArgument
+from elastico.paths import check_input_file, check_output_file
 from elastico.tracing import NOOP
 
 _ROWS = [
@@ -143,27 +143,10 @@ def _check(args: argparse.Namespace) -> None:
     if not (math.isfinite(args.restart_s) and 0 <= args.restart_s <= MAX_RESTART_S):
         raise InvalidArgument("--restart-s", args.restart_s, f"must be in 0..{MAX_RESTART_S:g}")
     for flag, path in (("--trace", args.trace), ("--nodes", args.nodes)):
-        if path is not None and not _safe(path.is_file):
-            raise InvalidArgument(flag, str(path), "must be an existing CSV file")
-        if path is not None and not os.access(path, os.R_OK):
-            raise InvalidArgument(flag, str(path), "must be readable by this process")
+        if path is not None:
+            check_input_file(flag, path, "CSV file")
     if args.json is not None:
-        j = args.json
-        folder = j.parent if str(j.parent) else Path(".")
-        if str(j) in ("", ".") or _safe(j.is_dir):
-            raise InvalidArgument("--json", str(j), "must be a file path, not a folder")
-        if not _safe(folder.is_dir):
-            raise InvalidArgument("--json", str(j), "its folder must exist and be searchable")
-        if not os.access(folder, os.W_OK) or (_safe(j.exists) and not os.access(j, os.W_OK)):
-            raise InvalidArgument("--json", str(j), "must be writable")
-
-
-def _safe(test) -> bool:
-    """A path test (``Path.is_file`` etc.) that reads a permission error as False."""
-    try:
-        return bool(test())
-    except OSError:
-        return False
+        check_output_file("--json", args.json)
 
 
 def run(args: argparse.Namespace) -> int:

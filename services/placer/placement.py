@@ -765,28 +765,36 @@ class ClusterState:
         self._node_cpu_used[n] = math.fsum(v[0] for v in vals)
         self._node_mem_used[n] = math.fsum(v[1] for v in vals)
 
+    def place_unless_dominated(self, job_id: str, config: Configuration, profile: JobProfile,
+                               slowdown_bound: float, failed: list[Configuration],
+                               slowdown_model: SlowdownModel | None = None,
+                               scorer: str = "bestfit") -> PlaceOutcome:
+        """:meth:`place`, except that a shape which :func:`dominates` one in ``failed`` is
+        refused without a search, and a shape that finds no room (not a slowdown bound, which
+        depends on the job) is appended to ``failed``.  Valid while the cluster only fills up
+        -- within one round, before any release -- since a larger shape cannot fit where a
+        smaller one did not."""
+        f = next((f for f in failed if dominates(config, f)), None)
+        if f is not None:
+            return PlaceOutcome(None, f"no room: a smaller or equal shape "
+                                      f"({f.num_gpus} x {f.gpu_share:g} {f.gpu_model}) "
+                                      f"already failed this round")
+        res = self.place(job_id, config, profile, slowdown_bound, slowdown_model, scorer=scorer)
+        if not res.placed and not res.reason.startswith("slowdown bound"):
+            failed.append(config)
+        return res
+
     def place_many(self, requests: Sequence[tuple[str, Configuration, JobProfile, float]],
                    scorer: str = "bestfit") -> list[PlaceOutcome]:
         """Place ``(job_id, config, profile, slowdown_bound)`` requests one after the other, as
-        a round does, and return one outcome each.  Within the call the cluster only fills up,
-        so a request whose shape :func:`dominates` one that already failed for lack of room
-        (not a slowdown bound) cannot fit either: it is refused without a search (reason says
-        which shape failed).  Bad input raises InvalidArgument at that request; the requests
-        before it stay booked."""
+        a round does, and return one outcome each (:meth:`place_unless_dominated`: a shape
+        dominating one that already failed for lack of room is refused without a search).
+        Bad input raises InvalidArgument at that request; the requests before it stay
+        booked."""
         failed: list[Configuration] = []
-        out: list[PlaceOutcome] = []
-        for job_id, config, profile, bound in requests:
-            f = next((f for f in failed if dominates(config, f)), None)
-            if f is not None:
-                out.append(PlaceOutcome(None, f"no room: a smaller or equal shape "
-                                              f"({f.num_gpus} x {f.gpu_share:g} {f.gpu_model}) "
-                                              f"already failed this round"))
-                continue
-            res = self.place(job_id, config, profile, bound, scorer=scorer)
-            if not res.placed and not res.reason.startswith("slowdown bound"):
-                failed.append(config)
-            out.append(res)
-        return out
+        return [self.place_unless_dominated(job_id, config, profile, bound, failed,
+                                            scorer=scorer)
+                for job_id, config, profile, bound in requests]
 
     def release(self, job_id: str) -> Assignment:
         """Free everything ``job_id`` booked; returns its assignment.  NotFound if unknown."""

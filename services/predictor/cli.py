@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from elastico.errors import InvalidArgument
+from elastico.paths import check_output_file
 
 __all__ = ["register", "training_report"]
 
@@ -144,16 +145,6 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def _check_writable(flag: str, path: Path) -> None:
-    """An output file path: not a folder, in an existing folder this process may write (checked
-    before any work, so a long training never ends in a write error)."""
-    folder = path.parent if str(path.parent) else Path(".")
-    if path.is_dir() or not folder.is_dir():
-        raise InvalidArgument(flag, str(path), "a file path in an existing folder")
-    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise InvalidArgument(flag, str(path), "a path this process may write")
-
-
 def _cmd_train(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from elastico.predictor.model import train
     from elastico.predictor.observations import file_sha256
@@ -161,7 +152,7 @@ def _cmd_train(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     for flag, path in (("--out", args.out), ("--report", args.report)):
         if path is not None:
-            _check_writable(flag, path)
+            check_output_file(flag, path)
     # three different files: an output must never overwrite the data or the other output
     named = [(f, p) for f, p in (("--data", args.data), ("--out", args.out),
                                  ("--report", args.report)) if p is not None]

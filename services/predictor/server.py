@@ -29,7 +29,7 @@ from typing import Any
 import grpc
 
 from elastico.errors import InvalidArgument
-from elastico.grpc_server import deadline_passed, serve_one
+from elastico.grpc_server import abort_if_expired, serve_one
 from elastico.metrics import ServiceMetrics
 from elastico.tracing import NOOP, Tracer
 from elastico.predictor.observations import Observation, analytic_activity
@@ -95,8 +95,7 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServiceServicer):
 
     def PredictSlowdown(self, request: predictor_pb2.PredictSlowdownRequest,
                         context: grpc.ServicerContext) -> predictor_pb2.PredictSlowdownResponse:
-        if deadline_passed(context):
-            context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "deadline passed before predicting")
+        abort_if_expired(context, "deadline passed before predicting")
         gpu = request.gpu_model
         check_gpu_model(gpu, "gpu_model")
         cache: dict[bytes, JobProfile] = {}
@@ -115,8 +114,7 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServiceServicer):
             span.set_attribute("predictor.model_version", version)
         if self._metrics is not None:
             self._metrics.observe_prediction(len(a), fallback=version.startswith("analytic"))
-        if deadline_passed(context):
-            context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "deadline passed while predicting")
+        abort_if_expired(context, "deadline passed while predicting")
         return predictor_pb2.PredictSlowdownResponse(
             slowdown=sa.tolist(), slowdown_b=[] if sb is None else sb.tolist(),
             model_version=version)

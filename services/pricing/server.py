@@ -36,7 +36,7 @@ import numpy as np
 
 import elastico.pricing as pricing
 from elastico.errors import InvalidArgument
-from elastico.grpc_server import deadline_passed, serve_one
+from elastico.grpc_server import abort_if_expired, serve_one
 from elastico.metrics import ServiceMetrics
 from elastico.tracing import NOOP, Tracer
 from elastico.v1 import pricing_pb2, pricing_pb2_grpc
@@ -117,8 +117,7 @@ class PricingServicer(pricing_pb2_grpc.PricingServiceServicer):
 
     def Solve(self, request: pricing_pb2.SolveRequest,
               context: grpc.ServicerContext) -> pricing_pb2.SolveResponse:
-        if deadline_passed(context):
-            context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "deadline passed before solving")
+        abort_if_expired(context, "deadline passed before solving")
         kwargs = solve_kwargs(request)
         names = tuple(request.instance.resource_names)
         shape = {"pricing.jobs": len(kwargs["offsets"]) - 1,
@@ -132,9 +131,8 @@ class PricingServicer(pricing_pb2_grpc.PricingServiceServicer):
             span.set_attribute("pricing.gap", res.gap)
             for r, p in enumerate(res.prices):
                 span.set_attribute(f"pricing.price.{names[r] if names else r}", float(p))
-        if deadline_passed(context):
-            context.abort(grpc.StatusCode.DEADLINE_EXCEEDED,
-                          f"deadline passed while solving ({res.seconds:.3f} s); prices not kept")
+        abort_if_expired(context, f"deadline passed while solving ({res.seconds:.3f} s); "
+                                  "prices not kept")
         prices = tuple(float(x) for x in res.prices)
         with self._lock:
             self._prices, self._names = prices, names

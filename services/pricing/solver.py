@@ -321,8 +321,8 @@ def _check_options(max_iterations: Any, gap_tolerance: Any) -> tuple[int, float]
 
 
 def solve(utility: Any, demand: Any, offsets: Any, capacity: Any, *,
-          initial_prices: Any = None, max_iterations: int = 200, gap_tolerance: float = DEFAULT_GAP_TOLERANCE,
-          dtype: str = "float64", nthreads: int = 1,
+          initial_prices: Any = None, max_iterations: int = 200,
+          gap_tolerance: float = DEFAULT_GAP_TOLERANCE, dtype: str = "float64", nthreads: int = 1,
           primal_every: int | None = None, current: Any = None,
           switch_cost: Any = None) -> PricingResult:
     """Chooses one configuration per job (Elastic Shadow Pricing; docs/pricing.md).
@@ -352,8 +352,10 @@ def solve(utility: Any, demand: Any, offsets: Any, capacity: Any, *,
             moves only when the gain beats the restart).  Requires ``current``; reported
             ``primal_value`` and ``dual_bound`` are of the charged utilities.
         primal_every: build a primal (repair + fill) from the Lagrangian choice every this many
-            iterations (and always at the end); None = every iteration on small instances
-            and at the first three.  A round that warm-starts from good prices needs few.
+            iterations (and always at the end), with no cold-start bisection; None = the
+            adaptive schedule of docs/pricing.md section 4 (every iteration on small instances;
+            on large ones at new best duals near the capacity).  A round that warm-starts from
+            good prices needs few.
 
     Returns:
         :class:`PricingResult` with a feasible ``choice``.

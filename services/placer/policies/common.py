@@ -14,7 +14,7 @@ from elastico.tracing import NOOP, Tracer
 from elastico.shapes import build_family, requested_configuration
 from elastico.throughput import ThroughputModel
 
-from ..placement import ClusterState, dominates
+from ..placement import ClusterState
 from ..round import ActiveJob, Decision, Status
 
 
@@ -142,9 +142,9 @@ def place_fixed_shape(catalog: JobCatalog, state: ClusterState, active: ActiveJo
 
     Used for ``service`` jobs by every policy and for all jobs by ``exclusive``.  ``failed``:
     the shapes that already failed for lack of room in this round (while the round only adds
-    bookings); a shape that :func:`~elastico.placer.placement.dominates` one of them is not
-    searched again, and new failures are appended -- without it a queue of thousands of
-    waiting pods re-scans the cluster for each of them every round.
+    bookings; :meth:`~elastico.placer.placement.ClusterState.place_unless_dominated`), shared
+    by the caller's calls in one round -- without it a queue of thousands of waiting pods
+    re-scans the cluster for each of them every round.
     """
     job = active.job
     configs = catalog.requested(job, whole_gpus)
@@ -153,19 +153,15 @@ def place_fixed_shape(catalog: JobCatalog, state: ClusterState, active: ActiveJo
                         reason=f"no node of an allowed GPU model {sorted(job.request.gpu_models)} "
                                f"has {job.request.num_gpus} GPUs")
     reasons = []
+    failed = [] if failed is None else failed
     for c in configs:
-        if failed is not None and any(dominates(c, f) for f in failed):
-            reasons.append(f"no room for {c.num_gpus} x {c.gpu_share:g} {c.gpu_model} "
-                           f"(a shape no larger already failed this round)")
-            continue
-        out = state.place(job.id, c, catalog.profile(job, c), job.slowdown_bound,
-                          catalog.env.slowdown, scorer=scorer)
+        out = state.place_unless_dominated(job.id, c, catalog.profile(job, c),
+                                           job.slowdown_bound, failed, catalog.env.slowdown,
+                                           scorer=scorer)
         if out.assignment is not None:
             return Decision(job.id, Status.PLACED, c, out.assignment, changed=True,
                             reason="placed with requested shape")
         reasons.append(out.reason)
-        if failed is not None and not out.reason.startswith("slowdown bound"):
-            failed.append(c)
     return Decision(job.id, Status.WAITING, None, reason="; ".join(reasons))
 
 
