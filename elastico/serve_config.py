@@ -181,8 +181,9 @@ def load_serve_config(service: str, *, config_path: Path | None = None,
     ``config_path`` (optional), ``env`` (the process environment when None) and
     ``overrides`` (command-line values; None entries are ignored).  Keys of ``overrides``:
     ``address``, ``max_workers``, ``max_concurrent_rpcs``, ``grace_s``, ``tls_cert``,
-    ``tls_key``, ``tls_client_ca``, ``plaintext``, ``metrics_port``.  Raises InvalidArgument on any bad value,
-    on a half-configured TLS identity, and when neither TLS nor plaintext is configured."""
+    ``tls_key``, ``tls_client_ca``, ``plaintext``, ``metrics_port``.  Raises InvalidArgument
+    on any bad value, on a half-configured TLS identity, and when neither TLS nor plaintext
+    is configured."""
     if service not in SERVICES:
         raise InvalidArgument("service", service, f"one of {', '.join(SERVICES)}")
     env = os.environ if env is None else env

@@ -64,6 +64,8 @@ def _bad(tmp_path, capsys, args, *needles):
 def test_bad_gpus(tmp_path, capsys):
     _bad(tmp_path, capsys, ["simulate", "--gpus", "0", "--no-progress"], "--gpus", "0")
     _bad(tmp_path, capsys, ["simulate", "--gpus", "100000", "--no-progress"], "100000")
+    # the sub-cluster's own bound names the flag too, not an internal "gpus"
+    _bad(tmp_path, capsys, ["simulate", "--gpus", "99999999", "--no-progress"], "--gpus: 99999999")
 
 
 def test_bad_load(tmp_path, capsys):

@@ -119,3 +119,27 @@ def test_stream_writer_and_blank_lines(tmp_path):
     back = read_observations("mem.csv", text=text)
     assert len(back) == 2 and back[0].a.kind == "inference" and back[1].b.kind == "service"
     assert json.loads(json.dumps([x.slowdown_b for x in back])) == [1.2, 1.2]
+
+
+def test_a_utf8_bom_is_not_part_of_the_header(tmp_path):
+    p = tmp_path / "bom.csv"
+    p.write_bytes(("\ufeff" + HEADER + good_row(1) + good_row(2)).encode("utf-8"))
+    plain = tmp_path / "plain.csv"
+    plain.write_text(HEADER + good_row(1) + good_row(2))
+    assert read_observations(p) == read_observations(plain)
+
+
+def test_train_refuses_outputs_that_would_overwrite_each_other_or_the_data(tmp_path, capsys):
+    data = tmp_path / "obs.csv"
+    data.write_text(HEADER + good_row(1) + good_row(2))
+    before = data.read_text()
+    m = tmp_path / "m.json"
+    for args, flag in ((["--out", str(m), "--report", str(m)], "--report"),
+                       (["--out", str(data)], "--out"),
+                       (["--out", str(m), "--report", str(data)], "--report")):
+        assert main(["predictor", "train", "--data", str(data), *args]) == 2
+        assert flag in capsys.readouterr().err
+    assert data.read_text() == before and not m.exists()
+    assert main(["predictor", "train", "--data", str(data),
+                 "--out", str(tmp_path / "no" / "dir" / "m.json")]) == 2
+    assert "--out" in capsys.readouterr().err

@@ -152,5 +152,8 @@ def test_folds_that_cannot_train_are_refused():
         make_folds(one_family, "kfold", k=10)
     with pytest.raises(InvalidArgument, match="--cv"):
         make_folds(one_family, "bootstrap")
+    one_type = [ob("X (batch size 1)", "X (batch size 1)", 1.5, 1.5)] * 3
+    with pytest.raises(InvalidArgument, match="at least 2 job types"):
+        make_folds(one_type, "job-type-kfold", k=2)
 
 

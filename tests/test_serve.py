@@ -73,6 +73,8 @@ def test_flags_beat_environment_beat_file(tmp_path):
     ('[serve.tls]\ncert = "x"\n', "tls.key"),
     ('[serve.tls]\ncertificate = "x"\n', "config.serve.tls"),
     ('serve = 3\n', "config.serve"),
+    ('[serv]\nplaintext = true\n', "config.serv"),
+    ('[serve]\nmetrics_port = 70000\nplaintext = true\n', "metrics_port"),
     ('[serve\n', "config"),
 ])
 def test_bad_config_names_the_field(tmp_path, toml, field):
@@ -81,6 +83,55 @@ def test_bad_config_names_the_field(tmp_path, toml, field):
     with pytest.raises(InvalidArgument) as e:
         load_serve_config("pricing", config_path=f, env={})
     assert e.value.field == field, str(e.value)
+
+
+def test_config_must_be_a_regular_file(tmp_path):
+    with pytest.raises(InvalidArgument, match="existing TOML file"):
+        load_serve_config("pricing", config_path=tmp_path, env={})  # a folder
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(InvalidArgument, match="existing TOML file"):  # would block in open()
+        load_serve_config("pricing", config_path=fifo, env={})
+
+
+def test_tls_files_must_hold_pem_blocks_and_a_client_ca_needs_tls(tmp_path, pki):
+    junk = tmp_path / "junk.pem"
+    junk.write_text("not a certificate\n")
+    with pytest.raises(InvalidArgument) as e:
+        load_serve_config("pricing", env={}, overrides={"tls_cert": junk,
+                                                        "tls_key": pki["server_key"]})
+    assert e.value.field == "tls.cert" and "PEM" in str(e.value)
+    with pytest.raises(InvalidArgument) as e:  # a certificate where the key should be
+        load_serve_config("pricing", env={}, overrides={"tls_cert": pki["server"],
+                                                        "tls_key": pki["server"]})
+    assert e.value.field == "tls.key"
+    with pytest.raises(InvalidArgument) as e:
+        load_serve_config("pricing", env={}, overrides={"plaintext": True,
+                                                        "tls_client_ca": pki["ca"]})
+    assert e.value.field == "tls.client_ca"
+
+
+def test_a_busy_address_or_a_key_of_another_certificate_exits_2(pki, capsys):
+    import socket
+
+    # a plain listening socket (grpc servers share ports through SO_REUSEPORT; this one
+    # does not, like most other programs holding a port)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert cli_main(["serve", "pricing", "--plaintext", "--port", str(port)]) == 2
+        assert "address" in capsys.readouterr().err
+    mismatched = ["--tls-cert", str(pki["server"]), "--tls-key", str(pki["client_key"])]
+    assert cli_main(["serve", "pricing", "--port", "0", *mismatched]) == 2
+    assert "tls" in capsys.readouterr().err
+
+
+def test_predictor_model_dir_must_be_creatable(tmp_path, capsys):
+    bad = tmp_path / "missing-parent" / "store"
+    assert cli_main(["serve", "predictor", "--plaintext", "--port", "0",
+                     "--model-dir", str(bad)]) == 2
+    assert "--model-dir" in capsys.readouterr().err
 
 
 def test_bad_flags_exit_2_with_the_field(capsys):
