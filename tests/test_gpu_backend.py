@@ -58,7 +58,7 @@ def test_contract_mps_limits(backend):
     assert backend.mps_limits("pod-a") == lim
     assert backend.mps_env("pod-a") == {
         "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "30",
-        "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": "0=4096M",
+        "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": "0=4G",  # NVIDIA MPS docs: <ordinal>=<amount><G|M>
     }
     for pct in (0, -5, 100.5, float("nan")):
         with pytest.raises(InvalidArgument, match="active_thread_percentage"):

@@ -1,8 +1,11 @@
 """elastico.nodeagent — the DaemonSet agent on every GPU node.
 
-Who calls it: the placer (through NodeAgentService, later) and the kubelet (device plugin).
-Whom it calls: the GPUs through a :class:`GpuBackend` — NVML (:class:`NvmlGpuBackend`) on a
-real node, :class:`SimulatedGpuBackend` in tests and the simulator.
+Who calls it: the placer (through NodeAgentService, :mod:`elastico.nodeagent.server`) and
+kubelet (the device plugin, :mod:`elastico.nodeagent.deviceplugin`); ``elastico nodeagent``
+runs both.  Whom it calls: the GPUs through a :class:`GpuBackend` — NVML
+(:class:`NvmlGpuBackend`) on a real node, :class:`SimulatedGpuBackend` in tests and the
+simulator — the MPS control daemon (:mod:`elastico.nodeagent.mps`) and the Kubernetes API
+(:mod:`elastico.nodeagent.kubeapi`).  docs/nodeagent.md has the whole picture.
 """
 
 from elastico.nodeagent.backend import (
@@ -10,6 +13,7 @@ from elastico.nodeagent.backend import (
     BackendUnavailable,
     GpuBackend,
     GpuInfo,
+    MigDevice,
     MpsLimits,
     NvmlGpuBackend,
     SimulatedGpuBackend,
@@ -19,6 +23,7 @@ __all__ = [
     "BackendUnavailable",
     "GpuInfo",
     "MpsLimits",
+    "MigDevice",
     "GpuBackend",
     "SimulatedGpuBackend",
     "NvmlGpuBackend",

@@ -9,25 +9,45 @@ environment (``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE``, ``CUDA_MPS_PINNED_DEVICE_MEM
 the device plugin's ``Allocate`` returns.  Both backends therefore keep a book of per-client
 limits, validated against the GPUs, and render the environment with :meth:`mps_env`.
 
-Units: memory GiB, power W, temperature degrees C, clocks MHz, utilization percent (0..100).
+MIG: :meth:`GpuBackend.mig_devices` lists a GPU's instances, :meth:`~GpuBackend.create_mig_instance`
+makes a GPU instance of a profile at a start slot with its full-size compute instance (what
+``nvidia-smi mig -cgi <profile> -C`` does), :meth:`~GpuBackend.destroy_mig_instance` removes
+both.  Geometry rules come from :mod:`elastico.placer.mig` (the simulated backend refuses what
+the tables refuse; NVML refuses what the driver refuses); the node plan
+(:mod:`elastico.nodeagent.nodeplan`) validates a whole geometry before any step runs.
+
+Health: :meth:`GpuBackend.wait_health_event` blocks until something may have changed a GPU's
+health (NVML: a critical XID or double-bit ECC event; simulated: :meth:`set_health`) or the
+timeout passes; ``list_gpus()`` then reports the new ``healthy`` flags.
+
+Units: memory GiB, power W, temperature degrees C, clocks MHz, utilization percent (0..100),
+PCIe GB/s (1e9 bytes/s).
 """
 
 from __future__ import annotations
 
+import json
 import math
+import threading
+import uuid as uuidlib
 from dataclasses import dataclass, replace
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
-from elastico.errors import ElasticoError, InvalidArgument, NotFound
+from elastico.errors import ElasticoError, Infeasible, InvalidArgument, NotFound
+from elastico.nodeagent.gpu_models import mig_table_model
+from elastico.placer.mig import MigGpu, mig_profile
 
 __all__ = [
     "BackendUnavailable",
     "GpuInfo",
     "MpsLimits",
+    "MigDevice",
     "GpuBackend",
+    "pinned_mem_limit_env",
     "SimulatedGpuBackend",
     "NvmlGpuBackend",
     "TELEMETRY_KEYS",
+    "backend_from_env",
 ]
 
 # NVML-style readings every backend's telemetry() returns (key -> unit in the name).
@@ -39,6 +59,8 @@ TELEMETRY_KEYS = (
     "power_w",                      # nvmlDeviceGetPowerUsage() (mW) / 1000
     "temperature_c",                # nvmlDeviceGetTemperature(GPU)
     "sm_clock_mhz",                 # nvmlDeviceGetClockInfo(SM)
+    "pcie_rx_gbs",                  # nvmlDeviceGetPcieThroughput(RX_BYTES) (KB/s) / 1e6
+    "pcie_tx_gbs",                  # nvmlDeviceGetPcieThroughput(TX_BYTES) (KB/s) / 1e6
 )
 
 _GIB = float(1 << 30)
@@ -64,6 +86,27 @@ class GpuInfo:
     @property
     def name(self) -> str:
         return self.model
+
+    @property
+    def mig_model(self) -> str | None:
+        """Key of the GPU's MIG table (:func:`elastico.nodeagent.gpu_models.mig_table_model`),
+        None when ElastiCo has none for it."""
+        return mig_table_model(self.model, self.memory_total_gib)
+
+
+@dataclass(frozen=True)
+class MigDevice:
+    """One MIG instance on GPU ``gpu_index``: GPU instance of ``profile`` at memory slice
+    ``start`` with its full-size compute instance (``has_ci``); ``uuid`` the MIG device UUID
+    (``MIG-...``, empty while it has no compute instance); ``busy``: a CUDA process (or, in the
+    simulated backend, a test) uses it."""
+
+    gpu_index: int
+    profile: str
+    start: int
+    uuid: str
+    busy: bool = False
+    has_ci: bool = True
 
 
 @dataclass(frozen=True)
@@ -102,7 +145,41 @@ class GpuBackend(Protocol):
 
     def mps_env(self, client_id: str) -> dict[str, str]: ...
 
+    def mig_devices(self, index: int) -> list[MigDevice]:
+        """The MIG instances of GPU ``index`` by start (empty unless it is in MIG mode)."""
+        ...
+
+    def create_mig_instance(self, index: int, profile: str, start: int) -> MigDevice:
+        """GPU instance of ``profile`` at ``start`` plus its full-size compute instance on GPU
+        ``index``; InvalidArgument for a profile or start the GPU's model lacks, Infeasible when
+        the slices are taken."""
+        ...
+
+    def destroy_mig_instance(self, index: int, start: int) -> None:
+        """Destroys the compute instance and the GPU instance at ``start`` on GPU ``index``;
+        NotFound when none starts there, Infeasible when it is busy."""
+        ...
+
+    def wait_health_event(self, timeout_s: float) -> bool:
+        """Blocks up to ``timeout_s`` s for an event that may change a GPU's health; True when
+        one came (``list_gpus()`` shows its effect)."""
+        ...
+
     def close(self) -> None: ...
+
+
+def pinned_mem_limit_env(gib: float, devices: int) -> str:
+    """``CUDA_MPS_PINNED_DEVICE_MEM_LIMIT`` for ``devices`` visible devices with ``gib`` GiB
+    each: NVIDIA's ``<device ordinal>=<amount><unit>`` list (MPS docs, "Environment Variables":
+    e.g. ``0=1G,1=2G``; unit G or M), ordinals 0..devices-1 as the container enumerates them.
+    Whole GiB are written in G (``16G``); a fraction in whole MiB, rounded down so the limit
+    never exceeds the booking (2.5 GiB -> ``2560M``)."""
+    if not (isinstance(gib, (int, float)) and math.isfinite(gib) and gib > 0):
+        raise InvalidArgument("pinned_mem_limit_gib", gib, "GiB > 0")
+    if devices < 1:
+        raise InvalidArgument("devices", devices, ">= 1")
+    amount = f"{int(gib)}G" if float(gib).is_integer() else f"{int(gib * 1024)}M"
+    return ",".join(f"{i}={amount}" for i in range(devices))
 
 
 class _MpsBook:
@@ -144,13 +221,16 @@ class _MpsBook:
 
     def env(self, client_id: str) -> dict[str, str]:
         """CUDA MPS client environment: thread percentage and per-device pinned memory limit
-        (``"0=4096M,1=4096M"``; indices are the container's device ordinals 0..n-1)."""
+        (:func:`pinned_mem_limit_env`, e.g. ``"0=4G,1=4G"``)."""
         lim = self.get(client_id)
-        mib = int(lim.pinned_mem_limit_gib * 1024)
         return {
             "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": f"{lim.active_thread_percentage:g}",
-            "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": ",".join(f"{i}={mib}M" for i in range(len(lim.gpu_indices))),
+            "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": pinned_mem_limit_env(lim.pinned_mem_limit_gib,
+                                                                     len(lim.gpu_indices)),
         }
+
+    def clients(self) -> list[str]:
+        return sorted(self._limits)
 
 
 class _MpsLimitsOf:
@@ -175,7 +255,10 @@ class _MpsLimitsOf:
 
 class SimulatedGpuBackend(_MpsLimitsOf):
     """An in-memory backend over a fixed list of GPUs.  Telemetry defaults to an idle GPU and
-    can be set with :meth:`set_telemetry` (tests, the simulator)."""
+    can be set with :meth:`set_telemetry` (tests, the simulator).  MIG instances live in one
+    :class:`elastico.placer.mig.MigGpu` per MIG-mode GPU, so only geometries the MIG tables
+    allow can exist; their UUIDs are derived from the GPU UUID, profile and start (stable
+    across runs).  Thread-safe (the device plugin, the health watcher and RPCs share it)."""
 
     def __init__(self, gpus: Sequence[GpuInfo]):
         seen: set[int] = set()
@@ -195,10 +278,59 @@ class SimulatedGpuBackend(_MpsLimitsOf):
                 "power_w": 0.0,
                 "temperature_c": 30.0,
                 "sm_clock_mhz": 0.0,
+                "pcie_rx_gbs": 0.0,
+                "pcie_tx_gbs": 0.0,
             }
             for g in gpus
         }
         self._mps = _MpsBook()
+        self._lock = threading.Condition()
+        self._health_events = 0
+        self._mig: dict[int, MigGpu] = {}
+        self._busy: dict[tuple[int, int], bool] = {}
+        for g in gpus:
+            if g.mig_mode:
+                self._mig[g.index] = self._new_mig(g)
+
+    @classmethod
+    def from_spec(cls, spec: Any) -> "SimulatedGpuBackend":
+        """A backend from a plain inventory spec (what ``ELASTICO_SIMULATED_GPUS`` holds as
+        JSON): either an int ``n`` (n idle "A100-40GB" GPUs) or a list of objects with
+        ``model`` (str), ``memory_gib`` (GiB > 0) and optional ``uuid``, ``mig_mode``,
+        ``healthy``; indices follow list order.  InvalidArgument names the bad entry."""
+        if isinstance(spec, int) and not isinstance(spec, bool):
+            if not 1 <= spec <= 64:
+                raise InvalidArgument("simulated_gpus", spec, "a GPU count in 1..64 or a list")
+            spec = [{"model": "A100-40GB", "memory_gib": 40.0}] * spec
+        if not isinstance(spec, list) or not spec:
+            raise InvalidArgument("simulated_gpus", spec, "a GPU count or a non-empty list of "
+                                  "{model, memory_gib[, uuid, mig_mode, healthy]}")
+        gpus = []
+        allowed = {"model", "memory_gib", "uuid", "mig_mode", "healthy"}
+        for i, item in enumerate(spec):
+            if not isinstance(item, dict) or set(item) - allowed or "model" not in item:
+                raise InvalidArgument(f"simulated_gpus[{i}]", item,
+                                      f"an object with model, memory_gib and optional keys of {sorted(allowed)}")
+            mem = item.get("memory_gib")
+            if isinstance(mem, bool) or not isinstance(mem, (int, float)):
+                raise InvalidArgument(f"simulated_gpus[{i}].memory_gib", mem, "GiB > 0")
+            for k in ("mig_mode", "healthy"):
+                if not isinstance(item.get(k, False), bool):
+                    raise InvalidArgument(f"simulated_gpus[{i}].{k}", item[k], "true or false")
+            uid = item.get("uuid") or f"GPU-{uuidlib.uuid5(uuidlib.NAMESPACE_OID, f'elastico-sim-{i}')}"
+            gpus.append(GpuInfo(i, str(uid), str(item["model"]), float(mem),
+                                item.get("healthy", True), item.get("mig_mode", False)))
+        for g in gpus:
+            if g.mig_mode and g.mig_model is None:
+                raise InvalidArgument(f"simulated_gpus[{g.index}].model", g.model,
+                                      "a MIG-capable model when mig_mode is true")
+        return cls(gpus)
+
+    @staticmethod
+    def _new_mig(g: GpuInfo) -> MigGpu:
+        if g.mig_model is None:
+            raise InvalidArgument(f"gpus[{g.index}].model", g.model, "a model with a MIG table (mig_mode)")
+        return MigGpu(g.mig_model)
 
     def _gpu(self, index: int) -> GpuInfo:
         try:
@@ -207,11 +339,13 @@ class SimulatedGpuBackend(_MpsLimitsOf):
             raise NotFound(f"gpu index {index}: not on this node (have {sorted(self._gpus)})") from None
 
     def list_gpus(self) -> list[GpuInfo]:
-        return [self._gpus[i] for i in sorted(self._gpus)]
+        with self._lock:
+            return [self._gpus[i] for i in sorted(self._gpus)]
 
     def telemetry(self, index: int) -> dict[str, float]:
-        self._gpu(index)
-        return dict(self._readings[index])
+        with self._lock:
+            self._gpu(index)
+            return dict(self._readings[index])
 
     def set_telemetry(self, index: int, **readings: float) -> None:
         """Set simulated readings (keys from :data:`TELEMETRY_KEYS`, except memory_total_gib)."""
@@ -228,10 +362,72 @@ class SimulatedGpuBackend(_MpsLimitsOf):
         self._readings[index].update({k: float(v) for k, v in readings.items()})
 
     def set_health(self, index: int, healthy: bool) -> None:
-        self._gpus[index] = replace(self._gpu(index), healthy=bool(healthy))
+        """Marks GPU ``index`` healthy or not (as an XID would) and wakes health waiters."""
+        with self._lock:
+            self._gpus[index] = replace(self._gpu(index), healthy=bool(healthy))
+            self._health_events += 1
+            self._lock.notify_all()
+
+    def wait_health_event(self, timeout_s: float) -> bool:
+        with self._lock:
+            seen = self._health_events
+            return self._lock.wait_for(lambda: self._health_events != seen, timeout=max(0.0, timeout_s))
 
     def set_mig_mode(self, index: int, enabled: bool) -> None:
-        self._gpus[index] = replace(self._gpu(index), mig_mode=bool(enabled))
+        """Enables or disables MIG mode; refused (Infeasible) while instances exist, as the
+        driver refuses it."""
+        with self._lock:
+            g = self._gpu(index)
+            if g.mig_mode == bool(enabled):
+                return
+            if not enabled and not self._mig[index].empty:
+                raise Infeasible(f"gpu {index}: MIG instances exist ({self._mig[index].instances}); "
+                                 "destroy them before disabling MIG mode")
+            new = replace(g, mig_mode=bool(enabled))
+            if enabled:
+                self._mig[index] = self._new_mig(new)
+            else:
+                del self._mig[index]
+            self._gpus[index] = new
+
+    def _mig_gpu(self, index: int) -> MigGpu:
+        g = self._gpu(index)
+        if not g.mig_mode:
+            raise InvalidArgument("gpu_index", index, "a GPU in MIG mode")
+        return self._mig[index]
+
+    def _device(self, index: int, profile: str, start: int) -> MigDevice:
+        uid = uuidlib.uuid5(uuidlib.NAMESPACE_OID, f"{self._gpus[index].uuid}/{profile}@{start}")
+        return MigDevice(index, profile, start, f"MIG-{uid}", self._busy.get((index, start), False))
+
+    def mig_devices(self, index: int) -> list[MigDevice]:
+        with self._lock:
+            if not self._gpu(index).mig_mode:
+                return []
+            return [self._device(index, p, s) for s, p in self._mig[index].instances.items()]
+
+    def create_mig_instance(self, index: int, profile: str, start: int) -> MigDevice:
+        with self._lock:
+            mig = self._mig_gpu(index)
+            mig_profile(mig.gpu_model, profile)  # InvalidArgument naming the valid profiles
+            mig.place(profile, start)            # Infeasible when the slices are taken
+            return self._device(index, profile, start)
+
+    def destroy_mig_instance(self, index: int, start: int) -> None:
+        with self._lock:
+            mig = self._mig_gpu(index)
+            if start not in mig.instances:
+                raise NotFound(f"gpu {index}: no MIG instance starts at slot {start} ({mig.instances})")
+            if self._busy.get((index, start)):
+                raise Infeasible(f"gpu {index}: MIG instance at slot {start} is busy")
+            mig.release(start)
+
+    def set_mig_busy(self, index: int, start: int, busy: bool) -> None:
+        """Marks the MIG instance at ``start`` busy (a CUDA process runs in it) or idle."""
+        with self._lock:
+            if start not in self._mig_gpu(index).instances:
+                raise NotFound(f"gpu {index}: no MIG instance starts at slot {start}")
+            self._busy[(index, start)] = bool(busy)
 
     def close(self) -> None:
         pass
@@ -244,11 +440,25 @@ def _unavailable(reason: str) -> BackendUnavailable:
     )
 
 
+#: XIDs that an application causes (NVIDIA k8s-device-plugin's list: 13 graphics engine
+#: exception, 31 GPU memory page fault, 43 GPU stopped processing, 45 preemptive cleanup,
+#: 68 video processor exception, 109 context switch timeout): they do not make the GPU unhealthy.
+APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68, 109})
+
+
 class NvmlGpuBackend(_MpsLimitsOf):
     """GPUs read through NVML (``pynvml`` from the ``nvidia-ml-py`` package, imported here,
     lazily).  Raises :class:`BackendUnavailable` (never crashes) when pynvml is missing or
     ``nvmlInit`` fails; NVML errors on a query of one GPU mark it unhealthy / raise
-    BackendUnavailable naming the call."""
+    BackendUnavailable naming the call.
+
+    Health: a GPU turns unhealthy on a critical XID event other than
+    :data:`APPLICATION_XIDS`, on a double-bit ECC event, or when its volatile uncorrected ECC
+    count grows; it stays so until the agent restarts (the NVIDIA device plugin's rule).
+    MIG: profiles are matched by the name NVML gives each GPU-instance profile ("MIG 1g.10gb")
+    against :mod:`elastico.placer.mig`; instances are created at an explicit placement
+    (``nvmlDeviceCreateGpuInstanceWithPlacement``) with one compute instance over all the
+    GI's SM slices."""
 
     def __init__(self) -> None:
         try:
@@ -264,6 +474,10 @@ class NvmlGpuBackend(_MpsLimitsOf):
             raise _unavailable(f"nvmlInit failed ({type(e).__name__}: {e})") from None
         self._open = True
         self._mps = _MpsBook()
+        self._lock = threading.Lock()
+        self._unhealthy: dict[int, str] = {}   # index -> why
+        self._ecc_seen: dict[int, int] = {}
+        self._events: Any = None
 
     def _call(self, what: str, fn, *args):
         try:
@@ -297,8 +511,64 @@ class NvmlGpuBackend(_MpsLimitsOf):
                 mig = bool(nv.nvmlDeviceGetMigMode(h)[0])
             except Exception:  # not MIG-capable (NVML_ERROR_NOT_SUPPORTED)
                 mig = False
+            self._check_ecc(i, h)
+            with self._lock:
+                healthy = healthy and i not in self._unhealthy
             out.append(GpuInfo(i, uuid, name, float(total), healthy, mig))
         return out
+
+    def unhealthy_reasons(self) -> dict[int, str]:
+        """GPU index -> why it was marked unhealthy (XID number or ECC count)."""
+        with self._lock:
+            return dict(self._unhealthy)
+
+    def _check_ecc(self, index: int, h) -> None:
+        nv = self._nvml
+        try:
+            n = int(nv.nvmlDeviceGetTotalEccErrors(h, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                                                   nv.NVML_VOLATILE_ECC))
+        except Exception:  # ECC off or not supported (consumer boards): nothing to read
+            return
+        with self._lock:
+            before = self._ecc_seen.setdefault(index, n)
+            if n > before:
+                self._unhealthy.setdefault(index, f"volatile uncorrected ECC errors {before} -> {n}")
+
+    def wait_health_event(self, timeout_s: float) -> bool:
+        nv = self._nvml
+        if self._events is None:
+            try:
+                events = nv.nvmlEventSetCreate()
+                for i in range(nv.nvmlDeviceGetCount()):
+                    try:
+                        nv.nvmlDeviceRegisterEvents(
+                            self._handle(i),
+                            nv.nvmlEventTypeXidCriticalError | nv.nvmlEventTypeDoubleBitEccError,
+                            events)
+                    except Exception:  # event type not supported on this GPU: ECC polling only
+                        pass
+                self._events = events
+            except Exception:
+                self._events = False  # no event API: callers still poll list_gpus()
+        if self._events is False:
+            threading.Event().wait(max(0.0, timeout_s))
+            return False
+        try:
+            data = nv.nvmlEventSetWait(self._events, int(max(0.0, timeout_s) * 1000))
+        except Exception:  # NVML_ERROR_TIMEOUT, or an interrupted wait
+            return False
+        xid = int(getattr(data, "eventData", 0))
+        etype = int(getattr(data, "eventType", 0))
+        if etype == nv.nvmlEventTypeXidCriticalError and xid in APPLICATION_XIDS:
+            return False
+        try:
+            index = int(nv.nvmlDeviceGetIndex(data.device))
+        except Exception:
+            return False
+        why = f"XID {xid}" if etype == nv.nvmlEventTypeXidCriticalError else "double-bit ECC error"
+        with self._lock:
+            self._unhealthy.setdefault(index, why)
+        return True
 
     def telemetry(self, index: int) -> dict[str, float]:
         nv = self._nvml
@@ -310,25 +580,193 @@ class NvmlGpuBackend(_MpsLimitsOf):
             "utilization_memory_percent": float(util.memory),
             "memory_used_gib": mem.used / _GIB,
             "memory_total_gib": mem.total / _GIB,
-            "power_w": math.nan,
-            "temperature_c": math.nan,
-            "sm_clock_mhz": math.nan,
         }
         for key, fn in (
             ("power_w", lambda: nv.nvmlDeviceGetPowerUsage(h) / 1000.0),
             ("temperature_c", lambda: float(nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU))),
             ("sm_clock_mhz", lambda: float(nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM))),
+            ("pcie_rx_gbs", lambda: nv.nvmlDeviceGetPcieThroughput(h, nv.NVML_PCIE_UTIL_RX_BYTES) / 1e6),
+            ("pcie_tx_gbs", lambda: nv.nvmlDeviceGetPcieThroughput(h, nv.NVML_PCIE_UTIL_TX_BYTES) / 1e6),
         ):
             try:  # optional readings: NaN where the GPU does not report them
                 out[key] = float(fn())
             except Exception:
-                pass
+                out[key] = math.nan
         return out
+
+    # --- MIG ---------------------------------------------------------------------------
+    def _gi_profiles(self, h) -> dict[str, Any]:
+        """Our profile name -> NVML GPU-instance profile info, for the profiles this GPU has."""
+        nv = self._nvml
+        out: dict[str, Any] = {}
+        for p in range(int(getattr(nv, "NVML_GPU_INSTANCE_PROFILE_COUNT", 0))):
+            try:
+                info = nv.nvmlDeviceGetGpuInstanceProfileInfo(h, p)
+            except Exception:  # NOT_SUPPORTED on this model
+                continue
+            name = self._text(getattr(info, "name", b"")).removeprefix("MIG ").strip()
+            if name:
+                out[name] = info
+        return out
+
+    def _gpu_instances(self, h) -> list[tuple[str, Any, Any]]:
+        """(profile name, GI handle, GI info) of every GPU instance of GPU ``h``."""
+        import ctypes  # noqa: PLC0415 - only NVML needs ctypes arrays
+
+        nv = self._nvml
+        out = []
+        for name, info in self._gi_profiles(h).items():
+            arr = (nv.c_nvmlGpuInstance_t * max(1, int(info.instanceCount)))()
+            count = ctypes.c_uint(0)
+            try:
+                nv.nvmlDeviceGetGpuInstances(h, info.id, arr, ctypes.byref(count))
+            except Exception:
+                continue
+            for k in range(count.value):
+                out.append((name, arr[k], nv.nvmlGpuInstanceGetInfo(arr[k])))
+        return out
+
+    def _compute_instances(self, gi) -> list[Any]:
+        import ctypes  # noqa: PLC0415
+
+        nv = self._nvml
+        out = []
+        for p in range(int(getattr(nv, "NVML_COMPUTE_INSTANCE_PROFILE_COUNT", 0))):
+            arr = (nv.c_nvmlComputeInstance_t * 8)()
+            count = ctypes.c_uint(0)
+            try:
+                nv.nvmlGpuInstanceGetComputeInstances(gi, p, arr, ctypes.byref(count))
+            except Exception:
+                continue
+            out.extend(arr[k] for k in range(count.value))
+        return out
+
+    def _mig_handles(self, h) -> dict[int, Any]:
+        """GPU-instance id -> MIG device handle (exists once the GI has a compute instance)."""
+        nv = self._nvml
+        out: dict[int, Any] = {}
+        try:
+            n = nv.nvmlDeviceGetMaxMigDeviceCount(h)
+        except Exception:
+            return out
+        for k in range(n):
+            try:
+                mh = nv.nvmlDeviceGetMigDeviceHandleByIndex(h, k)
+                out[int(nv.nvmlDeviceGetGpuInstanceId(mh))] = mh
+            except Exception:  # NOT_FOUND: no MIG device at this index
+                continue
+        return out
+
+    def mig_devices(self, index: int) -> list[MigDevice]:
+        nv = self._nvml
+        h = self._handle(index)
+        try:
+            if not nv.nvmlDeviceGetMigMode(h)[0]:
+                return []
+        except Exception:
+            return []
+        handles = self._mig_handles(h)
+        out = []
+        for name, gi, info in self._gpu_instances(h):
+            mh = handles.get(int(info.id))
+            uuid, busy = "", False
+            if mh is not None:
+                uuid = self._text(self._call("nvmlDeviceGetUUID", nv.nvmlDeviceGetUUID, mh))
+                try:
+                    busy = bool(nv.nvmlDeviceGetComputeRunningProcesses(mh))
+                except Exception:
+                    busy = False
+            out.append(MigDevice(index, name, int(info.placement.start), uuid, busy,
+                                 bool(self._compute_instances(gi))))
+        return sorted(out, key=lambda d: d.start)
+
+    def create_mig_instance(self, index: int, profile: str, start: int) -> MigDevice:
+        nv = self._nvml
+        h = self._handle(index)
+        g = self.list_gpus()[index]
+        if not g.mig_mode or g.mig_model is None:
+            raise InvalidArgument("gpu_index", index, "a GPU in MIG mode with a MIG table")
+        p = mig_profile(g.mig_model, profile)
+        if start not in p.starts:
+            raise InvalidArgument("start_slot", start, f"a valid start of {profile} {list(p.starts)}")
+        info = self._gi_profiles(h).get(profile)
+        if info is None:
+            raise InvalidArgument("mig_profile", profile, f"a profile NVML offers on GPU {index}")
+        placement = nv.c_nvmlGpuInstancePlacement_t()
+        placement.start, placement.size = start, p.memory_slices
+        try:
+            gi = nv.nvmlDeviceCreateGpuInstanceWithPlacement(h, info.id, placement)
+        except Exception as e:
+            raise Infeasible(f"gpu {index}: cannot create {profile} at slot {start}: {e}") from None
+        ci_profile = {1: "1_SLICE", 2: "2_SLICE", 3: "3_SLICE", 4: "4_SLICE", 7: "7_SLICE",
+                      8: "8_SLICE", 6: "6_SLICE"}[p.compute_slices]
+        try:
+            ci_info = nv.nvmlGpuInstanceGetComputeInstanceProfileInfo(
+                gi, getattr(nv, f"NVML_COMPUTE_INSTANCE_PROFILE_{ci_profile}"),
+                nv.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+            nv.nvmlGpuInstanceCreateComputeInstance(gi, ci_info.id)
+        except Exception as e:
+            try:  # leave no half-made instance behind
+                nv.nvmlGpuInstanceDestroy(gi)
+            except Exception:
+                pass
+            raise Infeasible(f"gpu {index}: cannot create the compute instance of {profile} "
+                             f"at slot {start}: {e}") from None
+        for d in self.mig_devices(index):
+            if d.start == start:
+                return d
+        raise BackendUnavailable(f"gpu {index}: {profile} at slot {start} was created but NVML does not list it")
+
+    def destroy_mig_instance(self, index: int, start: int) -> None:
+        nv = self._nvml
+        h = self._handle(index)
+        for d in self.mig_devices(index):
+            if d.start == start and d.busy:
+                raise Infeasible(f"gpu {index}: MIG instance at slot {start} is busy")
+        for _name, gi, info in self._gpu_instances(h):
+            if int(info.placement.start) != start:
+                continue
+            for ci in self._compute_instances(gi):
+                self._call("nvmlComputeInstanceDestroy", nv.nvmlComputeInstanceDestroy, ci)
+            self._call("nvmlGpuInstanceDestroy", nv.nvmlGpuInstanceDestroy, gi)
+            return
+        raise NotFound(f"gpu {index}: no MIG instance starts at slot {start}")
+
+    def set_mig_mode(self, index: int, enabled: bool) -> None:
+        """``nvmlDeviceSetMigMode``; the change may need a GPU reset to take effect (NVML's
+        activation status), which the agent does not do: it reports what NVML says."""
+        nv = self._nvml
+        h = self._handle(index)
+        self._call("nvmlDeviceSetMigMode", nv.nvmlDeviceSetMigMode, h,
+                   nv.NVML_DEVICE_MIG_ENABLE if enabled else nv.NVML_DEVICE_MIG_DISABLE)
 
     def close(self) -> None:
         if self._open:
             self._open = False
             try:
+                if self._events:
+                    self._nvml.nvmlEventSetFree(self._events)
+            except Exception:
+                pass
+            try:
                 self._nvml.nvmlShutdown()
             except Exception:
                 pass
+
+
+def backend_from_env(env: Mapping[str, str]) -> GpuBackend:
+    """The backend the environment asks for: ``ELASTICO_GPU_BACKEND=simulated`` -> a
+    :class:`SimulatedGpuBackend` from ``ELASTICO_SIMULATED_GPUS`` (JSON: a GPU count or a list,
+    :meth:`SimulatedGpuBackend.from_spec`; default 2 idle A100-40GB); ``nvml`` or unset ->
+    :class:`NvmlGpuBackend` (BackendUnavailable, with the reason, where no NVIDIA driver is)."""
+    kind = (env.get("ELASTICO_GPU_BACKEND") or "nvml").strip().lower()
+    if kind == "simulated":
+        raw = env.get("ELASTICO_SIMULATED_GPUS") or "2"
+        try:
+            spec = json.loads(raw)
+        except ValueError as e:
+            raise InvalidArgument("ELASTICO_SIMULATED_GPUS", raw, f"JSON: a GPU count or a list ({e})") from None
+        return SimulatedGpuBackend.from_spec(spec)
+    if kind == "nvml":
+        return NvmlGpuBackend()
+    raise InvalidArgument("ELASTICO_GPU_BACKEND", kind, "nvml or simulated")

@@ -1,0 +1,121 @@
+"""``elastico nodeagent``: the node-agent DaemonSet's process.
+
+Runs, until SIGTERM/SIGINT: the GPU backend (``--backend`` / ``ELASTICO_GPU_BACKEND``: NVML,
+or ``simulated`` with ``ELASTICO_SIMULATED_GPUS``), the MPS control daemon (``--mps``), the
+health watcher, the ``elastico.io/gpu-inventory`` publisher on this Node, the kubelet device
+plugin for ``elastico.io/gpu``, and NodeAgentService (``--address``; TLS like
+``elastico serve``: plaintext only with ``--plaintext``).  Without an NVIDIA driver it prints
+why and exits with status 2 (the CLI's handling of :class:`~elastico.errors.ElasticoError`).
+
+An adapter (grpc through the servers it starts): registered by :mod:`elastico.cli`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import sys
+import threading
+
+from elastico.errors import InvalidArgument
+from elastico.grpc_server import server_credentials
+
+__all__ = ["register", "run"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "nodeagent", help="run the node agent (device plugin, MPS, MIG, inventory, NodeAgentService)",
+        description="Run the ElastiCo node agent on a GPU node (the DaemonSet's command). "
+                    "Exit status: 0 after a clean stop, 2 bad configuration or no NVIDIA driver.")
+    p.add_argument("--node-name", default=os.environ.get("NODE_NAME"),
+                   help="this Kubernetes node's name (default: env NODE_NAME, else the host name)")
+    p.add_argument("--backend", choices=("nvml", "simulated"), default=None,
+                   help="GPU backend (default: env ELASTICO_GPU_BACKEND, else nvml)")
+    p.add_argument("--address", default="0.0.0.0:50054", metavar="HOST:PORT",
+                   help="NodeAgentService listen address (default 0.0.0.0:50054)")
+    p.add_argument("--plaintext", action="store_true", help="serve NodeAgentService without TLS")
+    p.add_argument("--tls-cert", default=os.environ.get("ELASTICO_TLS_CERT"), metavar="PEM")
+    p.add_argument("--tls-key", default=os.environ.get("ELASTICO_TLS_KEY"), metavar="PEM")
+    p.add_argument("--tls-client-ca", default=os.environ.get("ELASTICO_TLS_CLIENT_CA"), metavar="PEM")
+    p.add_argument("--devices", type=int, default=16,
+                   help="elastico.io/gpu handles advertised = most pods co-located on the node (16)")
+    p.add_argument("--socket-dir", default="/var/lib/kubelet/device-plugins",
+                   help="kubelet's device-plugin directory")
+    p.add_argument("--mps", action=argparse.BooleanOptionalAction, default=True,
+                   help="start and watch the MPS control daemon (default on)")
+    p.add_argument("--mps-pipe-dir", default="/run/nvidia-mps", help="host MPS pipe directory")
+    p.add_argument("--mps-log-dir", default="/var/log/nvidia-mps", help="host MPS log directory")
+    p.add_argument("--inventory-refresh-s", type=float, default=60.0,
+                   help="seconds between inventory rewrites (also on every health change)")
+    p.set_defaults(func=run)
+
+
+def _credentials(args: argparse.Namespace):
+    if args.plaintext:
+        return None
+    if not (args.tls_cert and args.tls_key):
+        raise InvalidArgument("--tls-cert/--tls-key", (args.tls_cert, args.tls_key),
+                              "a certificate and key for NodeAgentService, or --plaintext")
+    try:
+        return server_credentials(open(args.tls_cert, "rb").read(), open(args.tls_key, "rb").read(),
+                                  open(args.tls_client_ca, "rb").read() if args.tls_client_ca else None)
+    except OSError as e:
+        raise InvalidArgument("tls", str(e), "readable PEM files") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    from elastico.nodeagent.backend import backend_from_env
+    from elastico.nodeagent.deviceplugin import DevicePlugin, DevicePluginConfig, DevicePluginServicer
+    from elastico.nodeagent.inventory import HealthWatcher, InventoryPublisher
+    from elastico.nodeagent.kube_client import KubernetesNodeApi
+    from elastico.nodeagent.mps import MpsManager
+    from elastico.nodeagent.server import build_server
+
+    if not 1 <= args.devices <= 1024:
+        raise InvalidArgument("--devices", args.devices, "a handle count in 1..1024")
+    if not args.inventory_refresh_s > 0:
+        raise InvalidArgument("--inventory-refresh-s", args.inventory_refresh_s, "seconds > 0")
+    node = args.node_name or socket.gethostname()
+    creds = _credentials(args)
+    env = dict(os.environ)
+    if args.backend:
+        env["ELASTICO_GPU_BACKEND"] = args.backend
+    backend = backend_from_env(env)  # BackendUnavailable -> "elastico: error: ..." and exit 2
+    mps = None
+    if args.mps and env.get("ELASTICO_GPU_BACKEND", "nvml") != "simulated":
+        mps = MpsManager(args.mps_pipe_dir, args.mps_log_dir)
+        mps.start()
+    api = KubernetesNodeApi()
+    watcher = HealthWatcher(backend)
+    publisher = InventoryPublisher(backend, api, node, args.inventory_refresh_s)
+    servicer = DevicePluginServicer(backend, api, DevicePluginConfig(
+        node_name=node, socket_dir=args.socket_dir, devices=args.devices,
+        mps_pipe_dir=args.mps_pipe_dir, mps_log_dir=args.mps_log_dir))
+    watcher.subscribe(publisher.publish)
+    watcher.subscribe(servicer.update)
+    server, port = build_server(args.address, backend=backend, node_name=node, credentials=creds)
+    server.start()
+    watcher.start()
+    publisher.start()
+    plugin = DevicePlugin(servicer)
+    plugin.start()
+    print(f"elastico nodeagent: node {node}, {len(backend.list_gpus())} GPUs, "
+          f"NodeAgentService on port {port}, device plugin {plugin.socket}", file=sys.stderr, flush=True)
+    stop = threading.Event()
+    old = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        while not stop.wait(10.0):
+            if mps is not None and mps.ensure_running():
+                print("elastico nodeagent: MPS control daemon was dead; restarted", file=sys.stderr, flush=True)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        plugin.stop()
+        publisher.stop()
+        watcher.stop()
+        server.stop(5).wait()
+        backend.close()
+    return 0

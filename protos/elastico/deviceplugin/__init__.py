@@ -1,0 +1,1 @@
+"""Generated modules of the vendored kubelet device plugin API (built from protos/)."""

@@ -1,0 +1,278 @@
+"""The kubelet device plugin (API ``v1beta1``) for the extended resource ``elastico.io/gpu``.
+
+Protocol (kubelet device manager): the plugin serves ``v1beta1.DevicePlugin`` on a unix
+socket in kubelet's device-plugin directory (``/var/lib/kubelet/device-plugins``), then calls
+``v1beta1.Registration/Register`` on ``kubelet.sock`` there with its socket's file name, the
+resource name and its options.  kubelet then opens ``ListAndWatch`` (a stream of the device
+list, resent on every health change), may call ``GetPreferredAllocation``, and calls
+``Allocate`` for each container that requests the resource.  When kubelet restarts it deletes
+every socket in that directory and recreates ``kubelet.sock``; the plugin notices (its own
+socket gone or ``kubelet.sock`` replaced), serves again and re-registers.
+
+Devices: ``devices`` virtual handles ``elastico-gpu-0`` .. ``elastico-gpu-<n-1>`` -- pods
+request ``elastico.io/gpu: 1`` each, so the handle count bounds the pods co-located on the
+node (configurable).  Health: with ``h`` of ``G`` GPUs healthy, the first
+``floor(devices * h / G)`` handles are ``Healthy`` and the rest ``Unhealthy`` (all healthy when
+every GPU is, none when no GPU is), so kubelet's allocatable count shrinks with the node's
+healthy GPUs.
+
+Allocate: the request names only handles, so the pod is found by the placer's invariant
+(:func:`elastico.nodeagent.allocation.find_target`); for a MIG decision the instance is created
+if missing (:func:`elastico.nodeagent.nodeplan.ensure_mig_instance`); the answer is built by
+:func:`elastico.nodeagent.allocation.build_allocation`; then the pod is annotated
+``elastico.io/allocated``.  Allocate calls are serialised (one pod at a time per node).  Errors
+map to status codes through :class:`elastico.grpc_errors.ErrorInterceptor`: no matching pod ->
+``FAILED_PRECONDITION`` naming the candidates, malformed decision -> ``INVALID_ARGUMENT``.
+
+Who calls it: ``elastico nodeagent`` (:mod:`elastico.nodeagent_cli`); kubelet over the socket.
+Whom it calls: grpc, the generated ``elastico.deviceplugin.v1beta1`` modules, the pure modules
+of this package.  An adapter (exempt from the layering rule).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from concurrent import futures
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator, Sequence
+
+import grpc
+
+from elastico.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
+from elastico.errors import InvalidArgument
+from elastico.grpc_errors import ErrorInterceptor
+from elastico.nodeagent.allocation import (
+    ALLOCATED, RESOURCE_NAME, ContainerAllocation, allocated_value, build_allocation, find_target)
+from elastico.nodeagent.backend import GpuBackend, GpuInfo
+from elastico.nodeagent.kubeapi import NodeApi
+from elastico.nodeagent.nodeplan import ensure_mig_instance
+
+__all__ = ["API_VERSION", "DevicePluginConfig", "DevicePluginServicer", "DevicePlugin",
+           "handle_ids", "handle_health"]
+
+_LOG = logging.getLogger(__name__)
+
+#: The device plugin API version kubelet expects in RegisterRequest.version.
+API_VERSION = "v1beta1"
+HEALTHY, UNHEALTHY = "Healthy", "Unhealthy"
+
+
+@dataclass(frozen=True)
+class DevicePluginConfig:
+    """``socket_dir``: kubelet's device-plugin directory; ``endpoint``: this plugin's socket
+    file name in it; ``kubelet_socket``: kubelet's registration socket name there;
+    ``devices``: virtual handles advertised (1..1024); ``mps_pipe_dir`` / ``mps_log_dir``:
+    host MPS directories given to MPS clients; ``watch_s``: seconds between checks for a
+    kubelet restart."""
+
+    node_name: str
+    socket_dir: str = "/var/lib/kubelet/device-plugins"
+    endpoint: str = "elastico-gpu.sock"
+    kubelet_socket: str = "kubelet.sock"
+    resource_name: str = RESOURCE_NAME
+    devices: int = 16
+    mps_pipe_dir: str = "/run/nvidia-mps"
+    mps_log_dir: str = "/var/log/nvidia-mps"
+    watch_s: float = 1.0
+
+
+def handle_ids(n: int) -> list[str]:
+    return [f"elastico-gpu-{k}" for k in range(n)]
+
+
+def handle_health(n: int, gpus: Sequence[GpuInfo]) -> list[str]:
+    """Health of the ``n`` handles for ``gpus`` (module docstring)."""
+    total = len(gpus)
+    healthy = sum(g.healthy for g in gpus)
+    k = n * healthy // total if total else 0
+    return [HEALTHY if i < k else UNHEALTHY for i in range(n)]
+
+
+def _response(a: ContainerAllocation) -> api_pb2.ContainerAllocateResponse:
+    return api_pb2.ContainerAllocateResponse(
+        envs=dict(a.envs),
+        mounts=[api_pb2.Mount(container_path=m.container_path, host_path=m.host_path,
+                              read_only=m.read_only) for m in a.mounts],
+        devices=[api_pb2.DeviceSpec(container_path=d.container_path, host_path=d.host_path,
+                                    permissions=d.permissions) for d in a.devices])
+
+
+class DevicePluginServicer(api_pb2_grpc.DevicePluginServicer):
+    """The ``v1beta1.DevicePlugin`` service.  :meth:`update` (the health watcher's
+    subscriber) changes the device list and wakes every ListAndWatch stream."""
+
+    def __init__(self, backend: GpuBackend, api: NodeApi, cfg: DevicePluginConfig, *,
+                 exists: Callable[[str], bool] = os.path.exists):
+        if not 1 <= cfg.devices <= 1024:
+            raise InvalidArgument("devices", cfg.devices, "a handle count in 1..1024")
+        self.backend, self.api, self.cfg, self.exists = backend, api, cfg, exists
+        self._cond = threading.Condition()
+        self._version = 0
+        self._closed = False
+        self._health = handle_health(cfg.devices, backend.list_gpus())
+        self._alloc_lock = threading.Lock()
+
+    # -- device list ------------------------------------------------------------------------
+    def devices(self) -> list[api_pb2.Device]:
+        with self._cond:
+            return [api_pb2.Device(ID=i, health=h)
+                    for i, h in zip(handle_ids(self.cfg.devices), self._health)]
+
+    def update(self, gpus: Sequence[GpuInfo]) -> None:
+        health = handle_health(self.cfg.devices, gpus)
+        with self._cond:
+            if health != self._health:
+                self._health = health
+                self._version += 1
+                self._cond.notify_all()
+
+    def close(self) -> None:
+        """Ends every ListAndWatch stream."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    # -- RPCs -------------------------------------------------------------------------------
+    def GetDevicePluginOptions(self, request, context):
+        return api_pb2.DevicePluginOptions(pre_start_required=False,
+                                           get_preferred_allocation_available=True)
+
+    def ListAndWatch(self, request, context) -> Iterator[api_pb2.ListAndWatchResponse]:
+        with self._cond:
+            seen = self._version
+        yield api_pb2.ListAndWatchResponse(devices=self.devices())
+        while context.is_active():
+            with self._cond:
+                self._cond.wait_for(lambda: self._version != seen or self._closed, timeout=1.0)
+                if self._closed:
+                    return
+                changed, seen = self._version != seen, self._version
+            if changed:
+                yield api_pb2.ListAndWatchResponse(devices=self.devices())
+
+    def GetPreferredAllocation(self, request, context):
+        """Any handles serve alike (the decision, not the handle, picks the GPU): the
+        required ones, then the lowest-numbered available, up to the size asked."""
+        order = {h: k for k, h in enumerate(handle_ids(self.cfg.devices))}
+        out = []
+        for r in request.container_requests:
+            ids = list(r.must_include_deviceIDs)
+            rest = sorted((d for d in r.available_deviceIDs if d not in ids),
+                          key=lambda d: order.get(d, len(order)))
+            ids += rest[:max(0, r.allocation_size - len(ids))]
+            out.append(api_pb2.ContainerPreferredAllocationResponse(deviceIDs=ids))
+        return api_pb2.PreferredAllocationResponse(container_responses=out)
+
+    def Allocate(self, request, context):
+        out = []
+        with self._alloc_lock:
+            for _r in request.container_requests:
+                target = find_target(self.api.list_node_pods(self.cfg.node_name), self.cfg.node_name)
+                d = target.decision
+                gpus = self.backend.list_gpus()
+                mig_uuid = None
+                if d.mig:
+                    gpu = next((g for g in gpus if g.uuid == d.gpu_uuids[0]), None)
+                    if gpu is not None and gpu.mig_mode:
+                        mig_uuid = ensure_mig_instance(self.backend, gpu.index, d.mig_profile,
+                                                       d.mig_start_slot).uuid
+                alloc = build_allocation(d, gpus, mig_uuid=mig_uuid, mps_pipe_dir=self.cfg.mps_pipe_dir,
+                                         mps_log_dir=self.cfg.mps_log_dir, exists=self.exists)
+                self.api.patch_pod_annotations(
+                    target.pod.namespace, target.pod.name,
+                    {ALLOCATED: allocated_value(target.pod, target.container)}, uid=target.pod.uid)
+                _LOG.info("allocated %s container %s (round %s): %s", target.pod.key,
+                          target.container, d.round_id, dict(alloc.envs))
+                out.append(_response(alloc))
+        return api_pb2.AllocateResponse(container_responses=out)
+
+    def PreStartContainer(self, request, context):
+        return api_pb2.PreStartContainerResponse()
+
+
+class DevicePlugin:
+    """Serves :class:`DevicePluginServicer` on ``socket_dir/endpoint``, registers with
+    kubelet, and re-serves and re-registers when kubelet restarts."""
+
+    def __init__(self, servicer: DevicePluginServicer):
+        self.servicer = servicer
+        self.cfg = servicer.cfg
+        self.socket = Path(self.cfg.socket_dir) / self.cfg.endpoint
+        self.kubelet = Path(self.cfg.socket_dir) / self.cfg.kubelet_socket
+        self.registrations = 0
+        self._server: grpc.Server | None = None
+        self._kubelet_id: tuple[int, int] | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _serve(self) -> None:
+        if self.socket.exists() or self.socket.is_symlink():
+            self.socket.unlink()
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=8,
+                                                        thread_name_prefix="elastico-deviceplugin"),
+                             interceptors=[ErrorInterceptor()])
+        api_pb2_grpc.add_DevicePluginServicer_to_server(self.servicer, server)
+        if server.add_insecure_port(f"unix://{self.socket}") == 0:
+            raise RuntimeError(f"cannot listen on {self.socket}")
+        server.start()
+        self._server = server
+
+    def _kubelet_identity(self) -> tuple[int, int] | None:
+        try:
+            st = self.kubelet.stat()
+        except OSError:
+            return None
+        return (st.st_ino, st.st_mtime_ns)
+
+    def register(self, timeout_s: float = 5.0) -> None:
+        """``Register`` with kubelet; raises grpc.RpcError when kubelet refuses or is absent."""
+        with grpc.insecure_channel(f"unix://{self.kubelet}") as ch:
+            api_pb2_grpc.RegistrationStub(ch).Register(api_pb2.RegisterRequest(
+                version=API_VERSION, endpoint=self.cfg.endpoint, resource_name=self.cfg.resource_name,
+                options=api_pb2.DevicePluginOptions(pre_start_required=False,
+                                                     get_preferred_allocation_available=True)),
+                timeout=timeout_s)
+        self.registrations += 1
+        self._kubelet_id = self._kubelet_identity()
+        _LOG.info("registered %s with kubelet at %s", self.cfg.resource_name, self.kubelet)
+
+    def start(self) -> None:
+        """Serves, registers, and starts watching for kubelet restarts."""
+        self._serve()
+        self.register()
+        self._thread = threading.Thread(target=self._watch, name="elastico-deviceplugin-watch",
+                                        daemon=True)
+        self._thread.start()
+
+    def _restart(self) -> None:
+        if self._server is not None:
+            self._server.stop(0)
+        self._serve()
+        self.register()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.cfg.watch_s):
+            ident = self._kubelet_identity()
+            if ident is None:
+                continue  # kubelet is down; wait for its socket
+            if ident != self._kubelet_id or not self.socket.exists():
+                try:
+                    _LOG.info("kubelet restarted (socket %s recreated): serving and registering again", self.kubelet)
+                    self._restart()
+                except Exception:
+                    _LOG.exception("re-registering with kubelet failed; retrying")
+
+    def stop(self, grace: float | None = 1.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.cfg.watch_s + 2)
+        self.servicer.close()
+        if self._server is not None:
+            self._server.stop(grace).wait()
+        try:
+            self.socket.unlink()
+        except OSError:
+            pass

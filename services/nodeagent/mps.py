@@ -1,0 +1,181 @@
+"""The MPS control daemon on one node: start it, stop it, notice it died and restart it, and
+send it control commands.
+
+``nvidia-cuda-mps-control`` (NVIDIA MPS docs, "Appendix: Tools and Interface Reference"):
+``nvidia-cuda-mps-control -d`` starts the daemon in the background; commands are written to
+its standard input (``echo quit | nvidia-cuda-mps-control``); daemon, servers and clients meet
+in ``CUDA_MPS_PIPE_DIRECTORY`` and log to ``CUDA_MPS_LOG_DIRECTORY``, which both the daemon
+and every client must see (the device plugin mounts the host pipe directory into each MPS
+container).  Commands used here:
+
+* ``get_server_list`` -- PIDs of the running MPS servers; it fails when no daemon answers,
+  which is how a dead daemon is detected;
+* ``set_default_active_thread_percentage <pct>`` -- default SM share of servers started later;
+* ``set_active_thread_percentage <server PID> <pct>`` -- share of one running server;
+* ``set_default_device_pinned_mem_limit <device> <amount>`` -- default pinned device memory
+  limit (``<n>G`` / ``<n>M``) of clients of servers started later; the device is given by
+  index (NVIDIA's k8s-device-plugin found the daemon ignoring UUIDs there);
+* ``quit`` -- stop the daemon.
+
+Per-client limits: a client reads ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`` and
+``CUDA_MPS_PINNED_DEVICE_MEM_LIMIT`` from its own environment when it connects; the device
+plugin's Allocate puts them there.  The daemon's defaults bound clients that set nothing.
+
+Every command goes through a :class:`CommandRunner` so tests drive the manager with a fake
+(no NVIDIA binary here).  Who calls it: the node agent (``elastico nodeagent``, node plans).
+Whom it calls: the runner only.  No gRPC, no Kubernetes.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Protocol, Sequence
+
+from elastico.errors import ElasticoError, InvalidArgument
+
+__all__ = ["CommandResult", "CommandRunner", "SubprocessRunner", "MpsError", "MpsManager",
+           "CONTROL_BINARY"]
+
+CONTROL_BINARY = "nvidia-cuda-mps-control"
+
+
+class MpsError(ElasticoError):
+    """The MPS control daemon could not be started or refused a command (the message has the
+    command and the daemon's answer)."""
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """Exit status and output of one command."""
+
+    returncode: int
+    stdout: str = ""
+    stderr: str = ""
+
+
+class CommandRunner(Protocol):
+    def run(self, argv: Sequence[str], *, stdin: str | None, env: Mapping[str, str]) -> CommandResult:
+        """Runs ``argv`` with ``stdin`` written to its standard input and ``env`` added to the
+        environment; returns its exit status and output."""
+        ...
+
+
+class SubprocessRunner:
+    """Runs commands with :func:`subprocess.run` (``timeout_s`` each; a missing binary or a
+    timeout becomes a failed :class:`CommandResult`, never an exception)."""
+
+    def __init__(self, timeout_s: float = 10.0):
+        self.timeout_s = timeout_s
+
+    def run(self, argv: Sequence[str], *, stdin: str | None, env: Mapping[str, str]) -> CommandResult:
+        try:
+            p = subprocess.run(list(argv), input=stdin, env={**os.environ, **env},
+                               capture_output=True, text=True, timeout=self.timeout_s, check=False)
+        except FileNotFoundError as e:
+            return CommandResult(127, "", f"{argv[0]}: not found ({e})")
+        except subprocess.TimeoutExpired:
+            return CommandResult(124, "", f"{argv[0]}: no answer within {self.timeout_s:g} s")
+        return CommandResult(p.returncode, p.stdout, p.stderr)
+
+
+class MpsManager:
+    """One MPS control daemon with pipe directory ``pipe_dir`` and log directory ``log_dir``
+    (host paths; created when missing).  ``runner`` runs ``binary``.  Thread-safe."""
+
+    def __init__(self, pipe_dir: str | Path, log_dir: str | Path, *,
+                 runner: CommandRunner | None = None, binary: str = CONTROL_BINARY):
+        self.pipe_dir, self.log_dir = Path(pipe_dir), Path(log_dir)
+        self.runner = runner if runner is not None else SubprocessRunner()
+        self.binary = binary
+        self.restarts = 0
+        self._lock = threading.RLock()
+
+    @property
+    def env(self) -> dict[str, str]:
+        """What the daemon and every client need in their environment."""
+        return {"CUDA_MPS_PIPE_DIRECTORY": str(self.pipe_dir),
+                "CUDA_MPS_LOG_DIRECTORY": str(self.log_dir)}
+
+    def _run(self, argv: Sequence[str], stdin: str | None = None) -> CommandResult:
+        return self.runner.run(argv, stdin=stdin, env=self.env)
+
+    def control(self, command: str) -> str:
+        """Sends one control command; returns the daemon's answer.  MpsError when the
+        daemon does not answer or refuses."""
+        with self._lock:
+            r = self._run([self.binary], command + "\n")
+        if r.returncode != 0:
+            raise MpsError(f"MPS control command {command!r} failed (exit {r.returncode}): "
+                           f"{(r.stderr or r.stdout).strip() or 'no output'}")
+        return r.stdout.strip()
+
+    def alive(self) -> bool:
+        """True when a daemon answers on ``pipe_dir``."""
+        try:
+            self.control("get_server_list")
+        except MpsError:
+            return False
+        return True
+
+    def start(self) -> None:
+        """Starts the daemon (``-d``) unless one answers already; MpsError naming the binary's
+        message when it does not come up."""
+        with self._lock:
+            if self.alive():
+                return
+            try:
+                self.pipe_dir.mkdir(parents=True, exist_ok=True)
+                self.log_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise MpsError(f"cannot create the MPS pipe/log directories: {e}") from None
+            r = self._run([self.binary, "-d"])
+            if r.returncode != 0 or not self.alive():
+                raise MpsError(f"{self.binary} -d did not start a daemon on {self.pipe_dir} "
+                               f"(exit {r.returncode}: {(r.stderr or r.stdout).strip() or 'no output'})")
+
+    def ensure_running(self) -> bool:
+        """Restarts a dead daemon; True when it had to (counted in ``restarts``)."""
+        with self._lock:
+            if self.alive():
+                return False
+            self.start()
+            self.restarts += 1
+            return True
+
+    def stop(self) -> None:
+        """``quit``; a daemon that is already gone is fine."""
+        with self._lock:
+            if self.alive():
+                self.control("quit")
+
+    def server_pids(self) -> list[int]:
+        """PIDs of the running MPS servers (``get_server_list``)."""
+        return [int(tok) for tok in self.control("get_server_list").split() if tok.isdigit()]
+
+    def set_default_active_thread_percentage(self, pct: float) -> None:
+        self.control(f"set_default_active_thread_percentage {_pct(pct)}")
+
+    def set_active_thread_percentage(self, server_pid: int, pct: float) -> None:
+        if isinstance(server_pid, bool) or not isinstance(server_pid, int) or server_pid <= 0:
+            raise InvalidArgument("server_pid", server_pid, "a PID > 0")
+        self.control(f"set_active_thread_percentage {server_pid} {_pct(pct)}")
+
+    def set_default_device_pinned_mem_limit(self, device_index: int, gib: float) -> None:
+        if isinstance(device_index, bool) or not isinstance(device_index, int) or device_index < 0:
+            raise InvalidArgument("device_index", device_index, "a GPU index >= 0")
+        if not (isinstance(gib, (int, float)) and math.isfinite(gib) and gib > 0):
+            raise InvalidArgument("pinned_mem_limit_gib", gib, "GiB > 0")
+        amount = f"{int(gib)}G" if float(gib).is_integer() else f"{int(gib * 1024)}M"
+        self.control(f"set_default_device_pinned_mem_limit {device_index} {amount}")
+
+
+def _pct(pct: float) -> str:
+    if not (isinstance(pct, (int, float)) and not isinstance(pct, bool) and math.isfinite(pct)
+            and 0 < pct <= 100):
+        raise InvalidArgument("active_thread_percentage", pct, "a percentage in (0, 100]")
+    return f"{pct:g}"

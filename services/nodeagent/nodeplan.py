@@ -1,0 +1,199 @@
+"""Node plans: MPS client limits and MIG geometries for one node, validated as a whole before
+any of it is applied, then applied in an order that keeps every GPU's geometry valid.
+
+A plan (:class:`NodePlan`) holds client limits (:class:`ClientLimit`: a client on one or more
+GPUs with one thread percentage and one pinned memory limit) and, per MIG-mode GPU, the whole
+target geometry.  :func:`prepare` checks everything against the backend's GPUs -- client ids,
+percentages, memory, GPU indices, MIG mode, profiles and starts against
+:mod:`elastico.placer.mig`, and that no busy instance would be destroyed
+(:func:`elastico.placer.mig_plan.plan_repartition`) -- and raises InvalidArgument naming the
+first bad field, path and value, before anything changes.  :func:`apply` then runs each GPU's
+steps in the planner's order (destroy compute instance, destroy GPU instance, then create GPU
+instance, create compute instance; every intermediate geometry is valid) and books the MPS
+limits.
+
+:func:`ensure_mig_instance` is the device plugin's path: make sure the instance a pod's
+decision names exists, destroying idle instances that overlap it, never a busy one.
+
+Who calls it: :mod:`elastico.nodeagent.server` (ApplyNodePlan) and
+:mod:`elastico.nodeagent.deviceplugin` (Allocate).  Whom it calls: the backend,
+:mod:`elastico.placer.mig` and :mod:`elastico.placer.mig_plan`.  Pure of gRPC and Kubernetes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from elastico.errors import Infeasible, InvalidArgument
+from elastico.nodeagent.backend import GpuBackend, MigDevice, _MpsBook
+from elastico.placer.mig import check_geometry, mig_profile
+from elastico.placer.mig_plan import MigInstance, MigPlan, MigStep, StepOp, plan_repartition
+
+__all__ = ["ClientLimit", "MigTarget", "NodePlan", "PreparedPlan", "AppliedPlan", "prepare",
+           "apply", "ensure_mig_instance"]
+
+
+@dataclass(frozen=True)
+class ClientLimit:
+    """MPS limits of client ``client_id`` on GPUs ``gpu_indices``: ``active_thread_percentage``
+    in (0, 100], ``pinned_mem_limit_gib`` GiB per GPU."""
+
+    client_id: str
+    gpu_indices: tuple[int, ...]
+    active_thread_percentage: float
+    pinned_mem_limit_gib: float
+
+
+@dataclass(frozen=True)
+class MigTarget:
+    """The whole target geometry of GPU ``gpu_index``: ``(profile, start slot)`` pairs."""
+
+    gpu_index: int
+    instances: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    mps: tuple[ClientLimit, ...] = ()
+    mig: tuple[MigTarget, ...] = ()
+
+
+@dataclass(frozen=True)
+class PreparedPlan:
+    """A validated plan: the MPS limits to book and one :class:`MigPlan` per GPU index."""
+
+    mps: tuple[ClientLimit, ...]
+    mig: tuple[tuple[int, MigPlan], ...]
+
+
+@dataclass(frozen=True)
+class AppliedPlan:
+    """What :func:`apply` did: ``(gpu index, step)`` in execution order and the clients booked."""
+
+    steps: tuple[tuple[int, MigStep], ...] = ()
+    clients: tuple[str, ...] = ()
+    created: tuple[MigDevice, ...] = field(default=())
+
+
+def _current(backend: GpuBackend, index: int) -> list[MigInstance]:
+    return [MigInstance(d.profile, d.start, d.busy, d.has_ci) for d in backend.mig_devices(index)]
+
+
+def prepare(backend: GpuBackend, plan: NodePlan, *, field_prefix: str = "") -> PreparedPlan:
+    """Validates ``plan`` against ``backend``'s GPUs (module docstring); nothing changes.
+    ``field_prefix`` is put before field names in errors (``"mps_limits"`` style paths are
+    the caller's: the gRPC adapter passes its own names through the plan's order)."""
+    gpus = {g.index: g for g in backend.list_gpus()}
+    scratch = _MpsBook()  # validates exactly as the backend's own book will
+    seen: set[str] = set()
+    for i, lim in enumerate(plan.mps):
+        where = f"{field_prefix}mps_limits[{i}]"
+        if lim.client_id in seen:
+            raise InvalidArgument(f"{where}.client_id", lim.client_id, "each client once per plan")
+        seen.add(lim.client_id)
+        try:
+            scratch.set(list(gpus.values()), lim.client_id, lim.active_thread_percentage,
+                        lim.pinned_mem_limit_gib, lim.gpu_indices)
+        except InvalidArgument as e:
+            raise InvalidArgument(f"{where}.{e.field}", e.value, e.allowed) from None
+    mig: list[tuple[int, MigPlan]] = []
+    done: set[int] = set()
+    for i, tgt in enumerate(plan.mig):
+        where = f"{field_prefix}mig_geometries[{i}]"
+        g = gpus.get(tgt.gpu_index)
+        if g is None:
+            raise InvalidArgument(f"{where}.gpu_index", tgt.gpu_index, f"an index of this node's GPUs {sorted(gpus)}")
+        if tgt.gpu_index in done:
+            raise InvalidArgument(f"{where}.gpu_index", tgt.gpu_index, "one geometry per GPU per plan")
+        done.add(tgt.gpu_index)
+        if not g.mig_mode or g.mig_model is None:
+            raise InvalidArgument(f"{where}.gpu_index", tgt.gpu_index,
+                                  f"a GPU in MIG mode with a MIG table (GPU {tgt.gpu_index} is {g.model}, "
+                                  f"mig_mode={g.mig_mode})")
+        check_geometry(g.mig_model, list(tgt.instances), f"{where}.instances")
+        p = plan_repartition(g.mig_model, _current(backend, tgt.gpu_index), tgt.instances)
+        if not p.ok:
+            raise InvalidArgument(f"{where}.instances", list(tgt.instances),
+                                  f"a geometry that keeps every busy instance ({p.refused})")
+        mig.append((tgt.gpu_index, p))
+    return PreparedPlan(tuple(plan.mps), tuple(mig))
+
+
+def _run_step(backend: GpuBackend, index: int, step: MigStep, created: list[MigDevice]) -> None:
+    # The backend pairs GI and CI (create/destroy both), so the CI half of each pair is a no-op
+    # here unless the GI exists without its CI.
+    if step.op is StepOp.DESTROY_GI:
+        backend.destroy_mig_instance(index, step.start)
+    elif step.op is StepOp.CREATE_GI:
+        created.append(backend.create_mig_instance(index, step.profile, step.start))
+
+
+def apply(backend: GpuBackend, prepared: PreparedPlan) -> AppliedPlan:
+    """Runs a :func:`prepare`-d plan: each GPU's MIG steps in order, then the MPS bookings.
+    A driver failure midway raises with the steps done so far named (the GPU's geometry is
+    then still valid: each step keeps it so)."""
+    done: list[tuple[int, MigStep]] = []
+    created: list[MigDevice] = []
+    for index, p in prepared.mig:
+        for step in p.steps:
+            try:
+                _run_step(backend, index, step, created)
+            except Exception as e:
+                did = ", ".join(f"gpu {i}: {s}" for i, s in done) or "none"
+                raise Infeasible(f"MIG step {step} on GPU {index} failed ({e}); steps done: {did}") from None
+            done.append((index, step))
+    for lim in prepared.mps:
+        backend.set_mps_limits(lim.client_id, lim.active_thread_percentage,
+                               lim.pinned_mem_limit_gib, lim.gpu_indices)
+    return AppliedPlan(tuple(done), tuple(lim.client_id for lim in prepared.mps), tuple(created))
+
+
+def ensure_mig_instance(backend: GpuBackend, index: int, profile: str, start: int) -> MigDevice:
+    """The MIG instance of ``profile`` at ``start`` on GPU ``index``, created if missing;
+    idle instances overlapping it are destroyed first (planner order), a busy one refuses
+    (InvalidArgument naming it).  Returns the instance with its UUID."""
+    gpu = next((g for g in backend.list_gpus() if g.index == index), None)
+    if gpu is None or not gpu.mig_mode or gpu.mig_model is None:
+        raise InvalidArgument("gpu_index", index, "a GPU of this node in MIG mode")
+    for d in backend.mig_devices(index):
+        if d.start == start and d.profile == profile and d.uuid:
+            return d
+    p = mig_profile(gpu.mig_model, profile)
+    if start not in p.starts:
+        raise InvalidArgument("mig_start_slot", start, f"a valid start of {profile} {list(p.starts)}")
+    current = _current(backend, index)
+    keep = [(c.profile, c.start) for c in current
+            if not (mig_profile(gpu.mig_model, c.profile).mask(c.start) & p.mask(start))
+            and not (mig_profile(gpu.mig_model, c.profile).compute_mask(c.start) & p.compute_mask(start))]
+    target = keep + [(profile, start)]
+    plan = plan_repartition(gpu.mig_model, current, target)
+    if not plan.ok:
+        raise InvalidArgument("mig_profile", f"{profile}@{start}",
+                              f"an instance that displaces no busy instance ({plan.refused})")
+    applied = apply(backend, PreparedPlan((), ((index, plan),)))
+    for d in applied.created:
+        if d.start == start:
+            return d
+    raise Infeasible(f"gpu {index}: {profile} at slot {start} not created")  # pragma: no cover
+
+
+def client_limits_from_entries(entries: Sequence[tuple[str, int, float, float]]) -> tuple[ClientLimit, ...]:
+    """Groups per-GPU entries ``(client_id, gpu_index, pct, mem_gib)`` (the wire's MpsLimit)
+    into one :class:`ClientLimit` per client, in first-seen order.  Entries of one client must
+    agree on pct and memory and name distinct GPUs; InvalidArgument names the entry."""
+    by: dict[str, list] = {}
+    for i, (cid, idx, pct, mem) in enumerate(entries):
+        if cid in by:
+            first = by[cid]
+            if not (math.isclose(first[2], pct) and math.isclose(first[3], mem)):
+                raise InvalidArgument(f"mps_limits[{i}]", (cid, idx, pct, mem),
+                                      f"the same active_thread_percentage and pinned_mem_limit_gib "
+                                      f"as the client's first entry ({first[2]:g}, {first[3]:g})")
+            if idx in first[1]:
+                raise InvalidArgument(f"mps_limits[{i}].gpu_index", idx, f"each GPU once per client {cid!r}")
+            first[1].append(idx)
+        else:
+            by[cid] = [cid, [idx], pct, mem]
+    return tuple(ClientLimit(c, tuple(ix), p, m) for c, ix, p, m in by.values())
