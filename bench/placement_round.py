@@ -8,9 +8,14 @@ shape (``gpu_share``, GPU count, CPU, memory) on a GPU model it may use.  One "r
 every job once, in arrival order, on an empty cluster with ``ClusterState.place_many`` (what a
 round does: a job that fits nowhere is refused, and a later job whose shape dominates one that
 already failed for lack of room is refused without a search), with each scorer; for ``elastico`` the round's
-typical pods are set first (what ``ElasticoPolicy`` does).  Reports the median over
-``--repeat`` rounds of the wall time, the jobs placed, and the GPUs allocated.  Measured here,
-never asserted in tests (issue 5 goal: < 100 ms per round).
+typical pods are set first (what ``ElasticoPolicy`` does).  Reports the median (and min)
+over ``--repeat`` rounds of the wall time, the jobs placed, and the GPUs allocated.
+
+``elastico-nocache`` is the same scorer with ``ClusterState(frag_cache=False)``: every
+candidate node's fragmentation worked out from its GPUs at each placement, as before the
+incremental cache.  Its row gives ``speedup`` (its median over the cached scorer's, rounds
+interleaved in the same process) and ``same_placements`` (both book exactly the same GPUs).
+Measured here, never asserted in tests (issue 5 goal: < 100 ms per round).
 """
 
 from __future__ import annotations
@@ -55,26 +60,41 @@ def main(argv=None) -> int:
     tp = typical_pods([round(c.cpu * 1000) for _, c, _ in jobs],
                       [round(c.gpu_share * 1000) for _, c, _ in jobs], [c.num_gpus for _, c, _ in jobs])
     model = AnalyticSlowdown()
-    out = []
-    for scorer in SCORERS:
-        times, placed, used = [], 0, 0.0
-        for _ in range(a.repeat):
-            cs = ClusterState(nodes, slowdown_model=model)
-            t0 = time.perf_counter()
-            if scorer == "elastico":
-                cs.set_typical_pods(tp)
-            placed = sum(o.placed for o in cs.place_many([(j, c, pr, 1.5) for j, c, pr in jobs],
-                                                          scorer=scorer))
-            times.append(time.perf_counter() - t0)
-            used = cs.used_gpus()
-        row = {"scorer": scorer, "gpus": a.gpus, "nodes": len(nodes), "jobs": len(jobs),
-               "placed": int(placed), "gpus_allocated": round(used, 2),
-               "round_ms_median": round(1000 * statistics.median(times), 1),
-               "ms_per_job": round(1000 * statistics.median(times) / len(jobs), 3)}
-        out.append(row)
+    requests = [(j, c, pr, 1.5) for j, c, pr in jobs]
+
+    def one_round(scorer: str, frag_cache: bool = True):
+        cs = ClusterState(nodes, slowdown_model=model, frag_cache=frag_cache)
+        t0 = time.perf_counter()
+        if scorer == "elastico":
+            cs.set_typical_pods(tp)
+        outs = cs.place_many(requests, scorer=scorer)
+        dt = time.perf_counter() - t0
+        return dt, cs, [o.assignment for o in outs]
+
+    runs = [(s, s, True) for s in SCORERS] + [("elastico-nocache", "elastico", False)]
+    times: dict[str, list[float]] = {name: [] for name, _, _ in runs}
+    last = {}
+    for _ in range(a.repeat):  # interleaved, so load on a shared machine hits every row alike
+        for name, scorer, cache in runs:
+            dt, cs, assigned = one_round(scorer, cache)
+            times[name].append(dt)
+            last[name] = (cs, assigned)
+    for name, _, _ in runs:
+        cs, assigned = last[name]
+        med = statistics.median(times[name])
+        row = {"scorer": name, "gpus": a.gpus, "nodes": len(nodes), "jobs": len(jobs),
+               "placed": sum(x is not None for x in assigned), "gpus_allocated": round(cs.used_gpus(), 2),
+               "round_ms_median": round(1000 * med, 1), "round_ms_min": round(1000 * min(times[name]), 1),
+               "ms_per_job": round(1000 * med / len(jobs), 3)}
+        if name == "elastico-nocache":
+            row["speedup"] = round(med / statistics.median(times["elastico"]), 2)
+            row["same_placements"] = assigned == last["elastico"][1]
         print(json.dumps(row) if a.json else
-              f"{scorer:<9} {row['round_ms_median']:>9.1f} ms/round  {row['ms_per_job']:.3f} ms/job  "
-              f"placed {placed}/{len(jobs)}  GPUs {used:.1f}/{a.gpus}")
+              f"{name:<16} {row['round_ms_median']:>7.1f} ms/round (min {row['round_ms_min']:.1f})  "
+              f"{row['ms_per_job']:.3f} ms/job  placed {row['placed']}/{len(jobs)}  "
+              f"GPUs {row['gpus_allocated']:.1f}/{a.gpus}"
+              + (f"  speedup of the cache {row['speedup']}x, same placements: {row['same_placements']}"
+                 if "speedup" in row else ""))
     return 0
 
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from elastico.model import Configuration, Node
 from elastico.placer.mig import MIG_PROFILES
-from elastico.placer.placement import ClusterState
+from elastico.placer.placement import ClusterState, Gang
 from elastico.predictor import AnalyticSlowdown, JobProfile
 
 A100 = MIG_PROFILES["A100-40GB"]
@@ -51,7 +51,9 @@ def configs(draw):
 ops = st.lists(
     st.one_of(
         st.tuples(st.just("place"), configs(), st.floats(0.0, 1.0), st.sampled_from([1.0, 1.2, 1.5, 3.0]),
-                  st.sampled_from(["bestfit", "firstfit", "elastico"])),
+                  st.sampled_from(["bestfit", "firstfit", "elastico"]),
+                  st.sampled_from([Gang(), Gang(), Gang(2), Gang(2, share_gpus=True), Gang(3), Gang(4, share_gpus=True),
+                                  Gang(span_nodes=True)])),
         st.tuples(st.just("release"), st.integers(0, 1000)),
         st.tuples(st.just("unhealthy"), st.integers(0, 1000)),
     ),
@@ -70,19 +72,32 @@ def independent_check(cs, nodes, mig, live, kappa):
     cpu = [0.0] * len(nodes)
     hmem = [0.0] * len(nodes)
     act = {}
-    for j, (a, cfg, prof, bound) in live.items():
-        n = nodes[a.node_index]
-        assert a.node == n.name and len(a.gpu_indices) == cfg.num_gpus
-        assert len(set(a.gpu_indices)) == cfg.num_gpus and n.gpu_model == cfg.gpu_model
-        cpu[a.node_index] += cfg.cpu
-        hmem[a.node_index] += cfg.mem_gib
-        for i, g in enumerate(a.gpu_indices):
-            key = (a.node_index, g)
+    whole = {}
+    for j, (a, cfg, prof, bound, gang) in live.items():
+        # a gang is whole: every GPU of the configuration, its CPU and memory, in its pods
+        assert sum(len(pt.gpu_indices) for pt in a.parts) == cfg.num_gpus
+        assert math.isclose(sum(pt.cpu for pt in a.parts), cfg.cpu, abs_tol=1e-9)
+        assert math.isclose(sum(pt.mem_gib for pt in a.parts), cfg.mem_gib, abs_tol=1e-9)
+        if gang.pods > 1:
+            assert len(a.parts) == gang.pods
+            assert {len(pt.gpu_indices) for pt in a.parts} == {cfg.num_gpus // gang.pods}
+        if not gang.share_gpus:
+            assert len(set(a.gpus)) == len(a.gpus), "two pods of one job on one GPU"
+        if len(a.node_indices) > 1:
+            assert gang.pods > 1 or gang.span_nodes, "a plain job split across nodes"
+        for pt in a.parts:
+            n = nodes[pt.node_index]
+            assert pt.node == n.name and len(set(pt.gpu_indices)) == len(pt.gpu_indices)
+            assert not pt.gpu_indices or n.gpu_model == cfg.gpu_model
+            cpu[pt.node_index] += pt.cpu
+            hmem[pt.node_index] += pt.mem_gib
+        for (node_index, g), s in zip(a.gpus, [s for pt in a.parts for s in (pt.mig_starts or [None] * len(pt.gpu_indices))]):
+            n = nodes[node_index]
+            key = (node_index, g)
             assert 0 <= g < n.num_gpus
             if cfg.mig_profile:
                 assert key in mig
                 p = A100[cfg.mig_profile]
-                s = a.mig_starts[i]
                 assert s in p.starts
                 m = ((1 << p.memory_slices) - 1) << s
                 assert not occ.get(key, 0) & m, "MIG slices overlap"
@@ -97,8 +112,9 @@ def independent_check(cs, nodes, mig, live, kappa):
                 mem[key] = mem.get(key, 0.0) + cfg.gpu_mem_gib
                 act.setdefault(key, []).append((j, prof.gpu_activity))
                 if cfg.gpu_share == 1.0:
-                    assert len([x for x in live.values() if (x[0].node_index, *()) == (a.node_index,)
-                                and g in x[0].gpu_indices]) == 1
+                    whole[key] = whole.get(key, 0) + 1
+    for key in whole:  # a whole GPU has no other resident
+        assert len(act[key]) == 1, f"whole GPU {key} shared"
     for key, s in share.items():
         assert s <= 1 + 1e-9, f"GPU {key} compute {s}"
         assert mem[key] <= nodes[key[0]].gpu_mem_gib + 1e-9
@@ -135,17 +151,17 @@ def test_random_place_release_keeps_invariants(cluster, steps, kappa):
             unhealthy.add(key)
             assert set(cs.unhealthy_gpus()) == unhealthy
         elif op[0] == "place":
-            _, cfg, a, bound, scorer = op
+            _, cfg, a, bound, scorer, gang = op
+            gang = gang if cfg.num_gpus % gang.pods == 0 else Gang()
             prof = JobProfile("t", "training", a, cfg.gpu_mem_gib)
             before = ({k: v.tolist() for k, v in cs.gpu_usage().items()}, list(map(repr, cs.assignments())),
                       [cs.node_free(i) for i in range(len(nodes))])
-            out = cs.place(f"j{t}", cfg, prof, bound, scorer=scorer)
+            out = cs.place(f"j{t}", cfg, prof, bound, scorer=scorer, gang=gang)
             if out.placed:
                 a = out.assignment
-                live[f"j{t}"] = (a, cfg, prof, bound)
-                # never on an unhealthy GPU; a gang is whole (num_gpus distinct GPUs, one node)
-                assert not {(a.node_index, g) for g in a.gpu_indices} & unhealthy
-                assert len(set(a.gpu_indices)) == cfg.num_gpus
+                live[f"j{t}"] = (a, cfg, prof, bound, gang)
+                # never on an unhealthy GPU (wholeness of gangs: independent_check)
+                assert not set(a.gpus) & unhealthy
                 # the returned slowdown is within the job's bound
                 assert out.slowdown <= bound + 1e-9
             else:
@@ -172,8 +188,9 @@ def test_same_input_twice_gives_the_same_placements(cluster, steps, scorer):
         all_gpus = [(i, g) for i, n in enumerate(nodes) for g in range(n.num_gpus)]
         for t, op in enumerate(steps):
             if op[0] == "place":
+                gang = op[5] if op[1].num_gpus % op[5].pods == 0 else Gang()
                 out = cs.place(f"j{t}", op[1], JobProfile("t", "training", op[2], op[1].gpu_mem_gib),
-                               op[3], scorer=scorer)
+                               op[3], scorer=scorer, gang=gang)
                 seen.append((out.assignment, out.reason, out.slowdown))
                 if out.placed:
                     placed.append(f"j{t}")

@@ -10,7 +10,11 @@ of one GPU (MPS active thread percentage / 100), GPU and host memory in GiB, CPU
 Rules every placement keeps (docs/placement.md):
 
 * the configuration's ``gpu_model`` equals the node's model;
-* gang: a job's ``num_gpus`` GPUs are distinct GPUs of ONE node, all or nothing;
+* gang: a job is booked all or nothing; a plain job's ``num_gpus`` GPUs are distinct GPUs of
+  ONE node; a :class:`Gang` splits a job into pods (each on one node) or lets one pod span
+  nodes, preferring one node, then one topology domain (node label ``topology_key``), then
+  anywhere, and never puts two pods of a job on one GPU unless ``share_gpus``
+  (:meth:`ClusterState._place_gang`);
 * per GPU: compute shares sum to <= 1 (+1e-9), memory <= the GPU's memory; a whole-GPU
   configuration (share 1.0) only takes a GPU with no resident;
 * per node: CPU cores and host memory are never over-committed (a configuration's ``cpu`` and
@@ -39,22 +43,24 @@ changes configuration.  A failed ``place`` changes nothing.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Sequence
 
 import numpy as np
 
 from elastico.errors import Infeasible, InvalidArgument, NotFound
 from elastico.model import Configuration, Node
-from elastico.placer.fragmentation import MILLI, FragmentationModel, TypicalPods, typical_pods
+from elastico.placer.fragmentation import MILLI, FragmentationModel, NodeSummaries, TypicalPods, typical_pods
 from elastico.placer.mig import COMPUTE_SLICES, MIG_PROFILES, MigGpu, MigProfile, mig_profile
 from elastico.predictor import AnalyticSlowdown, JobProfile, SlowdownModel
 
-__all__ = ["Assignment", "PlaceOutcome", "ClusterState", "SCORERS", "EPS", "elastico_cost",
-           "interference_loss", "CONSOLIDATION_GPU", "INTERFERENCE_WEIGHT"]
+__all__ = ["Assignment", "Part", "Gang", "TOPOLOGY_KEY", "PlaceOutcome", "ClusterState", "SCORERS",
+           "EPS", "elastico_cost", "interference_loss", "CONSOLIDATION_GPU", "INTERFERENCE_WEIGHT"]
 
 EPS = 1e-9  # tolerance on every capacity comparison (fractions of a GPU, GiB, cores)
 SCORERS = ("bestfit", "firstfit", "elastico")
+#: default node label naming a node's topology domain (gangs prefer one domain)
+TOPOLOGY_KEY = "topology.kubernetes.io/zone"
 #: elastico scorer: GPU-equivalents of cost per position in the cluster's node order
 #: (consolidation; measured on FGD's benchmark, docs/placement.md)
 CONSOLIDATION_GPU = 0.003
@@ -90,27 +96,106 @@ def elastico_cost(frag_increase_gpus, interference_gpus, node_position,
     return np.asarray(frag_increase_gpus) + weight * np.asarray(interference_gpus) \
         + consolidation * np.asarray(node_position)
 _WHOLE = 1.0 - 1e-12
+_DELTA_CACHE_SHAPES = 256  # job shapes whose per-GPU fragmentation increase is kept
+
+
+@dataclass(frozen=True)
+class Gang:
+    """How a job's configuration is split into pods (docs/placement.md, "Gangs and topology").
+
+    ``pods``: the configuration's totals (GPUs, CPU, host memory) split evenly into this many
+    pods, each on one node, placed all or nothing; ``num_gpus`` must be a multiple of it.
+    ``share_gpus``: two pods of the job may be packed onto the same GPU (MPS share or MIG
+    instances side by side); by default every pod gets GPUs no other pod of the job uses.
+    ``span_nodes`` (one-pod jobs only): the job's GPUs may be split across nodes, one pod per
+    node, when no single node has room for all of them -- a distributed job, e.g. one that
+    needs more GPUs than any node has.  Off by default: a plain job stays on one node."""
+
+    pods: int = 1
+    share_gpus: bool = False
+    span_nodes: bool = False
+
+
+@dataclass(frozen=True)
+class Part:
+    """One pod of a job: ``gpu_indices`` on node ``node`` (index ``node_index``), ``cpu``
+    cores and ``mem_gib`` GiB host memory booked there, ``mig_starts[i]`` the MIG instance's
+    start slot on ``gpu_indices[i]`` (MIG only)."""
+
+    node: str
+    node_index: int
+    gpu_indices: tuple[int, ...]
+    cpu: float
+    mem_gib: float
+    mig_starts: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
 class Assignment:
-    """Where one job runs.  ``gpu_share`` (fraction of a GPU) and ``gpu_mem_gib`` (GiB) are per
-    GPU as booked (for MIG: the instance's compute_slices/7 and memory_slices/8 of the GPU's
-    memory); ``cpu`` (cores) and ``mem_gib`` (GiB host memory) are totals on the node.
-    ``mig_starts[i]`` is the instance's start slot on ``gpu_indices[i]`` (MIG only)."""
+    """Where one job runs: one :class:`Part` per pod (a job that spans nodes without pods of
+    its own gets one part per node).  ``gpu_share`` (fraction of a GPU) and ``gpu_mem_gib``
+    (GiB) are per GPU as booked, the same on every GPU of the job (for MIG: the instance's
+    compute_slices/7 and memory_slices/8 of the GPU's memory).
+
+    Readers of a one-node job keep using ``node``, ``node_index``, ``gpu_indices`` and
+    ``mig_starts`` (the parts' GPUs in part order); on a job that spans nodes these raise
+    ValueError, so nothing silently reads one node of several -- read ``parts``.  ``cpu``
+    and ``mem_gib`` are totals over the parts."""
 
     job_id: str
-    node: str
-    node_index: int
-    gpu_indices: tuple[int, ...]
+    parts: tuple[Part, ...]
     gpu_share: float
     gpu_mem_gib: float
-    cpu: float
-    mem_gib: float
     mig_profile: str | None = None
-    mig_starts: tuple[int, ...] = ()
     config_name: str = ""
     gpu_model: str | None = None
+
+    @property
+    def node_indices(self) -> tuple[int, ...]:
+        """The job's nodes, each once, in part order."""
+        return tuple(dict.fromkeys(p.node_index for p in self.parts))
+
+    @property
+    def single_node(self) -> bool:
+        return len(self.node_indices) == 1
+
+    def _one(self) -> Part:
+        if not self.single_node:
+            names = ", ".join(dict.fromkeys(p.node for p in self.parts))
+            raise ValueError(f"assignment of job {self.job_id!r} spans nodes {names}: read .parts")
+        return self.parts[0]
+
+    @property
+    def node(self) -> str:
+        return self._one().node
+
+    @property
+    def node_index(self) -> int:
+        return self._one().node_index
+
+    @property
+    def gpu_indices(self) -> tuple[int, ...]:
+        self._one()
+        return tuple(g for p in self.parts for g in p.gpu_indices)
+
+    @property
+    def mig_starts(self) -> tuple[int, ...]:
+        self._one()
+        return tuple(s for p in self.parts for s in p.mig_starts)
+
+    @property
+    def cpu(self) -> float:
+        return math.fsum(p.cpu for p in self.parts) if len(self.parts) > 1 else self.parts[0].cpu
+
+    @property
+    def mem_gib(self) -> float:
+        return math.fsum(p.mem_gib for p in self.parts) if len(self.parts) > 1 else self.parts[0].mem_gib
+
+    @property
+    def gpus(self) -> tuple[tuple[int, int], ...]:
+        """``(node_index, gpu_index)`` of every GPU booking, part by part (a GPU appears
+        twice when two pods of a ``share_gpus`` gang share it)."""
+        return tuple((p.node_index, g) for p in self.parts for g in p.gpu_indices)
 
 
 @dataclass(frozen=True)
@@ -127,6 +212,9 @@ class PlaceOutcome:
         return self.assignment is not None
 
 
+_ONE_POD = Gang()
+
+
 class ClusterState:
     """Per-GPU and per-node bookings of a cluster (module docstring has the rules).
 
@@ -134,6 +222,10 @@ class ClusterState:
     mode (only models with a MIG profile table, :data:`elastico.placer.mig.MIG_PROFILES`).
     ``slowdown_model``: used by ``place`` and ``predicted_slowdowns`` unless a call passes
     another; default :class:`AnalyticSlowdown` with the Gavel-fitted kappa.
+    ``topology_key``: the node label whose value names a node's topology domain (gangs prefer
+    one domain; nodes without the label are in no domain).  ``frag_cache``: keep the
+    ``elastico`` scorer's fragmentation summaries incrementally (False: recompute them at
+    every placement -- the reference the cache is tested and benchmarked against).
     """
 
     def __init__(
@@ -141,8 +233,18 @@ class ClusterState:
         nodes: Sequence[Node],
         mig_gpus: Iterable[tuple[int, int]] = (),
         slowdown_model: SlowdownModel | None = None,
+        frag_cache: bool = True,
+        topology_key: str = TOPOLOGY_KEY,
     ):
+        if not (isinstance(topology_key, str) and topology_key):
+            raise InvalidArgument("topology_key", topology_key, "a non-empty node label key")
         self.nodes: tuple[Node, ...] = tuple(nodes)
+        self.topology_key = topology_key
+        domains: dict[str, int] = {}  # label value -> domain index, first-seen order
+        values = [dict(nd.labels).get(topology_key) for nd in self.nodes]
+        self._domain = np.array([-1 if v is None else domains.setdefault(v, len(domains)) for v in values],
+                                dtype=np.int64)
+        self._domain_names = tuple(domains)
         self.slowdown_model: SlowdownModel = slowdown_model or AnalyticSlowdown()
         n = len(self.nodes)
         counts = np.array([nd.num_gpus for nd in self.nodes], dtype=np.int64)
@@ -152,11 +254,14 @@ class ClusterState:
         for nd in self.nodes:
             self._models.setdefault(nd.gpu_model, len(self._models))
         self._node_model = np.array([self._models[nd.gpu_model] for nd in self.nodes], dtype=np.int64)
+        self._model_max_gpus: dict[str, int] = {}
+        for nd in self.nodes:
+            self._model_max_gpus[nd.gpu_model] = max(self._model_max_gpus.get(nd.gpu_model, 0), nd.num_gpus)
         self._node_cpu = np.array([nd.cpu for nd in self.nodes], dtype=float)
         self._node_mem = np.array([nd.mem_gib for nd in self.nodes], dtype=float)
         self._node_cpu_used = np.zeros(n)
         self._node_mem_used = np.zeros(n)
-        self._node_jobs: list[dict[str, tuple[float, float]]] = [{} for _ in range(n)]
+        self._node_jobs: list[dict[str, tuple[float, float]]] = [{} for _ in range(n)]  # cpu, mem
         # flat per-GPU arrays
         self._gpu_node = np.repeat(np.arange(n, dtype=np.int64), counts)
         self._gpu_local = np.arange(G, dtype=np.int64) - self._offset[self._gpu_node]
@@ -170,7 +275,9 @@ class ClusterState:
         self._mig_cs = np.full(G, COMPUTE_SLICES, dtype=np.int64)  # SM slices per MIG GPU
         self._mig_comp = np.zeros(G, dtype=np.int64)
         self._mig: dict[int, MigGpu] = {}
-        self._gpu_jobs: list[dict[str, tuple[float, float]]] = [{} for _ in range(G)]
+        # per GPU: job id -> (share, GPU memory GiB, copies); copies > 1 only for the pods of
+        # a share_gpus gang packed onto one GPU (each copy is one resident)
+        self._gpu_jobs: list[dict[str, tuple[float, float, int]]] = [{} for _ in range(G)]
         self._healthy = np.ones(G, dtype=bool)
         for ni, nd in enumerate(self.nodes):
             for gi in nd.unhealthy_gpus:
@@ -180,6 +287,10 @@ class ClusterState:
                 self._healthy[int(self._offset[ni]) + int(gi)] = False
         self.typical: TypicalPods | None = None
         self._frag_model: FragmentationModel | None = None
+        self._frag_cache: NodeSummaries | None = None  # built on first use, see _frag_summaries
+        self._frag_cache_on = bool(frag_cache)
+        self._node_version = np.zeros(n, dtype=np.int64)  # bumped on every booking change
+        self._delta_cache: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
         for pair in mig_gpus:
             try:
                 ni, gi = (int(x) for x in pair)
@@ -214,6 +325,10 @@ class ClusterState:
         new._gpu_jobs = [d.copy() for d in self._gpu_jobs]
         new._mig = {f: m.copy() for f, m in self._mig.items()}
         new._jobs = dict(self._jobs)
+        if self._frag_cache is not None:
+            new._frag_cache = self._frag_cache.copy()
+        new._node_version = self._node_version.copy()
+        new._delta_cache = {k: (d.copy(), v.copy()) for k, (d, v) in self._delta_cache.items()}
         return new
 
     # ----------------------------------------------------------------------------- health
@@ -224,11 +339,13 @@ class ClusterState:
         GPU that does not exist."""
         f = self._flat(node_index, gpu_index)
         self._healthy[f] = False
+        self._frag_touch(node_index)
         return list(self._gpu_jobs[f])
 
     def mark_healthy(self, node_index: int, gpu_index: int) -> None:
         """Return a GPU to service (NotFound for a GPU that does not exist)."""
         self._healthy[self._flat(node_index, gpu_index)] = True
+        self._frag_touch(node_index)
 
     def is_healthy(self, node_index: int, gpu_index: int) -> bool:
         return bool(self._healthy[self._flat(node_index, gpu_index)])
@@ -246,6 +363,8 @@ class ClusterState:
             raise InvalidArgument("typical", type(typical).__name__, "a TypicalPods or None")
         self.typical = typical
         self._frag_model = None if typical is None else FragmentationModel(typical, tuple(self._models))
+        self._frag_cache = None
+        self._delta_cache = {}
 
     # ----------------------------------------------------------------------------- queries
     def _flat(self, node_index: int, gpu_index: int) -> int:
@@ -324,8 +443,16 @@ class ClusterState:
         return math.fsum(self._used_share.tolist())
 
     def _gpu_profiles(self, f: int) -> tuple[list[JobProfile], list[float]]:
-        ids = self._gpu_jobs[f]
+        """Profiles and bounds of GPU ``f``'s residents, one per copy (:meth:`_residents`)."""
+        ids = self._residents(f)
         return [self._jobs[j][1] for j in ids], [self._jobs[j][2] for j in ids]
+
+    def _residents(self, f: int) -> list[str]:
+        """Job id of each resident of GPU ``f`` in placement order, repeated per copy."""
+        d = self._gpu_jobs[f]
+        if len(d) == self._n_res[f]:
+            return list(d)
+        return [j for j, v in d.items() for _ in range(v[2])]
 
     def predicted_slowdowns(self, slowdown_model: SlowdownModel | None = None) -> dict[str, float]:
         """Every placed job's predicted slowdown from its co-residents (1.0 alone or on MIG;
@@ -335,7 +462,7 @@ class ClusterState:
         for f in np.flatnonzero((self._n_res >= 2) & ~self._is_mig).tolist():
             profiles, _ = self._gpu_profiles(f)
             sig = model.gpu_slowdowns(profiles)
-            for j, s in zip(self._gpu_jobs[f], np.asarray(sig, float).tolist()):
+            for j, s in zip(self._residents(f), np.asarray(sig, float).tolist()):
                 if s > out[j]:
                     out[j] = s
         return out
@@ -473,26 +600,46 @@ class ClusterState:
         slowdown_bound: float,
         slowdown_model: SlowdownModel | None = None,
         scorer: str = "bestfit",
+        gang: Gang | None = None,
     ) -> PlaceOutcome:
         """Book ``config`` for ``job_id`` (module docstring: rules and scorers).  Returns the
         assignment, or None with a reason; a failed placement changes nothing.  Bad input ->
-        InvalidArgument (nothing changes)."""
+        InvalidArgument (nothing changes).
+
+        ``gang`` (default: one pod, on one node): split the job into ``gang.pods`` pods, or
+        let one pod's GPUs span nodes (``gang.span_nodes``), placed all or nothing
+        (:meth:`_place_gang`)."""
         if scorer not in SCORERS:
             raise InvalidArgument("scorer", scorer, f"one of {list(SCORERS)}")
         self._validate(job_id, config, profile, slowdown_bound)
+        gang = self._validate_gang(gang, config)
         model = slowdown_model or self.slowdown_model
+        if gang.pods > 1 or (gang.span_nodes and config.num_gpus > 0):
+            return self._place_gang(job_id, config, profile, float(slowdown_bound), model, scorer, gang)
+        return self._place_single(job_id, config, profile, float(slowdown_bound), model, scorer)
+
+    def _place_single(self, job_id: str, config: Configuration, profile: JobProfile, bound: float,
+                      model: SlowdownModel, scorer: str, node_mask: np.ndarray | None = None,
+                      gpu_excl: np.ndarray | None = None) -> PlaceOutcome:
+        """One pod on one node.  ``node_mask`` [N]: only these nodes; ``gpu_excl`` [G]: not
+        these GPUs (a gang's other pods).  Input already validated."""
+        slowdown_bound = bound
         if config.num_gpus == 0:
-            return self._place_host_only(job_id, config, profile, float(slowdown_bound), scorer)
+            return self._place_host_only(job_id, config, profile, float(slowdown_bound), scorer, node_mask)
         host = self._host_ok(config)
+        if node_mask is not None:
+            host = host & node_mask
         e = self._eligible(config)
         if isinstance(e, str):
             return PlaceOutcome(None, e)
         elig, leftover = e
+        if gpu_excl is not None:
+            elig = elig & ~gpu_excl
         k = config.num_gpus
         idx = np.flatnonzero(elig & host[self._gpu_node])
         if idx.size == 0 or np.bincount(self._gpu_node[idx]).max() < k:
-            reason = self._candidates(config)
-            return PlaceOutcome(None, reason if isinstance(reason, str) else "no candidate node")
+            reason = self._candidates(config) if node_mask is None and gpu_excl is None else ""
+            return PlaceOutcome(None, reason if isinstance(reason, str) and reason else "no candidate node")
         if scorer == "elastico":
             return self._place_elastico(job_id, config, profile, float(slowdown_bound), model, idx)
         node_of = self._gpu_node[idx]
@@ -563,11 +710,11 @@ class ClusterState:
         return PlaceOutcome(a, "", float(sig_new))
 
     # ----------------------------------------------------------------------- elastico scorer
-    def _frag_rows(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """([U, Gmax] free milli-GPU of each GPU of ``nodes`` (0-padded; unhealthy GPUs 0;
-        MIG-mode GPUs by free compute slices / 7), [U] free milli-CPU)."""
+    def _frag_rows(self, nodes: np.ndarray, width: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """([U, Gmax] free milli-GPU of each GPU of ``nodes`` (0-padded to at least ``width``;
+        unhealthy GPUs 0; MIG-mode GPUs by free compute slices / 7), [U] free milli-CPU)."""
         ng = np.diff(self._offset)[nodes]
-        gmax = max(1, int(ng.max()))
+        gmax = max(1, int(ng.max()), width)
         flat = self._offset[nodes][:, None] + np.arange(gmax)[None, :]
         valid = np.arange(gmax)[None, :] < ng[:, None]
         flat = np.where(valid, flat, 0)
@@ -587,7 +734,7 @@ class ClusterState:
         if not ok:
             return False, s_new, viol, math.inf
         profiles, _ = self._gpu_profiles(g)
-        shares = [v[0] for v in self._gpu_jobs[g].values()]
+        shares = [v[0] for v in self._gpu_jobs[g].values() for _ in range(v[2])]
         before = model.gpu_slowdowns(profiles) if len(profiles) >= 2 else np.ones(len(profiles))
         after = model.gpu_slowdowns(profiles + [profile])
         dI = interference_loss(shares + [share], after) - interference_loss(shares, before)
@@ -602,36 +749,52 @@ class ClusterState:
         :meth:`set_typical_pods`); per node the k GPUs of least cost; nodes visited by their
         cost without interference (a lower bound for single-GPU jobs, since dI >= 0), then
         the real cost with the predicted interference; stop when the best real cost is no
-        worse than the next node's lower bound."""
+        worse than the next node's lower bound.
+
+        With typical pods set (and ``frag_cache``), node summaries and per-GPU increases
+        come from the incremental caches (:meth:`_frag_summaries`, :meth:`_cached_deltas`);
+        otherwise they are worked out here from every candidate node's GPUs."""
         k = config.num_gpus
         mp = self._mig_profile(config)
         share = mp.share if mp is not None else float(config.gpu_share)
         m = int(round(share * MILLI))
         cpu_m = int(round(config.cpu * 1000))
         fm = self._frag_model
+        cached = fm is not None and self._frag_cache_on
         if fm is None:
             fm = FragmentationModel(typical_pods([cpu_m], [max(1, min(m, MILLI))], [k]), tuple(self._models))
         node_of = self._gpu_node[idx]
-        uniq, inv, counts = np.unique(node_of, return_inverse=True, return_counts=True)
-        rows, cpu = self._frag_rows(uniq)
-        models = self._node_model[uniq]
-        cnt, S = fm.counts(rows)
-        L = rows.sum(axis=1)
-        f_before = fm.from_counts(cpu, L, cnt, S, models)
-        old = rows[inv, self._gpu_local[idx]]
-        new = np.maximum(old - m, 0)
-        c1, s1 = fm.shift(cnt[inv], S[inv], old, new)
-        d_gpu = (fm.from_counts(cpu[inv] - cpu_m, L[inv] - (old - new), c1, s1, models[inv]) - f_before[inv]) / MILLI
-        d_gpu = np.round(d_gpu, 9)
+        local = self._gpu_local[idx]
+        # idx is in flat (node-major) order, so node_of is sorted: one run per node
+        first = np.flatnonzero(np.concatenate(([True], node_of[1:] != node_of[:-1])))
+        uniq = node_of[first]
+        counts = np.empty_like(first)
+        counts[:-1] = first[1:] - first[:-1]
+        counts[-1] = idx.size - first[-1]
+        if cached:
+            src = self._frag_summaries()        # rows indexed by node
+            rix = uniq
+            old = src.rows[node_of, local]
+            d_gpu = self._cached_deltas(src, uniq, m, cpu_m)[node_of, local]
+            new = np.maximum(old - m, 0)
+        else:
+            rows, cpu = self._frag_rows(uniq)
+            src = NodeSummaries(fm, rows, cpu, self._node_model[uniq])   # rows indexed by run
+            rix = np.arange(uniq.size)
+            inv = np.repeat(rix, counts)
+            old = src.rows[inv, local]
+            new = np.maximum(old - m, 0)
+            c1, s1 = fm.shift(src.cnt[inv], src.S[inv], old, new)
+            after = fm.from_counts(src.cpu[inv] - cpu_m, src.L[inv] - (old - new), c1, s1, src.model[inv])
+            d_gpu = np.round((after - src.F[inv]) / MILLI, 9)
         # per node, GPUs by (cost, least free after, index)
-        order = np.lexsort((self._gpu_local[idx], new, d_gpu, inv))
-        starts = np.concatenate([[0], np.cumsum(counts)])
-        ok_nodes = np.flatnonzero(counts >= k)
+        order = np.lexsort((local, new, d_gpu, node_of))
 
-        def set_cost(u: int, gpus: list[int]) -> float:
-            """Exact fragmentation increase (GPUs) of node uniq[u] taking ``gpus`` (flat)."""
-            c, sm, left = cnt[u:u + 1], S[u:u + 1], int(L[u])
-            row = rows[u].copy()
+        def set_cost(r: int, gpus: list[int]) -> float:
+            """Exact fragmentation increase (GPUs) of the node in row ``r`` of ``src`` taking
+            ``gpus`` (flat)."""
+            c, sm, left = src.cnt[r:r + 1], src.S[r:r + 1], int(src.L[r])
+            row = src.rows[r].copy()
             for g in gpus:
                 j = int(self._gpu_local[g])
                 o = int(row[j])
@@ -639,25 +802,34 @@ class ClusterState:
                 c, sm = fm.shift(c, sm, np.array([o]), np.array([w]))
                 row[j] = w
                 left -= o - w
-            after = fm.from_counts(np.array([cpu[u] - cpu_m]), np.array([left]), c, sm, models[u:u + 1])[0]
-            return round(float(after - f_before[u]) / MILLI, 9)
+            after = fm.from_counts(np.array([src.cpu[r] - cpu_m]), np.array([left]), c, sm, src.model[r:r + 1])[0]
+            return round(float(after - src.F[r]) / MILLI, 9)
 
-        opt = np.empty(ok_nodes.size)
-        for i, u in enumerate(ok_nodes.tolist()):
-            pos = order[starts[u]:starts[u] + k]
-            opt[i] = float(d_gpu[pos[0]]) if k == 1 else set_cost(u, idx[pos].tolist())
-        opt_key = np.round(elastico_cost(opt, 0.0, uniq[ok_nodes]), 9)
-        visit = np.lexsort((uniq[ok_nodes], opt_key))
+        if k == 1:
+            ok_runs = np.arange(uniq.size)
+            opt = d_gpu[order[first]]
+        else:
+            ok_runs = np.flatnonzero(counts >= k)
+            opt = np.array([set_cost(int(rix[u]), idx[order[first[u]:first[u] + k]].tolist())
+                            for u in ok_runs.tolist()])
+        # elastico_cost(opt, 0.0, position), inlined: this runs once per placement
+        opt_key = np.round(opt + CONSOLIDATION_GPU * uniq[ok_runs], 9)
+        visit = np.lexsort((uniq[ok_runs], opt_key))
         is_mig = mp is not None
         best = None
         best_choice = None
         worst_seen = None
-        for vpos, i in enumerate(visit.tolist()):
+        for i in visit.tolist():
             if best is not None and best[0] <= opt_key[i]:
                 break
-            u = int(ok_nodes[i])
+            u = int(ok_runs[i])
             cands = []
-            for q in order[starts[u]:starts[u + 1]].tolist():
+            # GPUs come by increasing dF and a GPU's cost is >= its dF: for one GPU, the rest
+            # of the node cannot beat the least cost once dF passes it
+            least = math.inf
+            for q in order[first[u]:first[u] + counts[u]].tolist():
+                if k == 1 and d_gpu[q] > least:
+                    break
                 g = int(idx[q])
                 if is_mig:
                     ok, s_new, viol, dI = True, 1.0, (0.0, ""), 0.0
@@ -667,14 +839,17 @@ class ClusterState:
                     if worst_seen is None or viol[0] < worst_seen[0]:
                         worst_seen = viol
                     continue
-                cands.append((round(float(d_gpu[q]) + INTERFERENCE_WEIGHT * dI, 9), int(new[q]),
-                              int(self._gpu_local[g]), g, dI, s_new))
+                cost = round(float(d_gpu[q]) + INTERFERENCE_WEIGHT * dI, 9)
+                least = min(least, cost)
+                cands.append((cost, int(new[q]), int(self._gpu_local[g]), g, dI, s_new, q))
             if len(cands) < k:
                 continue
             cands.sort()
             chosen = cands[:k]
             gpus = [c[3] for c in chosen]
-            cost = round(float(elastico_cost(set_cost(u, gpus), sum(c[4] for c in chosen), uniq[u])), 9)
+            # one GPU: its fragmentation increase is d_gpu, already worked out
+            dF = float(d_gpu[chosen[0][6]]) if k == 1 else set_cost(int(rix[u]), gpus)
+            cost = round(float(elastico_cost(dF, sum(c[4] for c in chosen), uniq[u])), 9)
             key = (cost, int(uniq[u]))
             if best is None or key < best:
                 best, best_choice = key, (int(uniq[u]), gpus, max(c[5] for c in chosen))
@@ -696,7 +871,7 @@ class ClusterState:
             return True, float(sig[-1]), (0.0, "")
         ratio = sig / b
         w = int(np.argmax(ratio))
-        who = "the new job" if w == len(profiles) else f"job {list(self._gpu_jobs[g])[w]}"
+        who = "the new job" if w == len(profiles) else f"job {self._residents(g)[w]}"
         n = int(self._gpu_node[g])
         desc = (
             f"e.g. node {self.nodes[n].name} GPU {int(self._gpu_local[g])}: {who} predicted "
@@ -704,11 +879,226 @@ class ClusterState:
         )
         return False, float(sig[-1]), (float(ratio[w]), desc)
 
-    def _place_host_only(self, job_id, config, profile, bound, scorer) -> PlaceOutcome:
+    # ----------------------------------------------------------------------- gangs
+    def _validate_gang(self, gang: Gang | None, config: Configuration) -> Gang:
+        if gang is None:
+            return _ONE_POD
+        if not isinstance(gang, Gang):
+            raise InvalidArgument("gang", type(gang).__name__, "an elastico.placer.placement.Gang or None")
+        if not (isinstance(gang.pods, int) and not isinstance(gang.pods, bool) and gang.pods >= 1):
+            raise InvalidArgument("gang.pods", gang.pods, "an integer >= 1")
+        if config.num_gpus % gang.pods:
+            raise InvalidArgument("gang.pods", gang.pods,
+                                  f"a divisor of config.num_gpus={config.num_gpus} (pods get equal GPUs)")
+        if not isinstance(gang.share_gpus, bool):
+            raise InvalidArgument("gang.share_gpus", gang.share_gpus, "True or False")
+        if not isinstance(gang.span_nodes, bool):
+            raise InvalidArgument("gang.span_nodes", gang.span_nodes, "True or False")
+        if gang.span_nodes and gang.pods > 1:
+            raise InvalidArgument("gang.span_nodes", True, "False when pods > 1 (each pod is on one node; "
+                                                           "the pods may already be on different nodes)")
+        return gang
+
+    def _max_node_gpus(self, model: str | None) -> int:
+        """GPUs of the largest node of ``model`` (0 if there is none)."""
+        return self._model_max_gpus.get(model, 0)
+
+    def _unit_capacity(self, unit: Configuration, share_gpus: bool) -> np.ndarray:
+        """[N] how many pods of shape ``unit`` each node could take now, ignoring slowdown
+        bounds: exact without ``share_gpus`` (distinct GPUs), an upper bound with it."""
+        N = len(self.nodes)
+        big = np.iinfo(np.int64).max // 4
+        cap = np.full(N, big, dtype=np.int64)
+        if unit.cpu > 0:
+            free = self._node_cpu - self._node_cpu_used + EPS
+            cap = np.minimum(cap, np.floor(free / unit.cpu).astype(np.int64))
+        if unit.mem_gib > 0:
+            free = self._node_mem - self._node_mem_used + EPS
+            cap = np.minimum(cap, np.floor(free / unit.mem_gib).astype(np.int64))
+        if unit.num_gpus == 0:
+            if unit.gpu_model is not None:
+                cap[self._node_model != self._models.get(unit.gpu_model, -1)] = 0
+            return np.maximum(cap, 0)
+        e = self._eligible(unit)
+        if isinstance(e, str):
+            return np.zeros(N, dtype=np.int64)
+        elig = e[0]
+        p = self._mig_profile(unit)
+        if not share_gpus or (p is None and unit.gpu_share >= _WHOLE):
+            slots = elig.astype(np.int64)
+        elif p is not None:
+            slots = np.where(elig, (self._mig_cs - self._mig_comp) // p.compute_slices, 0)
+        else:
+            slots = np.floor((1.0 - self._used_share + EPS) / unit.gpu_share)
+            if unit.gpu_mem_gib > 0:
+                slots = np.minimum(slots, np.floor((self._gpu_cap_mem - self._used_mem + EPS) / unit.gpu_mem_gib))
+            slots = np.where(elig, slots, 0).astype(np.int64)
+        per_node = np.bincount(self._gpu_node, weights=slots, minlength=N).astype(np.int64)
+        return np.maximum(np.minimum(cap, per_node // unit.num_gpus), 0)
+
+    def _place_gang(self, job_id: str, config: Configuration, profile: JobProfile, bound: float,
+                    model: SlowdownModel, scorer: str, gang: Gang) -> PlaceOutcome:
+        """All or nothing, several pods (docs/placement.md, "Gangs and topology").
+
+        Pods: ``gang.pods`` equal pods of the configuration, or -- ``span_nodes`` -- one unit
+        per GPU (CPU and memory split per GPU), the units on one node merged into one part.
+        Tiers, first success wins:
+
+        1. one node: the whole job as one configuration on one node (the scorer chooses it),
+           its GPUs then dealt to the pods in order; with ``share_gpus``, if that fails, the
+           pods one by one on each node that could hold them all (fewest spare pods first);
+        2. one topology domain (node label ``topology_key``), domains by spare capacity
+           (least first), then name;
+        3. anywhere.
+
+        Within tiers 2 and 3 nodes are filled one at a time -- the smallest that takes all
+        remaining pods, else the largest -- so the job lands on few nodes; the scorer picks
+        GPUs inside a node and every pod is checked like a one-pod placement (slowdown bounds
+        included, earlier pods of the job counting as residents).  A failed tier books
+        nothing."""
+        k, P = config.num_gpus, gang.pods
+        if P > 1:
+            n_units, per_node = P, False
+            unit = replace(config, num_gpus=k // P, cpu=config.cpu / P, mem_gib=config.mem_gib / P)
+        else:
+            n_units, per_node = k, True
+            unit = replace(config, num_gpus=1, cpu=config.cpu / k, mem_gib=config.mem_gib / k)
+        share_gpus = gang.share_gpus and P > 1
+        # tier 1: one node
+        if config.num_gpus <= self._max_node_gpus(config.gpu_model):
+            out = self._place_single(job_id, config, profile, bound, model, scorer)
+            if out.placed:
+                return out if P == 1 else self._split_pods(job_id, config, profile, bound, model,
+                                                           out.assignment, P)
+        cap = self._unit_capacity(unit, share_gpus)
+        best_seen = 0
+        if share_gpus:
+            for n in sorted(np.flatnonzero(cap >= n_units).tolist(), key=lambda n: (int(cap[n]), n)):
+                res = self._place_units(job_id, unit, n_units, profile, bound, model, scorer,
+                                        np.array([n]), cap, share_gpus)
+                if isinstance(res, list):
+                    return self._merge(job_id, config, profile, bound, model, res, per_node)
+                best_seen = max(best_seen, res)
+        # tier 2: one topology domain
+        dom = self._domain
+        if (dom >= 0).any():
+            total = np.bincount(dom[dom >= 0], weights=np.minimum(cap[dom >= 0], n_units),
+                                minlength=len(self._domain_names))
+            doms = [d for d in np.flatnonzero(total >= n_units).tolist()]
+            doms.sort(key=lambda d: (total[d], self._domain_names[d]))
+            for d in doms:
+                res = self._place_units(job_id, unit, n_units, profile, bound, model, scorer,
+                                        np.flatnonzero(dom == d), cap, share_gpus)
+                if isinstance(res, list):
+                    return self._merge(job_id, config, profile, bound, model, res, per_node)
+                best_seen = max(best_seen, res)
+        # tier 3: anywhere
+        if int(np.minimum(cap, n_units).sum()) >= n_units:
+            res = self._place_units(job_id, unit, n_units, profile, bound, model, scorer,
+                                    np.arange(len(self.nodes)), cap, share_gpus)
+            if isinstance(res, list):
+                return self._merge(job_id, config, profile, bound, model, res, per_node)
+            best_seen = max(best_seen, res)
+        what = f"{n_units} pod(s) of {self._gpu_phrase(unit)}" if unit.num_gpus else f"{n_units} pod(s)"
+        return PlaceOutcome(None, f"gang: no room for all {what} with cpu {unit.cpu:g} cores and "
+                                  f"memory {unit.mem_gib:g} GiB each at once (room for "
+                                  f"{int(np.minimum(cap, n_units).sum())} ignoring slowdown bounds, "
+                                  f"at most {best_seen} booked in one try; nothing kept)")
+
+    def _place_units(self, job_id, unit, n_units, profile, bound, model, scorer,
+                     nodes: np.ndarray, cap: np.ndarray, share_gpus: bool):
+        """Book ``n_units`` pods of ``unit`` under temporary ids on ``nodes``, node by node
+        (:meth:`_place_gang`).  Returns the temporary assignments, still booked, or -- having
+        released them all -- how many had fitted."""
+        temps: list[Assignment] = []
+        excl = None if share_gpus else np.zeros(self._gpu_node.size, dtype=bool)
+        cands = [int(n) for n in nodes.tolist() if cap[n] > 0]
+        mask = np.zeros(len(self.nodes), dtype=bool)
+        try:
+            while len(temps) < n_units and cands:
+                r = n_units - len(temps)
+                fit = [n for n in cands if cap[n] >= r]
+                if fit:  # the smallest node that takes the rest, else the largest
+                    n = min(fit, key=lambda n: (int(cap[n]), n))
+                else:
+                    n = max(cands, key=lambda n: (int(cap[n]), -n))
+                cands.remove(n)
+                mask[:] = False
+                mask[n] = True
+                while len(temps) < n_units:
+                    out = self._place_single(f"{job_id}\x00pod{len(temps)}", unit, profile, bound,
+                                             model, scorer, mask, excl)
+                    if not out.placed:
+                        break
+                    temps.append(out.assignment)
+                    if excl is not None:
+                        excl[int(self._offset[n]) + np.array(out.assignment.gpu_indices, dtype=np.int64)] = True
+        except BaseException:
+            for a in temps:
+                self.release(a.job_id)
+            raise
+        if len(temps) < n_units:
+            for a in reversed(temps):
+                self.release(a.job_id)
+            return len(temps)
+        return temps
+
+    def _merge(self, job_id, config, profile, bound, model, temps: list[Assignment],
+               per_node: bool) -> PlaceOutcome:
+        """Replace the temporary pods by one booking of ``job_id`` (the same resources)."""
+        parts = [a.parts[0] for a in temps]
+        for a in reversed(temps):
+            self.release(a.job_id)
+        if per_node:
+            by: dict[int, list[Part]] = {}
+            for pt in parts:
+                by.setdefault(pt.node_index, []).append(pt)
+            merged = []
+            for n, pts in by.items():
+                pairs = sorted((g, s) for pt in pts for g, s in
+                               zip(pt.gpu_indices, pt.mig_starts or (None,) * len(pt.gpu_indices)))
+                merged.append(Part(pts[0].node, n, tuple(g for g, _ in pairs),
+                                   math.fsum(pt.cpu for pt in pts), math.fsum(pt.mem_gib for pt in pts),
+                                   tuple(s for _, s in pairs) if pts[0].mig_starts else ()))
+            parts = merged
+        a = self._book(job_id, config, profile, bound, tuple(parts))
+        return PlaceOutcome(a, "", self._job_slowdown(job_id, model))
+
+    def _split_pods(self, job_id, config, profile, bound, model, a: Assignment, pods: int) -> PlaceOutcome:
+        """Re-book a one-node placement of the whole job as ``pods`` equal pods (GPUs dealt
+        in index order)."""
+        self.release(job_id)
+        pt = a.parts[0]
+        g = len(pt.gpu_indices) // pods
+        parts = tuple(Part(pt.node, pt.node_index, pt.gpu_indices[i * g:(i + 1) * g],
+                           pt.cpu / pods, pt.mem_gib / pods, pt.mig_starts[i * g:(i + 1) * g])
+                      for i in range(pods))
+        b = self._book(job_id, config, profile, bound, parts)
+        return PlaceOutcome(b, "", self._job_slowdown(job_id, model))
+
+    def _job_slowdown(self, job_id: str, model: SlowdownModel) -> float:
+        """Predicted slowdown of one placed job (max over its GPUs; 1.0 alone or on MIG)."""
+        a = self._jobs[job_id][0]
+        out = 1.0
+        for n, gi in set(a.gpus):
+            f = int(self._offset[n]) + gi
+            if self._n_res[f] >= 2 and not self._is_mig[f]:
+                profiles, _ = self._gpu_profiles(f)
+                sig = np.asarray(model.gpu_slowdowns(profiles), float)
+                for j, s in zip(self._residents(f), sig.tolist()):
+                    if j == job_id:
+                        out = max(out, s)
+        return out
+
+    def _place_host_only(self, job_id, config, profile, bound, scorer, node_mask=None) -> PlaceOutcome:
         plan = self._candidates(config)
         if isinstance(plan, str):
             return PlaceOutcome(None, plan)
         nodes, _ = plan
+        if node_mask is not None:
+            nodes = nodes[node_mask[nodes]]
+            if nodes.size == 0:
+                return PlaceOutcome(None, "no candidate node")
         if scorer in ("bestfit", "elastico"):
             left = np.round(self._node_cpu[nodes] - self._node_cpu_used[nodes] - config.cpu, 9)
             n = int(nodes[np.lexsort((nodes, left))[0]])
@@ -717,6 +1107,8 @@ class ClusterState:
         return PlaceOutcome(self._commit(job_id, config, profile, bound, n, []), "", 1.0)
 
     def _commit(self, job_id, config, profile, bound, n: int, chosen: list[int]) -> Assignment:
+        """Book a one-node, one-pod placement: ``chosen`` flat GPUs of node ``n`` (MIG start
+        slots chosen here, before anything changes)."""
         p = self._mig_profile(config)
         starts: list[int] = []
         if p is not None:  # compute every start before changing anything (all or nothing)
@@ -724,46 +1116,109 @@ class ClusterState:
                 s = self._mig[g].best_start(p)
                 assert s is not None, "eligible MIG GPU without a free start"
                 starts.append(s)
+        part = Part(self.nodes[n].name, n, tuple(int(self._gpu_local[g]) for g in chosen),
+                    float(config.cpu), float(config.mem_gib), tuple(starts))
+        return self._book(job_id, config, profile, bound, (part,))
+
+    def _book(self, job_id, config, profile, bound, parts: tuple[Part, ...]) -> Assignment:
+        """Book ``parts`` (MIG starts given, already checked free) for ``job_id``."""
+        p = self._mig_profile(config)
+        has_gpus = any(pt.gpu_indices for pt in parts)
+        if p is not None:
             share = p.share
-            mem = float(self.nodes[n].gpu_mem_gib) * p.memory_fraction
+            mem = float(self.nodes[parts[0].node_index].gpu_mem_gib) * p.memory_fraction
         else:
             share, mem = float(config.gpu_share), float(config.gpu_mem_gib)
-        for i, g in enumerate(chosen):
-            if p is not None:
-                self._mig[g].place(p, starts[i])
-                self._mig_occ[g] = self._mig[g].occupied_mask
-                self._mig_comp[g] = self._mig[g].compute_used
-            self._gpu_jobs[g][job_id] = (share, mem)
-            self._refresh_gpu(g)
-        self._node_jobs[n][job_id] = (float(config.cpu), float(config.mem_gib))
-        self._refresh_node(n)
         a = Assignment(
             job_id=job_id,
-            node=self.nodes[n].name,
-            node_index=n,
-            gpu_indices=tuple(int(self._gpu_local[g]) for g in chosen),
-            gpu_share=share if chosen else 0.0,
-            gpu_mem_gib=mem if chosen else 0.0,
-            cpu=float(config.cpu),
-            mem_gib=float(config.mem_gib),
+            parts=tuple(parts),
+            gpu_share=share if has_gpus else 0.0,
+            gpu_mem_gib=mem if has_gpus else 0.0,
             mig_profile=config.mig_profile,
-            mig_starts=tuple(starts),
             config_name=config.name,
-            gpu_model=config.gpu_model if chosen else None,
+            gpu_model=config.gpu_model if has_gpus else None,
         )
+        self._book_assignment(a, p)
         self._jobs[job_id] = (a, profile, bound)
         return a
 
+    def _book_assignment(self, a: Assignment, p: MigProfile | None) -> None:
+        job_id = a.job_id
+        host: dict[int, tuple[float, float]] = {}
+        for pt in a.parts:
+            for i, gi in enumerate(pt.gpu_indices):
+                g = int(self._offset[pt.node_index]) + gi
+                if p is not None:
+                    self._mig[g].place(p, pt.mig_starts[i])
+                    self._mig_occ[g] = self._mig[g].occupied_mask
+                    self._mig_comp[g] = self._mig[g].compute_used
+                prev = self._gpu_jobs[g].get(job_id)
+                self._gpu_jobs[g][job_id] = (a.gpu_share, a.gpu_mem_gib, 1 if prev is None else prev[2] + 1)
+                self._refresh_gpu(g)
+            if pt.node_index in host:
+                c, m = host[pt.node_index]
+                host[pt.node_index] = (c + pt.cpu, m + pt.mem_gib)
+            else:
+                host[pt.node_index] = (pt.cpu, pt.mem_gib)
+        for n, cm in host.items():
+            self._node_jobs[n][job_id] = cm
+            self._refresh_node(n)
+
     def _refresh_gpu(self, g: int) -> None:
         vals = self._gpu_jobs[g].values()
-        self._used_share[g] = math.fsum(v[0] for v in vals)
-        self._used_mem[g] = math.fsum(v[1] for v in vals)
-        self._n_res[g] = len(self._gpu_jobs[g])
+        self._used_share[g] = math.fsum(v[0] * v[2] for v in vals)
+        self._used_mem[g] = math.fsum(v[1] * v[2] for v in vals)
+        self._n_res[g] = sum(v[2] for v in vals)
 
     def _refresh_node(self, n: int) -> None:
         vals = self._node_jobs[n].values()
         self._node_cpu_used[n] = math.fsum(v[0] for v in vals)
         self._node_mem_used[n] = math.fsum(v[1] for v in vals)
+        self._frag_touch(n)
+
+    def _frag_summaries(self) -> NodeSummaries:
+        """Every node's fragmentation summary for the typical pods (built once, then kept up
+        to date by :meth:`_frag_touch` on every booking change of a node)."""
+        if self._frag_cache is None:
+            nodes = np.arange(len(self.nodes))
+            rows, cpu = self._frag_rows(nodes)
+            self._frag_cache = NodeSummaries(self._frag_model, rows, cpu, self._node_model)
+        return self._frag_cache
+
+    def _frag_touch(self, n: int) -> None:
+        fc = self._frag_cache
+        if fc is not None:  # per-shape increases exist only beside the summaries
+            self._node_version[n] += 1
+            # the numbers _frag_rows gives, for one node's few GPUs in plain Python (numpy's
+            # per-call cost dominates at this size; round() rounds half to even like np.round)
+            lo, hi = int(self._offset[n]), int(self._offset[n + 1])
+            row = [0] * fc.rows.shape[1]
+            for j, (ok, mig, cs, comp, used) in enumerate(zip(
+                    self._healthy[lo:hi].tolist(), self._is_mig[lo:hi].tolist(), self._mig_cs[lo:hi].tolist(),
+                    self._mig_comp[lo:hi].tolist(), self._used_share[lo:hi].tolist())):
+                if ok:
+                    row[j] = round(((cs - comp) / cs if mig else 1.0 - used) * MILLI)
+            fc.update(n, row, round(float(self._node_cpu[n] - self._node_cpu_used[n]) * 1000))
+
+    def _cached_deltas(self, fc: NodeSummaries, nodes: np.ndarray, m: int, cpu_m: int) -> np.ndarray:
+        """[N, W] fragmentation increase (GPUs, rounded to 1e-9) of taking ``m`` milli-GPU and
+        ``cpu_m`` milli-CPU, by node and GPU (the layout of ``fc.rows``), valid for the GPUs
+        of ``nodes``: kept per shape and recomputed only for nodes booked since
+        (``_node_version``), so a round's placement costs O(GPUs of the touched nodes) of
+        fragmentation work, not O(cluster)."""
+        key = (m, cpu_m)
+        entry = self._delta_cache.get(key)
+        if entry is None:
+            if len(self._delta_cache) >= _DELTA_CACHE_SHAPES:
+                self._delta_cache.clear()
+            entry = (np.zeros(fc.rows.shape), np.full(len(self.nodes), -1, dtype=np.int64))
+            self._delta_cache[key] = entry
+        d_all, seen = entry
+        stale = nodes[seen[nodes] != self._node_version[nodes]]
+        if stale.size:
+            d_all[stale] = np.round(fc.gpu_increase(stale, m, cpu_m) / MILLI, 9)
+            seen[stale] = self._node_version[stale]
+        return d_all
 
     def place_unless_dominated(self, job_id: str, config: Configuration, profile: JobProfile,
                                slowdown_bound: float, failed: list[Configuration],
@@ -799,61 +1254,80 @@ class ClusterState:
     def release(self, job_id: str) -> Assignment:
         """Free everything ``job_id`` booked; returns its assignment.  NotFound if unknown."""
         a = self.assignment(job_id)
-        for i, gi in enumerate(a.gpu_indices):
-            g = self._flat(a.node_index, gi)
-            if a.mig_profile is not None:
-                self._mig[g].release(a.mig_starts[i])
-                self._mig_occ[g] = self._mig[g].occupied_mask
-                self._mig_comp[g] = self._mig[g].compute_used
-            del self._gpu_jobs[g][job_id]
-            self._refresh_gpu(g)
-        del self._node_jobs[a.node_index][job_id]
-        self._refresh_node(a.node_index)
+        for pt in a.parts:
+            for i, gi in enumerate(pt.gpu_indices):
+                g = self._flat(pt.node_index, gi)
+                if a.mig_profile is not None:
+                    self._mig[g].release(pt.mig_starts[i])
+                    self._mig_occ[g] = self._mig[g].occupied_mask
+                    self._mig_comp[g] = self._mig[g].compute_used
+                v = self._gpu_jobs[g][job_id]
+                if v[2] > 1:
+                    self._gpu_jobs[g][job_id] = (v[0], v[1], v[2] - 1)
+                else:
+                    del self._gpu_jobs[g][job_id]
+                self._refresh_gpu(g)
+        for n in a.node_indices:
+            del self._node_jobs[n][job_id]
+            self._refresh_node(n)
         del self._jobs[job_id]
         return a
 
     def rebook(self, a: Assignment, profile: JobProfile, bound: float) -> Assignment:
-        """Book ``a`` again exactly as it was (same node, GPUs, shares, MIG starts): undoes a
+        """Book ``a`` again exactly as it was (same nodes, GPUs, shares, MIG starts): undoes a
         :meth:`release` when a planned move is abandoned.  All or nothing: raises Infeasible,
         changing nothing, if any of those resources has been taken meanwhile."""
         if a.job_id in self._jobs:
             raise Infeasible(f"job {a.job_id!r} is already booked")
-        n = a.node_index
-        flats = [self._flat(n, gi) for gi in a.gpu_indices]
-        if self._node_cpu_used[n] + a.cpu > self._node_cpu[n] + EPS or \
-                self._node_mem_used[n] + a.mem_gib > self._node_mem[n] + EPS:
-            raise Infeasible(f"job {a.job_id!r}: node {a.node} no longer has its CPU/memory free")
-        for g in flats:
+        cpu: dict[int, list[float]] = {}
+        hmem: dict[int, list[float]] = {}
+        per_gpu: dict[int, int] = {}
+        for pt in a.parts:
+            cpu.setdefault(pt.node_index, []).append(pt.cpu)
+            hmem.setdefault(pt.node_index, []).append(pt.mem_gib)
+            for gi in pt.gpu_indices:
+                g = self._flat(pt.node_index, gi)
+                per_gpu[g] = per_gpu.get(g, 0) + 1
+        for n in cpu:
+            if self._node_cpu_used[n] + math.fsum(cpu[n]) > self._node_cpu[n] + EPS or \
+                    self._node_mem_used[n] + math.fsum(hmem[n]) > self._node_mem[n] + EPS:
+                raise Infeasible(f"job {a.job_id!r}: node {self.nodes[n].name} no longer has its CPU/memory free")
+        where = {}
+        for g in per_gpu:
+            where[g] = f"GPU {self._gpu_local[g]} of {self.nodes[int(self._gpu_node[g])].name}"
             if not self._healthy[g]:
-                raise Infeasible(f"job {a.job_id!r}: GPU {self._gpu_local[g]} of {a.node} is unhealthy")
+                raise Infeasible(f"job {a.job_id!r}: {where[g]} is unhealthy")
         prof = None
         if a.mig_profile is not None:
-            prof = mig_profile(self.nodes[n].gpu_model, a.mig_profile)
-            for g, st in zip(flats, a.mig_starts):
-                if st not in self._mig[g].free_starts(prof):
-                    raise Infeasible(f"job {a.job_id!r}: MIG slot {st} taken on {a.node}")
+            prof = mig_profile(self.gpu_model_of(a), a.mig_profile)
+            trial = {g: self._mig[g].copy() for g in per_gpu}
+            for pt in a.parts:
+                for gi, st in zip(pt.gpu_indices, pt.mig_starts):
+                    g = int(self._offset[pt.node_index]) + gi
+                    if st not in trial[g].free_starts(prof):
+                        raise Infeasible(f"job {a.job_id!r}: MIG slot {st} taken on {where[g]}")
+                    trial[g].place(prof, st)
         else:
-            for g in flats:
-                if self._used_share[g] + a.gpu_share > 1.0 + EPS or \
-                        self._used_mem[g] + a.gpu_mem_gib > self._gpu_cap_mem[g] + EPS:
-                    raise Infeasible(f"job {a.job_id!r}: GPU {self._gpu_local[g]} of {a.node} "
-                                     "no longer has its share free")
-        for i, g in enumerate(flats):
-            if prof is not None:
-                self._mig[g].place(prof, a.mig_starts[i])
-                self._mig_occ[g] = self._mig[g].occupied_mask
-                self._mig_comp[g] = self._mig[g].compute_used
-            self._gpu_jobs[g][a.job_id] = (a.gpu_share, a.gpu_mem_gib)
-            self._refresh_gpu(g)
-        self._node_jobs[n][a.job_id] = (a.cpu, a.mem_gib)
-        self._refresh_node(n)
+            for g, c in per_gpu.items():
+                if self._used_share[g] + c * a.gpu_share > 1.0 + EPS or \
+                        self._used_mem[g] + c * a.gpu_mem_gib > self._gpu_cap_mem[g] + EPS:
+                    raise Infeasible(f"job {a.job_id!r}: {where[g]} no longer has its share free")
+                if a.gpu_share >= _WHOLE and self._n_res[g] > 0:
+                    raise Infeasible(f"job {a.job_id!r}: {where[g]} is no longer free for a whole GPU")
+        self._book_assignment(a, prof)
         self._jobs[a.job_id] = (a, profile, bound)
         return a
+
+    def gpu_model_of(self, a: Assignment) -> str:
+        """The GPU model of ``a``'s nodes."""
+        return self.nodes[a.parts[0].node_index].gpu_model
 
     # ----------------------------------------------------------------------------- checks
     def check_invariants(self, slowdown_model: SlowdownModel | None = None) -> None:
         """Recompute every booking from the assignments; AssertionError on any over-commit,
-        invalid MIG geometry, mismatch with the cached arrays, or slowdown past a bound."""
+        invalid MIG geometry, a pod with a repeated GPU, per-GPU copies that do not match the
+        parts, mismatch with the cached arrays (fragmentation cache included), or slowdown
+        past a bound."""
         G = self._gpu_node.size
         share = [[] for _ in range(G)]
         mem = [[] for _ in range(G)]
@@ -862,30 +1336,35 @@ class ClusterState:
         mig_occ = [0] * G
         mig_comp = [0] * G
         for j, (a, _, _) in self._jobs.items():
-            node = self.nodes[a.node_index]
-            assert node.name == a.node, f"{j}: node name mismatch"
-            assert len(set(a.gpu_indices)) == len(a.gpu_indices), f"{j}: repeated GPU"
-            if a.gpu_indices:
-                assert a.gpu_model == node.gpu_model, f"{j}: model {a.gpu_model} on {node.gpu_model}"
-            cpu[a.node_index].append(a.cpu)
-            hmem[a.node_index].append(a.mem_gib)
-            for i, gi in enumerate(a.gpu_indices):
-                g = self._flat(a.node_index, gi)
-                share[g].append(a.gpu_share)
-                mem[g].append(a.gpu_mem_gib)
-                if a.mig_profile is None:
-                    assert not self._is_mig[g], f"{j}: MPS job on MIG GPU {a.node_index}/{gi}"
-                    if a.gpu_share >= _WHOLE:
-                        assert len(self._gpu_jobs[g]) == 1, f"{j}: whole GPU shared"
-                else:
-                    assert self._is_mig[g], f"{j}: MIG job on non-MIG GPU {a.node_index}/{gi}"
-                    p = MIG_PROFILES[node.gpu_model][a.mig_profile]
-                    s = a.mig_starts[i]
-                    assert s in p.starts, f"{j}: invalid start {s} for {p.name}"
-                    assert not mig_occ[g] & p.mask(s), f"{j}: MIG slices overlap on {a.node_index}/{gi}"
-                    mig_occ[g] |= p.mask(s)
-                    mig_comp[g] += p.compute_slices
-                assert j in self._gpu_jobs[g], f"{j}: not listed on its GPU"
+            copies: dict[int, int] = {}
+            assert a.parts, f"{j}: no part"
+            for pt in a.parts:
+                node = self.nodes[pt.node_index]
+                assert node.name == pt.node, f"{j}: node name mismatch"
+                assert len(set(pt.gpu_indices)) == len(pt.gpu_indices), f"{j}: repeated GPU in one pod"
+                if pt.gpu_indices:
+                    assert a.gpu_model == node.gpu_model, f"{j}: model {a.gpu_model} on {node.gpu_model}"
+                cpu[pt.node_index].append(pt.cpu)
+                hmem[pt.node_index].append(pt.mem_gib)
+                for i, gi in enumerate(pt.gpu_indices):
+                    g = self._flat(pt.node_index, gi)
+                    copies[g] = copies.get(g, 0) + 1
+                    share[g].append(a.gpu_share)
+                    mem[g].append(a.gpu_mem_gib)
+                    if a.mig_profile is None:
+                        assert not self._is_mig[g], f"{j}: MPS job on MIG GPU {pt.node_index}/{gi}"
+                        if a.gpu_share >= _WHOLE:
+                            assert self._n_res[g] == 1, f"{j}: whole GPU shared"
+                    else:
+                        assert self._is_mig[g], f"{j}: MIG job on non-MIG GPU {pt.node_index}/{gi}"
+                        p = MIG_PROFILES[node.gpu_model][a.mig_profile]
+                        s = pt.mig_starts[i]
+                        assert s in p.starts, f"{j}: invalid start {s} for {p.name}"
+                        assert not mig_occ[g] & p.mask(s), f"{j}: MIG slices overlap on {pt.node_index}/{gi}"
+                        mig_occ[g] |= p.mask(s)
+                        mig_comp[g] += p.compute_slices
+            for g, c in copies.items():
+                assert self._gpu_jobs[g].get(j, (0, 0, 0))[2] == c, f"{j}: copies on GPU {g} differ"
         for g in range(G):
             assert math.fsum(share[g]) <= 1.0 + EPS, f"GPU {g}: compute {math.fsum(share[g])} > 1"
             assert math.fsum(mem[g]) <= self._gpu_cap_mem[g] + EPS, f"GPU {g}: memory over capacity"
@@ -894,13 +1373,18 @@ class ClusterState:
             if g in self._mig:
                 assert self._mig[g].occupied_mask == mig_occ[g], f"GPU {g}: MIG state differs"
             assert abs(math.fsum(share[g]) - self._used_share[g]) <= EPS, f"GPU {g}: cached share differs"
-            assert len(share[g]) == self._n_res[g] == len(self._gpu_jobs[g]), f"GPU {g}: resident count differs"
+            assert len(share[g]) == self._n_res[g] == sum(v[2] for v in self._gpu_jobs[g].values()), \
+                f"GPU {g}: resident count differs"
         for n, nd in enumerate(self.nodes):
             assert math.fsum(cpu[n]) <= nd.cpu + EPS, f"node {nd.name}: cpu over-committed"
             assert math.fsum(hmem[n]) <= nd.mem_gib + EPS, f"node {nd.name}: memory over-committed"
+            assert abs(math.fsum(cpu[n]) - self._node_cpu_used[n]) <= 1e-6, f"node {nd.name}: cached cpu differs"
+        fc = self._frag_cache
+        if fc is not None:
+            rows, cpu_m = self._frag_rows(np.arange(len(self.nodes)), width=fc.rows.shape[1])
+            assert np.array_equal(rows, fc.rows) and np.array_equal(cpu_m, fc.cpu), "fragmentation cache differs"
         for j, s in self.predicted_slowdowns(slowdown_model).items():
             assert s <= self._jobs[j][2] + EPS, f"{j}: slowdown {s} > bound {self._jobs[j][2]}"
-
 
 def dominates(c: Configuration, f: Configuration) -> bool:
     """``c`` needs at least what ``f`` needs on the same GPU model and MIG profile (GPUs, share,
