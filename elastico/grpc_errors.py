@@ -79,7 +79,33 @@ class UnaryInterceptor(grpc.ServerInterceptor):
 
 
 class ErrorInterceptor(UnaryInterceptor):
-    """Maps exceptions raised by unary-unary handlers to status codes (table above)."""
+    """Maps exceptions raised by unary-unary handlers to status codes (table above).
+
+    It also decodes the request itself: grpc answers bytes that do not parse as the request
+    message with ``INTERNAL`` ("Exception deserializing request!"), which reads as a server
+    fault; here they are ``INVALID_ARGUMENT`` naming the field ``request``."""
+
+    def intercept_service(self, continuation: Callable[[Any], Any],
+                          handler_call_details: grpc.HandlerCallDetails) -> Any:
+        handler = continuation(handler_call_details)
+        if handler is None or handler.unary_unary is None or handler.request_deserializer is None:
+            return handler
+        parse, behavior = handler.request_deserializer, handler.unary_unary
+        method = handler_call_details.method
+
+        def decoded(raw: bytes, context: grpc.ServicerContext) -> Any:
+            try:
+                request = parse(raw)
+            except Exception as exc:  # noqa: BLE001 -- protobuf's DecodeError and kin
+                raise InvalidArgument("request", f"{len(raw)} bytes",
+                                      f"a serialized request message of {method} "
+                                      f"({type(exc).__name__}: {exc})") from None
+            return behavior(request, context)
+
+        # the outer interceptors see the raw bytes; none of them reads the request
+        return grpc.unary_unary_rpc_method_handler(
+            self.wrap(method, decoded), request_deserializer=None,
+            response_serializer=handler.response_serializer)
 
     def wrap(self, method: str, behavior: Callable[[Any, grpc.ServicerContext], Any]
              ) -> Callable[[Any, grpc.ServicerContext], Any]:

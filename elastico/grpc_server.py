@@ -4,12 +4,15 @@ One function, :func:`serve_one`, so that every service gets the same production 
 the error interceptor of :mod:`elastico.grpc_errors` (domain errors -> status codes, never
 ``UNKNOWN``), a bounded number of in-flight RPCs (beyond it grpc answers
 ``RESOURCE_EXHAUSTED``), message size limits, gRPC health checking (overall and per service,
-``SERVING``) and server reflection.  Callers: ``elastico.pricing.server``,
-``elastico.predictor.server``.
+``SERVING``, or a caller's own health servicer) and server reflection.  Callers: the pricing,
+predictor, placer and node-agent servers, and the scheduler loop's health endpoint
+(:mod:`elastico.placer.kube.health`).
 """
 
 from __future__ import annotations
 
+import ipaddress
+import logging
 import time
 from concurrent import futures
 from typing import Any, Callable
@@ -24,7 +27,22 @@ from elastico.telemetry import server_interceptor
 from elastico.tracing import NOOP, Tracer
 
 __all__ = ["serve_one", "abort_if_expired", "server_credentials", "channel_credentials",
-           "MetricsInterceptor"]
+           "MetricsInterceptor", "is_loopback"]
+
+_LOG = logging.getLogger(__name__)
+
+
+def is_loopback(address: str) -> bool:
+    """Whether ``host:port`` listens on the loopback interface only (``127.0.0.0/8``, ``::1``,
+    ``localhost``).  ``0.0.0.0``, ``[::]``, a host name or a routable address are reachable
+    from other hosts."""
+    host = address.rpartition(":")[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: it may resolve to anything
+        return False
 
 
 class MetricsInterceptor(UnaryInterceptor):
@@ -50,12 +68,15 @@ class MetricsInterceptor(UnaryInterceptor):
         return timed
 
 
-def serve_one(address: str, service_name: str, add_servicer: Callable[[grpc.Server], None], *,
+def serve_one(address: str, service_name: str,
+              add_servicer: Callable[[grpc.Server], None] | None, *,
               thread_name: str, max_workers: int, max_concurrent_rpcs: int,
               max_message_bytes: int,
               credentials: grpc.ServerCredentials | None = None,
               metrics: ServiceMetrics | None = None,
-              tracer: Tracer = NOOP) -> tuple[grpc.Server, int]:
+              tracer: Tracer = NOOP,
+              health_servicer: health.HealthServicer | None = None,
+              label: str | None = None) -> tuple[grpc.Server, int]:
     """A server for one service bound to ``address`` (``host:port``; port 0 picks a free one),
     not started.  ``add_servicer(server)`` registers the service's servicer (the generated
     ``add_...Servicer_to_server``); ``service_name`` is its full name for health and
@@ -65,9 +86,13 @@ def serve_one(address: str, service_name: str, add_servicer: Callable[[grpc.Serv
     (``elastico serve`` only on ``--plaintext``).  ``metrics``: count and time every RPC on
     it (:class:`MetricsInterceptor`).  ``tracer``: an OpenTelemetry tracer
     (:func:`elastico.telemetry.configure`) opens a server span per RPC, child of the caller's
-    span.  Returns ``(server, port)``; the caller runs
-    ``server.start()`` and ``server.stop(grace)``.  Raises RuntimeError when the address
-    cannot be bound."""
+    span.  ``health_servicer``: None = a new ``HealthServicer`` reporting ``SERVING`` for the
+    overall service (``""``) and ``service_name``, fixed; a caller's own one is registered as
+    it is and the caller sets its statuses (e.g. a health-only endpoint that follows the
+    scheduler loop: ``add_servicer=None``, ``service_name=health.SERVICE_NAME``).  ``label``:
+    how the plaintext warning names the server (default ``service_name``).  Returns
+    ``(server, port)``; the caller runs ``server.start()`` and ``server.stop(grace)``.  Raises
+    RuntimeError when the address cannot be bound."""
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=thread_name),
         interceptors=[i for i in (server_interceptor(tracer),
@@ -77,17 +102,25 @@ def serve_one(address: str, service_name: str, add_servicer: Callable[[grpc.Serv
         options=[("grpc.max_receive_message_length", max_message_bytes),
                  ("grpc.max_send_message_length", max_message_bytes)],
     )
-    add_servicer(server)
-    health_servicer = health.HealthServicer()
-    for name in ("", service_name):
-        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    if add_servicer is not None:
+        add_servicer(server)
+    if health_servicer is None:
+        health_servicer = health.HealthServicer()
+        for name in ("", service_name):
+            health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
-        (service_name, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+        tuple(dict.fromkeys((service_name, health.SERVICE_NAME, reflection.SERVICE_NAME))), server)
     port = (server.add_secure_port(address, credentials) if credentials is not None
             else server.add_insecure_port(address))
     if port == 0:  # older grpc returns 0 instead of raising
         raise RuntimeError(f"cannot bind {address!r}")
+    if credentials is None and not is_loopback(address):
+        # No handler configured -> logging's last resort prints WARNINGs to stderr.
+        _LOG.warning("WARNING: %s serves PLAINTEXT on %s, which other hosts can reach: "
+                     "anyone on the network can call it and read its traffic; give "
+                     "--tls-cert/--tls-key (and --tls-client-ca for mutual TLS) or listen "
+                     "on 127.0.0.1", label or service_name, address)
     return server, port
 
 

@@ -19,18 +19,56 @@ Pricing adds ``elastico_pricing_solve_seconds`` (histogram), ``elastico_pricing_
 ``elastico_pricing_price{resource}`` (last shadow price per resource, utility per unit).
 The predictor adds ``elastico_predictor_pairs_total`` and
 ``elastico_predictor_fallback_total`` (pairs answered by the analytic fallback because no
-learned model was available).  The placer's round metrics (round duration, jobs by state, GPU
-allocation and utilization) come with the placer service.
+learned model was available).
+
+Rounds (the placer service, and an in-process ``run_round(..., metrics=...)``):
+
+==============================================  =========  ======================================
+``elastico_round_duration_seconds``             histogram  seconds of one whole round
+``elastico_round_jobs{status}``                 gauge      jobs of the last round by decision
+                                                           status (placed, waiting, ...)
+``elastico_gpu_allocation``                     gauge      booked GPU compute / cluster GPUs
+                                                           after the last round, fraction
+``elastico_gpu_utilization``                    gauge      predicted busy GPU compute
+                                                           (GPUs x SM activity / slowdown) /
+                                                           cluster GPUs, fraction
+``elastico_pricing_price{resource}``            gauge      the round's shadow prices
+``elastico_predictor_fallbacks_total``          counter    placer calls to the predictor that
+                                                           the analytic model answered instead
+``elastico_rounds_degraded_total``              counter    rounds that ran degraded
+==============================================  =========  ======================================
+
+The scheduler loop (``elastico schedule``, :class:`LoopMetrics`) has the placer's metrics
+(the round metrics above come from its rounds with pending pods) plus:
+
+==============================================  =========  ======================================
+``elastico_loop_round_duration_seconds``        histogram  seconds of one leader round: book,
+                                                           decide, annotate, bind
+``elastico_loop_rounds_total{outcome}``         counter    ``completed``, ``standby`` (not the
+                                                           leader), ``abandoned`` (pricing
+                                                           failed: nothing applied), ``failed``
+``elastico_loop_pods{outcome}``                 gauge      pods of the last leader round:
+                                                           reserved, bound, held, waiting,
+                                                           rejected
+``elastico_binds_total``                        counter    pods bound (Binding subresource)
+``elastico_bind_conflicts_total``               counter    Bindings answered 409 Conflict
+``elastico_events_total{reason}``               counter    Kubernetes Events written
+``elastico_leader``                             gauge      1 while this replica leads, else 0
+==============================================  =========  ======================================
 """
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-__all__ = ["ServiceMetrics", "RPC_BUCKETS_S"]
+__all__ = ["ServiceMetrics", "LoopMetrics", "RPC_BUCKETS_S", "ROUND_BUCKETS_S"]
 
 #: Histogram buckets for RPC and solve durations, seconds (1 ms .. 10 s).
 RPC_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+#: Histogram buckets for round durations, seconds (10 ms .. 60 s).
+ROUND_BUCKETS_S = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
 class ServiceMetrics:
@@ -60,6 +98,25 @@ class ServiceMetrics:
                              registry=r)
         self.fallbacks = Counter("elastico_predictor_fallback",
                                  "Pairs answered by the analytic fallback model", registry=r)
+        self.round_seconds = Histogram("elastico_round_duration_seconds",
+                                       "Wall time of one scheduling round, seconds",
+                                       buckets=ROUND_BUCKETS_S, registry=r)
+        self.round_jobs = Gauge("elastico_round_jobs",
+                                "Jobs of the last round by decision status", ("status",),
+                                registry=r)
+        self.gpu_allocation = Gauge("elastico_gpu_allocation",
+                                    "Booked GPU compute / cluster GPUs after the last round "
+                                    "(fraction)", registry=r)
+        self.gpu_utilization = Gauge("elastico_gpu_utilization",
+                                     "Predicted busy GPU compute (GPUs x SM activity / "
+                                     "slowdown) / cluster GPUs after the last round (fraction)",
+                                     registry=r)
+        self.predictor_fallbacks = Counter(
+            "elastico_predictor_fallbacks",
+            "Placer calls to the predictor answered by the analytic model instead "
+            "(predictor unreachable, slow or failing)", registry=r)
+        self.rounds_degraded = Counter("elastico_rounds_degraded",
+                                       "Scheduling rounds that ran degraded", registry=r)
 
     def observe_rpc(self, method: str, code: str, seconds: float) -> None:
         """One finished RPC: ``method`` is the full gRPC method name, ``code`` the status name."""
@@ -80,3 +137,88 @@ class ServiceMetrics:
         self.pairs.inc(pairs)
         if fallback:
             self.fallbacks.inc(pairs)
+
+    def observe_round(self, inp: Any, result: Any,
+                      slowdowns: Mapping[str, float] | None = None) -> None:
+        """One finished round (:func:`elastico.placer.round.run_round`'s ``RoundInput`` and
+        ``RoundResult``): duration, jobs by status, GPU allocation and predicted utilization
+        (``slowdowns``: job id -> predicted slowdown; None = the result state's own model),
+        the shadow prices, and whether it ran degraded."""
+        from elastico.model import resource_space_for
+
+        self.round_seconds.observe(float(result.phase_seconds.get("round", 0.0)))
+        counts: dict[str, int] = {}
+        for d in result.decisions.values():
+            key = getattr(d.status, "value", str(d.status))
+            counts[key] = counts.get(key, 0) + 1
+        for status in ("placed", "waiting", "unplaceable", "degraded", "error"):
+            self.round_jobs.labels(status).set(counts.get(status, 0))
+        gpus = sum(n.num_gpus for n in inp.nodes)
+        state = result.state
+        if gpus:
+            self.gpu_allocation.set(state.used_gpus() / gpus)
+            slow = state.predicted_slowdowns() if slowdowns is None else slowdowns
+            # every part's GPUs: gpu_indices raises on a job that spans nodes
+            busy = sum(len(a.gpus) * state.profile(a.job_id).gpu_activity
+                       / slow.get(a.job_id, 1.0) for a in state.assignments())
+            self.gpu_utilization.set(busy / gpus)
+        prices = getattr(result.pricing, "prices", None)
+        if prices is not None:
+            for name, p in zip(resource_space_for(inp.nodes).names, prices):
+                self.price.labels(name).set(float(p))
+        if result.degraded:
+            self.rounds_degraded.inc()
+
+    def observe_predictor_fallback(self, calls: int = 1) -> None:
+        """``calls`` predictor calls of the placer answered by the analytic fallback."""
+        self.predictor_fallbacks.inc(calls)
+
+
+#: Outcomes of a scheduler-loop round (``elastico_loop_rounds_total``) and of its pods
+#: (``elastico_loop_pods``).
+LOOP_ROUND_OUTCOMES = ("completed", "standby", "abandoned", "failed")
+LOOP_POD_OUTCOMES = ("reserved", "bound", "held", "waiting", "rejected")
+
+
+class LoopMetrics(ServiceMetrics):
+    """The Kubernetes scheduler loop's metrics: :class:`ServiceMetrics` of the ``placer`` plus
+    loop rounds, pods by outcome, binds, bind conflicts, Events and the leader state (module
+    docstring).  Its methods take plain values, so this module knows nothing of the loop."""
+
+    def __init__(self, registry: CollectorRegistry | None = None):
+        super().__init__("placer", registry)
+        r = self.registry
+        self.loop_seconds = Histogram("elastico_loop_round_duration_seconds",
+                                      "Wall time of one leader round of the scheduler loop "
+                                      "(book, decide, annotate, bind), seconds",
+                                      buckets=ROUND_BUCKETS_S, registry=r)
+        self.loop_rounds = Counter("elastico_loop_rounds", "Scheduler-loop rounds by outcome",
+                                   ("outcome",), registry=r)
+        self.loop_pods = Gauge("elastico_loop_pods",
+                               "Pods of the last leader round by outcome", ("outcome",),
+                               registry=r)
+        self.binds = Counter("elastico_binds", "Pods bound through the Binding subresource",
+                             registry=r)
+        self.bind_conflicts = Counter("elastico_bind_conflicts",
+                                      "Bindings answered 409 Conflict", registry=r)
+        self.events = Counter("elastico_events", "Kubernetes Events written, by reason",
+                              ("reason",), registry=r)
+        self.leader = Gauge("elastico_leader",
+                            "1 while this replica holds the Lease (or runs without leader "
+                            "election), else 0", registry=r)
+        for o in LOOP_ROUND_OUTCOMES:  # every series exists from the start (rate() needs it)
+            self.loop_rounds.labels(o)
+
+    def observe_loop_round(self, outcome: str, seconds: float | None = None,
+                           pods: Mapping[str, int] | None = None) -> None:
+        """One loop round: ``outcome`` (one of :data:`LOOP_ROUND_OUTCOMES`), its wall time
+        (leader rounds) and its pods by outcome (``pods``: outcome -> count; None keeps the
+        gauge; a missing outcome counts 0)."""
+        if outcome not in LOOP_ROUND_OUTCOMES:
+            raise ValueError(f"outcome: {outcome!r} is not one of {LOOP_ROUND_OUTCOMES}")
+        self.loop_rounds.labels(outcome).inc()
+        if seconds is not None:
+            self.loop_seconds.observe(seconds)
+        if pods is not None:
+            for o in LOOP_POD_OUTCOMES:
+                self.loop_pods.labels(o).set(pods.get(o, 0))

@@ -4,13 +4,16 @@ refused).  Configuration: :mod:`elastico.serve_config` (flags > environment > TO
 
 An adapter (it imports grpc): registered by the composition root :mod:`elastico.cli`.  The
 services themselves are built by ``elastico.pricing.server.build_server`` and
-``elastico.predictor.server.build_server``; the placer and node-agent services come with the
-services issue and are refused here with a clear message until then.
+``elastico.predictor.server.build_server``, ``elastico.placer.server.build_server`` (pricing
+and prediction in-process, or through the services at ``--pricing-address`` /
+``--predictor-address``) and ``elastico.nodeagent.server.build_server`` (refused with a clear
+message while that module does not exist).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import signal
 import sys
@@ -26,14 +29,23 @@ from elastico.telemetry import configure as configure_tracing
 from elastico.tracing import NOOP, Tracer
 from elastico.serve_config import DEFAULT_PORTS, SERVICES, ServeConfig, load_serve_config
 
-__all__ = ["register", "run", "start"]
+__all__ = ["register", "run", "start", "upstream_clients"]
 
-_AVAILABLE = ("pricing", "predictor")
+_AVAILABLE = ("pricing", "predictor", "placer")
+
+
+def available() -> tuple[str, ...]:
+    """The services this installation can run (the node agent once its server exists)."""
+    try:
+        agent = importlib.util.find_spec("elastico.nodeagent.server") is not None
+    except (ImportError, ValueError):
+        agent = False
+    return _AVAILABLE + (("nodeagent",) if agent else ())
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "serve", help="run one gRPC service (pricing, predictor)",
+        "serve", help="run one gRPC service (pricing, predictor, placer, nodeagent)",
         description="Run one ElastiCo gRPC service until SIGTERM/SIGINT, then stop gracefully. "
                     "TLS by default: give a certificate and key (and a client CA for mutual TLS) "
                     "by flag, environment (ELASTICO_TLS_CERT, ELASTICO_TLS_KEY, "
@@ -72,6 +84,24 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "the bundled model, reports kept in memory)")
     g.add_argument("--model", type=Path, default=None, metavar="FILE",
                    help="predictor only: serve this model file")
+    g.add_argument("--simulator-model", choices=("kfold", "analytic"), default=None,
+                   help="predictor only: serve the model elastico simulate's placer uses "
+                        "(kfold: LightGBM k-fold by job type on the bundled observations, so "
+                        "that no pair is predicted by a model trained on it; analytic) -- for "
+                        "simulate --via-grpc")
+    p.add_argument("--pricing-address", default=None, metavar="HOST:PORT",
+                   help="placer only: price through the PricingService there (default: "
+                        "in-process; env ELASTICO_PLACER_PRICING_ADDRESS)")
+    p.add_argument("--predictor-address", default=None, metavar="HOST:PORT",
+                   help="placer only: predict through the PredictorService there (default: "
+                        "the bundled model in-process; env ELASTICO_PLACER_PREDICTOR_ADDRESS)")
+    p.add_argument("--upstream-ca", default=None, metavar="PEM",
+                   help="placer only: CA of the pricing/predictor servers: call them over TLS "
+                        "(default plaintext; env ELASTICO_UPSTREAM_CA)")
+    p.add_argument("--upstream-cert", default=None, metavar="PEM",
+                   help="placer only: client certificate for mutual TLS to them")
+    p.add_argument("--upstream-key", default=None, metavar="PEM",
+                   help="placer only: the client certificate's private key")
     p.set_defaults(func=run)
 
 
@@ -80,7 +110,8 @@ def _config(args: argparse.Namespace) -> ServeConfig:
         raise InvalidArgument("--port", args.port, "not together with --address")
     if args.port is not None and not 0 <= args.port <= 65535:
         raise InvalidArgument("--port", args.port, "a port in 0..65535")
-    for flag, value in (("--model-dir", args.model_dir), ("--model", args.model)):
+    for flag, value in (("--model-dir", args.model_dir), ("--model", args.model),
+                        ("--simulator-model", args.simulator_model)):
         if value is not None and args.service != "predictor":
             raise InvalidArgument(flag, str(value), "only with the predictor")
     overrides: dict[str, Any] = {
@@ -88,12 +119,73 @@ def _config(args: argparse.Namespace) -> ServeConfig:
         "max_workers": args.max_workers, "max_concurrent_rpcs": args.max_concurrent_rpcs,
         "grace_s": args.grace_s, "tls_cert": args.tls_cert, "tls_key": args.tls_key,
         "tls_client_ca": args.tls_client_ca, "plaintext": args.plaintext,
-        "metrics_port": args.metrics_port}
+        "metrics_port": args.metrics_port, "pricing_address": args.pricing_address,
+        "predictor_address": args.predictor_address, "upstream_ca": args.upstream_ca,
+        "upstream_cert": args.upstream_cert, "upstream_key": args.upstream_key}
     return load_serve_config(args.service, config_path=args.config, overrides=overrides)
 
 
+def _simulator_core(kind: str):
+    """A predictor core serving the simulator's placer model (``--simulator-model``): the
+    k-fold LightGBM predictor or the analytic model of ``elastico simulate``."""
+    from elastico.predictor.service import PredictorCore
+    from elastico.simulate_cli import _slowdown_models
+
+    model, _ = _slowdown_models("analytic" if kind == "analytic" else "predictor")
+
+    class SimulatorCore(PredictorCore):
+        def __init__(self):
+            super().__init__(use_bundled=False)
+            self.note = f"simulator model {kind}"
+
+        @property
+        def version(self) -> str:
+            return getattr(model, "version", None) or f"analytic-kappa{model.kappa:.4f}"
+
+        def predict(self, a, b, gpu_model, both=True):
+            import numpy as np
+
+            if len(a) != len(b):
+                raise InvalidArgument("pairs", (len(a), len(b)), "as many a as b profiles")
+            if hasattr(model, "pairs"):
+                sa, sb = model.pairs(a, b, gpu_model)
+            else:
+                sa = np.array([model.pair_slowdown(x, y) for x, y in zip(a, b)])
+                sb = np.array([model.pair_slowdown(y, x) for x, y in zip(a, b)])
+            return sa, (sb if both else None), self.version
+
+    return SimulatorCore()
+
+
+def upstream_clients(cfg: ServeConfig, tracer: Tracer):
+    """The placer's ``(pricer, slowdown model)``: a :class:`~elastico.placer.remote.RemotePricer`
+    and a :class:`~elastico.placer.remote.RemoteSlowdownModel` for ``cfg.pricing_address`` and
+    ``cfg.predictor_address`` (over ``cfg.upstream_*`` TLS files), None for an address not
+    configured (= in-process).  Used by ``elastico serve placer`` and ``elastico schedule``.
+    Raises InvalidArgument for an unreadable TLS file."""
+    from elastico.placer.remote import RemotePricer, RemoteSlowdownModel, open_channel
+
+    def read(path):
+        if path is None:
+            return None
+        try:
+            return path.read_bytes()
+        except OSError as e:
+            raise InvalidArgument("upstream", str(path), f"a readable PEM file ({e})") from None
+
+    tls = dict(ca=read(cfg.upstream_ca), cert=read(cfg.upstream_cert),
+               key=read(cfg.upstream_key), tracer=tracer)
+    pricer = slowdown = None
+    if cfg.pricing_address:
+        pricer = RemotePricer(open_channel(cfg.pricing_address, **tls))
+    if cfg.predictor_address:
+        slowdown = RemoteSlowdownModel(open_channel(cfg.predictor_address, **tls), tracer=tracer)
+    return pricer, slowdown
+
+
 def start(cfg: ServeConfig, *, model_dir: Path | None = None, model: Path | None = None,
-          metrics: ServiceMetrics | None = None, tracer: Tracer = NOOP):
+          metrics: ServiceMetrics | None = None, tracer: Tracer = NOOP,
+          simulator_model: str | None = None):
     """Builds and starts the server of ``cfg``; returns ``(server, port)``.  ``metrics``: the
     Prometheus metrics it records into.  Raises InvalidArgument for a service not available
     yet or unreadable TLS files."""
@@ -107,14 +199,24 @@ def start(cfg: ServeConfig, *, model_dir: Path | None = None, model: Path | None
             raise InvalidArgument("tls", str(e), "readable PEM files") from None
     kw = dict(max_workers=cfg.max_workers, max_concurrent_rpcs=cfg.max_concurrent_rpcs,
               credentials=creds, metrics=metrics, tracer=tracer)
-    if cfg.service not in _AVAILABLE:
+    if cfg.service not in available():
         raise InvalidArgument("service", cfg.service,
-                              f"one of {', '.join(_AVAILABLE)} (the {cfg.service} service is "
+                              f"one of {', '.join(available())} (the {cfg.service} service is "
                               "not implemented yet)")
     try:
         if cfg.service == "pricing":
             from elastico.pricing.server import build_server
             server, port = build_server(cfg.address, **kw)
+        elif cfg.service == "placer":
+            from elastico.placer.server import build_server
+            pricer, slowdown = upstream_clients(cfg, tracer)
+            server, port = build_server(cfg.address, pricer=pricer, slowdown=slowdown, **kw)
+        elif cfg.service == "nodeagent":
+            from elastico.nodeagent.server import build_server  # type: ignore[import-not-found]
+            server, port = build_server(cfg.address, **kw)
+        elif simulator_model is not None:
+            from elastico.predictor.server import build_server
+            server, port = build_server(cfg.address, core=_simulator_core(simulator_model), **kw)
         else:
             from elastico.predictor.server import PredictorCore, build_server
             from elastico.predictor.service import ModelStore
@@ -143,7 +245,7 @@ def run(args: argparse.Namespace) -> int:
     metrics = ServiceMetrics(cfg.service)
     tracer = configure_tracing(f"elastico-{cfg.service}")
     server, port = start(cfg, model_dir=args.model_dir, model=args.model, metrics=metrics,
-                         tracer=tracer)
+                         tracer=tracer, simulator_model=args.simulator_model)
     host = cfg.address.rpartition(":")[0]
     http = None
     if cfg.metrics_port is not None:
@@ -155,6 +257,13 @@ def run(args: argparse.Namespace) -> int:
             server.stop(0)
             raise InvalidArgument("metrics_port", cfg.metrics_port, f"a free port ({e})") from None
 
+    # handlers before the "listening" line: a supervisor may send SIGTERM as soon as it reads it
+    stop = threading.Event()
+
+    def on_signal(signum, _frame):
+        stop.set()
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     print(f"elastico serve {cfg.service}: listening on {host}:{port} ({cfg.security}); "
           f"tracing {'OTLP' if isinstance(tracer, OtelTracer) else 'off'}; "
           f"max {cfg.max_concurrent_rpcs} RPCs in flight; SIGTERM/SIGINT stops with "
@@ -162,12 +271,6 @@ def run(args: argparse.Namespace) -> int:
     if http is not None:
         print(f"elastico serve {cfg.service}: metrics on http://{host}:{http.server_port}/metrics",
               file=sys.stderr, flush=True)
-    stop = threading.Event()
-
-    def on_signal(signum, _frame):
-        stop.set()
-
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         while not stop.wait(0.5):
             pass

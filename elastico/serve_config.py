@@ -19,10 +19,19 @@ them for one)::
     [serve.pricing]
     address = "0.0.0.0:50051"
 
+    [serve.placer]                           # placer only: where it prices and predicts
+    pricing_address = "127.0.0.1:50051"     # default: in-process pricing
+    predictor_address = "127.0.0.1:50052"   # default: the bundled model in-process
+    upstream_ca = "/etc/elastico/tls/ca.crt"    # TLS to those services (else plaintext)
+    upstream_cert = "/etc/elastico/tls/placer.crt"  # client identity for mutual TLS
+    upstream_key = "/etc/elastico/tls/placer.key"
+
 Environment: ``ELASTICO_<SERVICE>_ADDRESS`` (e.g. ``ELASTICO_PRICING_ADDRESS``),
 ``ELASTICO_MAX_WORKERS``, ``ELASTICO_MAX_CONCURRENT_RPCS``, ``ELASTICO_GRACE_S``,
 ``ELASTICO_TLS_CERT``, ``ELASTICO_TLS_KEY``, ``ELASTICO_TLS_CLIENT_CA``, ``ELASTICO_PLAINTEXT``
-(``1``/``true``/``yes``), ``ELASTICO_METRICS_PORT``.
+(``1``/``true``/``yes``), ``ELASTICO_METRICS_PORT``; placer only:
+``ELASTICO_PLACER_PRICING_ADDRESS``, ``ELASTICO_PLACER_PREDICTOR_ADDRESS``,
+``ELASTICO_UPSTREAM_CA``, ``ELASTICO_UPSTREAM_CERT``, ``ELASTICO_UPSTREAM_KEY``.
 
 Plaintext is served only when asked for (``plaintext = true``, ``--plaintext`` or
 ``ELASTICO_PLAINTEXT=1``); otherwise a certificate and key are required.  Every bad value
@@ -53,6 +62,9 @@ DEFAULT_PORTS: Mapping[str, int] = {"pricing": 50051, "predictor": 50052, "place
                                     "nodeagent": 50054}
 SERVICES = tuple(DEFAULT_PORTS)
 
+#: Placer-only settings: the services it calls and the TLS it calls them with.
+_PLACER_KEYS = frozenset({"pricing_address", "predictor_address", "upstream_ca",
+                          "upstream_cert", "upstream_key"})
 _MAX_WORKERS = 256
 _MAX_RPCS = 100_000
 _MAX_GRACE_S = 3600.0
@@ -87,6 +99,12 @@ class ServeConfig:
     tls: TlsConfig | None = None
     plaintext: bool = False
     metrics_port: int | None = None
+    # placer only: the services it calls (None = in-process) and the TLS it calls them with
+    pricing_address: str | None = None
+    predictor_address: str | None = None
+    upstream_ca: Path | None = None
+    upstream_cert: Path | None = None
+    upstream_key: Path | None = None
 
     @property
     def security(self) -> str:
@@ -181,7 +199,9 @@ def load_serve_config(service: str, *, config_path: Path | None = None,
     ``config_path`` (optional), ``env`` (the process environment when None) and
     ``overrides`` (command-line values; None entries are ignored).  Keys of ``overrides``:
     ``address``, ``max_workers``, ``max_concurrent_rpcs``, ``grace_s``, ``tls_cert``,
-    ``tls_key``, ``tls_client_ca``, ``plaintext``, ``metrics_port``.  Raises InvalidArgument
+    ``tls_key``, ``tls_client_ca``, ``plaintext``, ``metrics_port``; placer only
+    ``pricing_address``, ``predictor_address``, ``upstream_ca``, ``upstream_cert``,
+    ``upstream_key``.  Raises InvalidArgument
     on any bad value, on a half-configured TLS identity, and when neither TLS nor plaintext
     is configured."""
     if service not in SERVICES:
@@ -197,7 +217,8 @@ def load_serve_config(service: str, *, config_path: Path | None = None,
         common = {"max_workers", "max_concurrent_rpcs", "grace_s", "plaintext", "tls",
                   "metrics_port"}
         sections = ((serve, "serve", common | set(SERVICES)),
-                    (serve.get(service, {}), f"serve.{service}", common | {"address"}))
+                    (serve.get(service, {}), f"serve.{service}",
+                     common | {"address"} | (_PLACER_KEYS if service == "placer" else set())))
         for table, prefix, allowed in sections:
             if not isinstance(table, dict):
                 raise InvalidArgument(f"config.{prefix}", type(table).__name__, "a table")
@@ -217,6 +238,12 @@ def load_serve_config(service: str, *, config_path: Path | None = None,
                 "ELASTICO_MAX_CONCURRENT_RPCS": "max_concurrent_rpcs",
                 "ELASTICO_GRACE_S": "grace_s", "ELASTICO_PLAINTEXT": "plaintext",
                 "ELASTICO_METRICS_PORT": "metrics_port"}
+    if service == "placer":
+        env_keys.update({"ELASTICO_PLACER_PRICING_ADDRESS": "pricing_address",
+                         "ELASTICO_PLACER_PREDICTOR_ADDRESS": "predictor_address",
+                         "ELASTICO_UPSTREAM_CA": "upstream_ca",
+                         "ELASTICO_UPSTREAM_CERT": "upstream_cert",
+                         "ELASTICO_UPSTREAM_KEY": "upstream_key"})
     for name, key in env_keys.items():
         if name in env:
             raw[key] = env[name]
@@ -245,6 +272,22 @@ def load_serve_config(service: str, *, config_path: Path | None = None,
     if "grace_s" in raw:
         cfg = replace(cfg, grace_s=_float("grace_s", raw["grace_s"], 0.0, _MAX_GRACE_S))
     plaintext = _bool("plaintext", raw.get("plaintext", False))
+    for key in _PLACER_KEYS:
+        if raw.get(key) in (None, ""):
+            continue
+        if service != "placer":
+            raise InvalidArgument(key, raw[key], "only for the placer")
+        if key.endswith("_address"):
+            cfg = replace(cfg, **{key: _address(key, raw[key])})
+        else:
+            cfg = replace(cfg, **{key: _pem(key, raw[key], "PRIVATE KEY" if key ==
+                                            "upstream_key" else "CERTIFICATE")})
+    if (cfg.upstream_cert is None) != (cfg.upstream_key is None):
+        raise InvalidArgument("upstream_cert" if cfg.upstream_cert is None else "upstream_key",
+                              "missing", "both a client certificate and its key, or neither")
+    if cfg.upstream_cert is not None and cfg.upstream_ca is None:
+        raise InvalidArgument("upstream_ca", "missing",
+                              "the CA of the pricing/predictor servers, with a client identity")
     if tls.get("client_ca") and not (tls.get("cert") or tls.get("key")):
         raise InvalidArgument("tls.client_ca", str(tls["client_ca"]),
                               "only with a server certificate and key (mutual TLS needs TLS)")

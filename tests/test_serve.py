@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import datetime
 import os
 import re
 import signal
@@ -25,10 +24,8 @@ from elastico.serve_cli import start
 from elastico.serve_config import DEFAULT_PORTS, load_serve_config
 from elastico.v1 import pricing_pb2, pricing_pb2_grpc
 
-x509 = pytest.importorskip("cryptography.x509")
-from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
-from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
-from cryptography.x509.oid import NameOID  # noqa: E402
+pytest.importorskip("cryptography.x509")
+from tls_certs import make_pki  # noqa: E402
 
 
 # ---- configuration -----------------------------------------------------------------------------
@@ -140,60 +137,19 @@ def test_bad_flags_exit_2_with_the_field(capsys):
     assert cli_main(["serve", "pricing"]) == 2  # neither TLS nor --plaintext
     assert "--plaintext" in capsys.readouterr().err
     assert cli_main(["serve", "pricing", "--plaintext", "--model-dir", "x"]) == 2
-    assert cli_main(["serve", "placer", "--plaintext"]) == 2
-    assert "not implemented yet" in capsys.readouterr().err
+    assert cli_main(["serve", "placer", "--plaintext", "--model", "m.json"]) == 2
+    assert "--model" in capsys.readouterr().err
+    assert cli_main(["serve", "pricing", "--plaintext", "--pricing-address", "h:1"]) == 2
+    assert "only for the placer" in capsys.readouterr().err
 
 
 # ---- TLS / mutual TLS ---------------------------------------------------------------------------
-
-def _name(cn: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-
-
-def _cert(subject: str, key, issuer_name, issuer_key, *, ca: bool, san: str | None = None):
-    now = datetime.datetime.now(datetime.timezone.utc)
-    b = (x509.CertificateBuilder().subject_name(_name(subject)).issuer_name(issuer_name)
-         .public_key(key.public_key()).serial_number(x509.random_serial_number())
-         .not_valid_before(now - datetime.timedelta(minutes=5))
-         .not_valid_after(now + datetime.timedelta(days=1))
-         .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
-    if san:
-        b = b.add_extension(x509.SubjectAlternativeName([x509.DNSName(san)]), critical=False)
-    return b.sign(issuer_key, hashes.SHA256())
-
-
-def _pem(obj) -> bytes:
-    if hasattr(obj, "private_bytes"):
-        return obj.private_bytes(serialization.Encoding.PEM,
-                                 serialization.PrivateFormat.PKCS8,
-                                 serialization.NoEncryption())
-    return obj.public_bytes(serialization.Encoding.PEM)
-
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
     """A CA, a server certificate for 'localhost', a client certificate from the same CA and one
     from a stranger's CA; written as PEM files."""
-    d = tmp_path_factory.mktemp("pki")
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = _cert("elastico-test-ca", ca_key, _name("elastico-test-ca"), ca_key, ca=True)
-    out = {"ca": ca}
-    for who, issuer, issuer_key in (("server", ca, ca_key), ("client", ca, ca_key)):
-        k = ec.generate_private_key(ec.SECP256R1())
-        out[who] = _cert(who, k, issuer.subject, issuer_key, ca=False,
-                         san="localhost" if who == "server" else None)
-        out[who + "_key"] = k
-    other_key = ec.generate_private_key(ec.SECP256R1())
-    other = _cert("other-ca", other_key, _name("other-ca"), other_key, ca=True)
-    k = ec.generate_private_key(ec.SECP256R1())
-    out["stranger"] = _cert("stranger", k, other.subject, other_key, ca=False)
-    out["stranger_key"] = k
-    paths = {}
-    for name, obj in out.items():
-        p = d / f"{name}.pem"
-        p.write_bytes(_pem(obj))
-        paths[name] = p
-    return paths
+    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 def _health(port: int, creds: grpc.ChannelCredentials | None) -> int:

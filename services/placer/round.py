@@ -26,6 +26,7 @@ pays a restart (``changed=True``); the policy decides when that is worth it (hys
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import time
 from dataclasses import dataclass, field
@@ -36,7 +37,8 @@ from elastico.tracing import NOOP, Tracer
 
 from .placement import Assignment, ClusterState
 
-__all__ = ["Status", "ActiveJob", "Decision", "RoundInput", "RoundResult", "Policy", "run_round"]
+__all__ = ["Status", "ActiveJob", "Decision", "RoundInput", "RoundResult", "Policy", "RoundObserver",
+           "MarkDegraded", "run_round"]
 
 
 class Status(str, enum.Enum):
@@ -100,9 +102,38 @@ class Policy(Protocol):
     def __call__(self, inp: RoundInput, state: ClusterState) -> RoundResult: ...
 
 
+class MarkDegraded:
+    """``policy``, plus: when ``model`` (the round's slowdown model) fell back during the round
+    -- its ``degraded`` attribute is a non-empty reason, e.g. the predictor service was
+    unreachable -- the result says why (``RoundResult.degraded``) and every job placed or
+    moved in the round gets status ``degraded`` with the reason appended.  A model without
+    ``degraded`` never degrades a round.  Used by the placer service and the Kubernetes loop."""
+
+    def __init__(self, policy: Policy, model: object):
+        self.policy, self.model, self.name = policy, model, policy.name
+
+    def __call__(self, inp: RoundInput, state: ClusterState) -> RoundResult:
+        res = self.policy(inp, state)
+        why = getattr(self.model, "degraded", "")
+        if why:
+            res.degraded = why
+            for jid, d in list(res.decisions.items()):
+                if d.status is Status.PLACED and d.changed:
+                    res.decisions[jid] = dataclasses.replace(d, status=Status.DEGRADED,
+                                                             reason=f"{d.reason}; {why}")
+        return res
+
+
+class RoundObserver(Protocol):
+    """Records a finished round (e.g. :class:`elastico.metrics.ServiceMetrics`: duration,
+    jobs by status, GPU allocation, prices)."""
+
+    def observe_round(self, inp: RoundInput, result: RoundResult) -> None: ...
+
+
 def run_round(policy: Policy, inp: RoundInput,
               timer: Callable[[], float] = time.perf_counter,
-              tracer: Tracer = NOOP) -> RoundResult:
+              tracer: Tracer = NOOP, metrics: RoundObserver | None = None) -> RoundResult:
     """Run one round of ``policy`` on ``inp``.
 
     The policy decides on a private copy of the placement state; the result carries the new
@@ -111,7 +142,11 @@ def run_round(policy: Policy, inp: RoundInput,
     RuntimeError).  ``timer`` only measures the round's own duration for metrics.
     ``tracer``: the round is one ``elastico.round`` span (attributes: policy, jobs, virtual
     time, decisions by status); the policy's phases are its children when the policy was
-    built with the same tracer (``PolicyEnv.tracer``).
+    built with the same tracer (``PolicyEnv.tracer``).  The per-status counts are the
+    attributes ``round.placed``, ``round.waiting``, ``round.unplaceable``, ``round.degraded``,
+    ``round.error`` (ints); a degraded round (``result.degraded``, e.g. the predictor was
+    unreachable) also says why in ``round.degraded_reason`` (a string).
+    ``metrics``: told about every round that returns (not about one that raises).
     """
     t0 = timer()
     with tracer.span("elastico.round", {"round.policy": policy.name,
@@ -121,7 +156,11 @@ def run_round(policy: Policy, inp: RoundInput,
         for status in Status:
             span.set_attribute(f"round.{status.value}", sum(
                 1 for d in result.decisions.values() if d.status is status))
+        if result.degraded:
+            span.set_attribute("round.degraded_reason", result.degraded)
     result.phase_seconds["round"] = timer() - t0
+    if metrics is not None:
+        metrics.observe_round(inp, result)
     return result
 
 

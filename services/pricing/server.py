@@ -102,6 +102,7 @@ def solve_kwargs(request: pricing_pb2.SolveRequest) -> dict[str, Any]:
         current=(np.fromiter(request.current, dtype=np.int64, count=len(request.current))
                  if len(request.current) else None),
         switch_cost=_floats(request.switch_cost) if len(request.switch_cost) else None,
+        primal_every=request.primal_every or None,
     )
 
 

@@ -1,0 +1,309 @@
+"""The placer's wire format (protos/elastico/v1/placer.proto) <-> the round's objects.
+
+Both directions in one module so that a value survives the round trip exactly (float64
+travels as proto ``double``: bit for bit).  Conventions: a proto empty string is ``None`` for
+``Configuration.gpu_model`` / ``mig_profile``; a booking (:class:`Assignment`) travels as a
+``Placement`` whose ``gpu_share`` / ``gpu_mem_gib`` are the amounts booked per GPU.
+
+Reading (``*_from_message``) validates everything before anything is built and raises
+:class:`~elastico.errors.InvalidArgument` naming the field path and value (``jobs[3].request
+.gpu_share``) or :class:`~elastico.errors.NotFound` (a booking on an unknown node, of a job
+not in the request).  Who calls it: the placer server (:mod:`elastico.placer.server`) and its
+client (:mod:`elastico.placer.remote`).  An adapter module (it imports ``elastico.v1``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Mapping, Sequence
+
+from elastico.errors import Infeasible, InvalidArgument, NotFound
+from elastico.model import MIG_CAPABLE_MODELS, Configuration, Job, JobKind, Node, Request
+from elastico.placer.mig import MIG_PROFILES
+from elastico.v1 import common_pb2, placer_pb2
+
+from .placement import Assignment, ClusterState, Part
+from .round import ActiveJob, Decision, Status
+
+__all__ = ["config_to_message", "config_from_message", "node_to_message", "nodes_from_messages",
+           "job_to_message", "job_from_message", "jobs_from_messages", "booking_to_message",
+           "assignment_from_message", "book_all", "decision_to_message",
+           "decision_from_message", "KIND_TO_WIRE"]
+
+KIND_TO_WIRE = {JobKind.TRAINING: common_pb2.JOB_KIND_TRAINING,
+                JobKind.INFERENCE: common_pb2.JOB_KIND_INFERENCE,
+                JobKind.SERVICE: common_pb2.JOB_KIND_SERVICE}
+_KIND_FROM_WIRE = {v: k for k, v in KIND_TO_WIRE.items()}
+_STATUS = {s.value: s for s in Status}
+
+
+# ------------------------------------------------------------------------------ checks
+def _number(field: str, v: float, *, lo: float = 0.0, hi: float = math.inf,
+            lo_open: bool = False, allowed: str = "finite and >= 0") -> float:
+    if not (math.isfinite(v) and (v > lo if lo_open else v >= lo) and v <= hi):
+        raise InvalidArgument(field, v, allowed)
+    return v
+
+
+# ------------------------------------------------------------------------ configurations
+def config_to_message(c: Configuration) -> common_pb2.Configuration:
+    return common_pb2.Configuration(
+        name=c.name, gpu_model=c.gpu_model or "", num_gpus=c.num_gpus, gpu_share=c.gpu_share,
+        gpu_mem_gib=c.gpu_mem_gib, cpu=c.cpu, mem_gib=c.mem_gib, throughput=c.throughput,
+        mig_profile=c.mig_profile or "")
+
+
+def config_from_message(m: common_pb2.Configuration, where: str) -> Configuration:
+    """A checked configuration: num_gpus >= 0; gpu_share in (0, 1] with GPUs (in [0, 1]
+    without); memory, CPU and throughput finite and >= 0; a GPU model with GPUs; a MIG profile
+    only with GPUs, one of its model's profiles."""
+    if m.num_gpus < 0:
+        raise InvalidArgument(f"{where}.num_gpus", m.num_gpus, "an integer >= 0")
+    if m.num_gpus:
+        _number(f"{where}.gpu_share", m.gpu_share, lo_open=True, hi=1.0,
+                allowed="a fraction in (0, 1] when num_gpus > 0")
+        if not m.gpu_model:
+            raise InvalidArgument(f"{where}.gpu_model", m.gpu_model,
+                                  "a GPU model when num_gpus > 0")
+    else:
+        _number(f"{where}.gpu_share", m.gpu_share, hi=1.0, allowed="a fraction in [0, 1]")
+    for name in ("gpu_mem_gib", "cpu", "mem_gib", "throughput"):
+        _number(f"{where}.{name}", getattr(m, name))
+    if m.mig_profile:
+        table = MIG_PROFILES.get(m.gpu_model)
+        if not m.num_gpus or table is None or m.mig_profile not in table:
+            raise InvalidArgument(f"{where}.mig_profile", m.mig_profile,
+                                  f"a MIG profile of {m.gpu_model or 'the GPU model'} "
+                                  f"({sorted(table) if table else 'none: not MIG-capable'}), "
+                                  "with num_gpus > 0")
+    return Configuration(m.name, m.gpu_model or None, m.num_gpus, m.gpu_share, m.gpu_mem_gib,
+                         m.cpu, m.mem_gib, m.throughput, m.mig_profile or None)
+
+
+# --------------------------------------------------------------------------------- nodes
+def node_to_message(n: Node, mig_gpus: Iterable[int] = ()) -> placer_pb2.NodeSpec:
+    return placer_pb2.NodeSpec(name=n.name, gpu_model=n.gpu_model, num_gpus=n.num_gpus,
+                               gpu_mem_gib=n.gpu_mem_gib, cpu=n.cpu, mem_gib=n.mem_gib,
+                               unhealthy_gpus=sorted(n.unhealthy_gpus), mig_gpus=list(mig_gpus))
+
+
+def nodes_from_messages(msgs: Sequence[placer_pb2.NodeSpec], where: str = "nodes"
+                        ) -> tuple[list[Node], list[tuple[int, int]]]:
+    """``(nodes, MIG-mode (node index, GPU index) pairs)``; at least one node, unique names."""
+    if not msgs:
+        raise InvalidArgument(where, 0, "at least one node")
+    nodes: list[Node] = []
+    mig: list[tuple[int, int]] = []
+    seen: set[str] = set()
+    for i, m in enumerate(msgs):
+        w = f"{where}[{i}]"
+        if not m.name or m.name in seen:
+            raise InvalidArgument(f"{w}.name", m.name, "a non-empty name, unique among nodes")
+        seen.add(m.name)
+        if m.num_gpus < 0:
+            raise InvalidArgument(f"{w}.num_gpus", m.num_gpus, "an integer >= 0")
+        if m.num_gpus and not m.gpu_model:
+            raise InvalidArgument(f"{w}.gpu_model", m.gpu_model, "a GPU model when num_gpus > 0")
+        for name in ("gpu_mem_gib", "cpu", "mem_gib"):
+            _number(f"{w}.{name}", getattr(m, name))
+        for field in ("unhealthy_gpus", "mig_gpus"):
+            vals = list(getattr(m, field))
+            for k, g in enumerate(vals):
+                if not 0 <= g < m.num_gpus or g in vals[:k]:
+                    raise InvalidArgument(f"{w}.{field}[{k}]", g,
+                                          f"distinct GPU indices in 0..{m.num_gpus - 1}")
+        if len(m.mig_gpus) and (m.gpu_model not in MIG_CAPABLE_MODELS
+                                or m.gpu_model not in MIG_PROFILES):
+            raise InvalidArgument(f"{w}.mig_gpus", list(m.mig_gpus),
+                                  f"empty: {m.gpu_model!r} is not a MIG-capable model with a "
+                                  f"profile table ({sorted(MIG_PROFILES)})")
+        nodes.append(Node(m.name, m.gpu_model, m.num_gpus, m.gpu_mem_gib, m.cpu, m.mem_gib,
+                          unhealthy_gpus=frozenset(m.unhealthy_gpus)))
+        mig += [(i, g) for g in m.mig_gpus]
+    return nodes, mig
+
+
+# ---------------------------------------------------------------------------------- jobs
+def job_to_message(a: ActiveJob) -> placer_pb2.JobSpec:
+    j, r = a.job, a.job.request
+    m = placer_pb2.JobSpec(
+        id=j.id, kind=KIND_TO_WIRE[j.kind], arrival_s=j.arrival_s, work=j.work,
+        request=placer_pb2.JobResourceRequest(num_gpus=r.num_gpus, gpu_share=r.gpu_share,
+                                              cpu=r.cpu, mem_gib=r.mem_gib,
+                                              gpu_models=sorted(r.gpu_models)),
+        job_type=j.job_type, priority=j.priority, slowdown_bound=j.slowdown_bound, done=j.done)
+    if a.config is not None:
+        m.current.CopyFrom(config_to_message(a.config))
+    return m
+
+
+def job_from_message(m: placer_pb2.JobSpec, where: str) -> ActiveJob:
+    """A checked job (module docstring) with its current configuration."""
+    if not m.id:
+        raise InvalidArgument(f"{where}.id", m.id, "a non-empty job id")
+    kind = _KIND_FROM_WIRE.get(m.kind)
+    if kind is None:
+        raise InvalidArgument(f"{where}.kind", m.kind,
+                              "JOB_KIND_TRAINING, JOB_KIND_INFERENCE or JOB_KIND_SERVICE")
+    _number(f"{where}.arrival_s", m.arrival_s, lo=-math.inf, allowed="finite")
+    _number(f"{where}.work", m.work)
+    _number(f"{where}.done", m.done, hi=m.work, allowed=f"in [0, work = {m.work!r}]")
+    priority = m.priority or 1.0
+    _number(f"{where}.priority", priority, lo_open=True, allowed="finite and > 0 (0 = 1.0)")
+    bound = m.slowdown_bound or 1.5
+    _number(f"{where}.slowdown_bound", bound, lo=1.0, allowed="finite and >= 1 (0 = 1.5)")
+    r = m.request
+    w = f"{where}.request"
+    if r.num_gpus < 0:
+        raise InvalidArgument(f"{w}.num_gpus", r.num_gpus, "an integer >= 0")
+    if r.num_gpus:
+        _number(f"{w}.gpu_share", r.gpu_share, lo_open=True, hi=1.0,
+                allowed="a fraction in (0, 1] when num_gpus > 0")
+        if r.num_gpus > 1 and r.gpu_share != 1.0:
+            raise InvalidArgument(f"{w}.gpu_share", r.gpu_share, "1.0 when num_gpus > 1")
+    else:
+        _number(f"{w}.gpu_share", r.gpu_share, hi=1.0, allowed="a fraction in [0, 1]")
+    _number(f"{w}.cpu", r.cpu)
+    _number(f"{w}.mem_gib", r.mem_gib)
+    job = Job(m.id, kind, m.arrival_s, m.work,
+              Request(r.num_gpus, r.gpu_share, r.cpu, r.mem_gib, frozenset(r.gpu_models)),
+              job_type=m.job_type, priority=priority, slowdown_bound=bound, done=m.done)
+    cur = config_from_message(m.current, f"{where}.current") if m.HasField("current") else None
+    return ActiveJob(job, cur)
+
+
+def jobs_from_messages(msgs: Sequence[placer_pb2.JobSpec], where: str = "jobs") -> list[ActiveJob]:
+    out = [job_from_message(m, f"{where}[{i}]") for i, m in enumerate(msgs)]
+    seen: set[str] = set()
+    for i, a in enumerate(out):
+        if a.job.id in seen:
+            raise InvalidArgument(f"{where}[{i}].id", a.job.id, "unique among jobs")
+        seen.add(a.job.id)
+    return out
+
+
+# ------------------------------------------------------------------------------ bookings
+def booking_to_message(a: Assignment, config: Configuration | None = None,
+                       slowdown: float = 1.0) -> placer_pb2.Placement:
+    m = placer_pb2.Placement(
+        job_id=a.job_id, predicted_slowdown=slowdown, gpu_share=a.gpu_share,
+        gpu_mem_gib=a.gpu_mem_gib,
+        parts=[placer_pb2.PlacementPart(node=p.node, gpu_indices=p.gpu_indices, cpu=p.cpu,
+                                        mem_gib=p.mem_gib, mig_starts=p.mig_starts)
+               for p in a.parts])
+    if len(a.parts) == 1:
+        p = a.parts[0]
+        m.node, m.gpu_indices[:], m.mig_starts[:] = p.node, p.gpu_indices, p.mig_starts
+    if config is not None:
+        m.configuration.CopyFrom(config_to_message(config))
+    return m
+
+
+def _parts(m: placer_pb2.Placement, config: Configuration):
+    """(node, gpu indices, cpu, mem_gib, mig starts, field prefix) of each part."""
+    if len(m.parts):
+        return [(p.node, tuple(p.gpu_indices), p.cpu, p.mem_gib, tuple(p.mig_starts),
+                 f"parts[{i}].") for i, p in enumerate(m.parts)]
+    return [(m.node, tuple(m.gpu_indices), config.cpu, config.mem_gib, tuple(m.mig_starts), "")]
+
+
+def assignment_from_message(m: placer_pb2.Placement, config: Configuration, nodes: Sequence[Node],
+                            node_index: Mapping[str, int], mig: set[tuple[int, int]],
+                            where: str) -> Assignment:
+    """The :class:`Assignment` of a booking of ``config`` (checked against the nodes: GPU
+    model, GPU indices, MIG mode and slots, as many GPUs as the configuration)."""
+    parts = []
+    total = 0
+    for node_name, gpus, cpu, mem, starts, pre in _parts(m, config):
+        w = f"{where}.{pre}"
+        n = node_index.get(node_name)
+        if n is None:
+            raise NotFound(f"{w}node: {node_name!r} is not a node of this request")
+        node = nodes[n]
+        for k, g in enumerate(gpus):
+            if not 0 <= g < node.num_gpus or g in gpus[:k]:
+                raise InvalidArgument(f"{w}gpu_indices[{k}]", g,
+                                      f"distinct GPU indices of node {node.name} "
+                                      f"(0..{node.num_gpus - 1})")
+            if ((n, g) in mig) != (config.mig_profile is not None):
+                raise InvalidArgument(f"{w}gpu_indices[{k}]", g, "a MIG-mode GPU for a MIG "
+                                      "configuration, else a non-MIG GPU")
+        if gpus and config.gpu_model != node.gpu_model:
+            raise InvalidArgument(f"{w}node", node_name, f"a node of the configuration's GPU "
+                                  f"model {config.gpu_model!r} (it has {node.gpu_model!r})")
+        if len(starts) != (len(gpus) if config.mig_profile is not None else 0):
+            raise InvalidArgument(f"{w}mig_starts", list(starts),
+                                  "one start slot per GPU for a MIG configuration, else none")
+        _number(f"{w}cpu", cpu)
+        _number(f"{w}mem_gib", mem)
+        parts.append(Part(node.name, n, gpus, cpu, mem, starts))
+        total += len(gpus)
+    if total != config.num_gpus:
+        raise InvalidArgument(f"{where}.gpu_indices", total,
+                              f"{config.num_gpus} GPUs in all (the configuration's num_gpus)")
+    share = (m.gpu_share or config.gpu_share) if total else 0.0
+    mem = (m.gpu_mem_gib or config.gpu_mem_gib) if total else 0.0
+    _number(f"{where}.gpu_share", share, hi=1.0, allowed="a fraction in [0, 1]")
+    _number(f"{where}.gpu_mem_gib", mem)
+    return Assignment(job_id=m.job_id, parts=tuple(parts), gpu_share=share, gpu_mem_gib=mem,
+                      mig_profile=config.mig_profile, config_name=config.name,
+                      gpu_model=config.gpu_model if total else None)
+
+
+def book_all(state: ClusterState, bookings: Sequence[placer_pb2.Placement],
+             jobs: Mapping[str, ActiveJob], profile, where: str = "bookings",
+             jobs_field: str = "jobs") -> None:
+    """Books every booking on ``state`` in order (``profile(job, config)`` gives each job's
+    interference profile); all or nothing is the caller's (it passes a fresh state).  Every
+    job with a current (non-wait) configuration must be booked exactly once."""
+    nodes = state.nodes
+    node_index = {nd.name: i for i, nd in enumerate(nodes)}
+    mig = {(n, g) for n in range(len(nodes)) for g in range(nodes[n].num_gpus)
+           if state.is_mig(n, g)} if any(nd.mig_capable for nd in nodes) else set()
+    for i, m in enumerate(bookings):
+        w = f"{where}[{i}]"
+        a = jobs.get(m.job_id)
+        if a is None:
+            raise NotFound(f"{w}.job_id: {m.job_id!r} is not a job of {jobs_field}")
+        if a.config is None or a.config.is_wait:
+            raise InvalidArgument(f"{w}.job_id", m.job_id,
+                                  f"a job with a current configuration in {jobs_field}")
+        asg = assignment_from_message(m, a.config, nodes, node_index, mig, w)
+        try:
+            state.rebook(asg, profile(a.job, a.config), a.job.slowdown_bound)
+        except Infeasible as e:
+            raise InvalidArgument(w, m.job_id, f"a booking that fits: {e}") from None
+    for jid, a in jobs.items():
+        if a.running and jid not in state:
+            raise InvalidArgument(f"{jobs_field}[{jid!r}].current", a.config.name,
+                                  f"unset, or a booking of {jid!r} in {where}")
+
+
+# ----------------------------------------------------------------------------- decisions
+def decision_to_message(d: Decision, slowdown: float = 1.0) -> placer_pb2.JobDecision:
+    m = placer_pb2.JobDecision(job_id=d.job_id, status=d.status.value, reason=d.reason,
+                               changed=d.changed)
+    if d.assignment is not None and d.config is not None:
+        m.placement.CopyFrom(booking_to_message(d.assignment, d.config, slowdown))
+    return m
+
+
+def decision_from_message(m: placer_pb2.JobDecision, nodes: Sequence[Node],
+                          node_index: Mapping[str, int]) -> Decision:
+    """A decision as the round returned it (trusted: it comes from the placer)."""
+    config = asg = None
+    slowdown = 1.0
+    if m.HasField("placement"):
+        p = m.placement
+        config = config_from_message(p.configuration, "placement.configuration")
+        parts = tuple(Part(node, node_index[node], gpus, cpu, mem, starts)
+                      for node, gpus, cpu, mem, starts, _ in _parts(p, config))
+        any_gpu = any(pt.gpu_indices for pt in parts)
+        asg = Assignment(job_id=m.job_id, parts=parts,
+                         gpu_share=p.gpu_share if any_gpu else 0.0,
+                         gpu_mem_gib=p.gpu_mem_gib if any_gpu else 0.0,
+                         mig_profile=config.mig_profile, config_name=config.name,
+                         gpu_model=config.gpu_model if any_gpu else None)
+        slowdown = p.predicted_slowdown
+    return Decision(m.job_id, _STATUS[m.status], config, asg, slowdown=slowdown,
+                    reason=m.reason, changed=m.changed)
