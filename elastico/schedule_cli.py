@@ -1,0 +1,241 @@
+"""``elastico schedule``: run the placer's Kubernetes scheduler loop (an adapter: imports the
+``kubernetes`` client; :mod:`elastico.cli` registers it).
+
+Connects with the in-cluster service account (or ``--kubeconfig``), elects a leader with a
+``coordination.k8s.io`` Lease (``--lease-namespace``/``--lease-name``; identity from
+``--identity``, default the ``POD_NAME`` environment variable or the host name) and schedules
+every pod with ``schedulerName: elastico`` (docs/annotations.md).  Prices and predicts
+in-process, or through the PricingService / PredictorService at ``--pricing-address`` /
+``--predictor-address`` (TLS with ``--upstream-ca``, mutual TLS with ``--upstream-cert`` and
+``--upstream-key``).  Serves gRPC health checking on ``--health-address`` and Prometheus
+metrics on ``--metrics-port``.  One ``elastico.round`` trace per round and a ``placer.bind``
+span per bind go to OTLP when the ``OTEL_*`` environment asks for them.  SIGTERM/SIGINT stop it
+cleanly (the Lease is released so a standby takes over at once).
+
+Configuration is the placer's of ``elastico serve`` (:mod:`elastico.serve_config`, same
+precedence: flags > environment > ``--config`` TOML file > defaults): ``[serve]``,
+``[serve.tls]`` and ``[serve.placer]`` of the file; ``address`` there (``--health-address``,
+``ELASTICO_PLACER_ADDRESS``) is the health endpoint's, default ``127.0.0.1:50053`` -- enough for
+probes run inside the pod; the cluster's TOML sets ``0.0.0.0:50053`` so that the metrics port,
+which listens on the same host, is reachable.  The health endpoint serves TLS (mutual TLS with
+a client CA) when a certificate is configured, plaintext with ``--plaintext``; on a loopback
+address with no TLS configured it serves plaintext (nothing off the host can reach it), on any
+other address it refuses to start.
+
+Health (:mod:`elastico.placer.kube.health`): ``SERVING`` once the pod and node informers have
+listed and while the loop thread runs and turns; ``NOT_SERVING`` before, or when the loop
+thread died or hung -- a standby replica is ``SERVING``.  When the loop thread dies the process
+exits with status 1 (Kubernetes restarts it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from elastico.errors import InvalidArgument
+from elastico.serve_config import ServeConfig, load_serve_config
+
+__all__ = ["register", "run", "load_config"]
+
+log = logging.getLogger(__name__)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("schedule", help="run the Kubernetes scheduler loop (schedulerName: elastico)",
+                       description=__doc__.split("\n\n")[1],
+                       epilog="Configuration: flags > environment (ELASTICO_PLACER_*, "
+                              "ELASTICO_TLS_*, ELASTICO_UPSTREAM_*, ELASTICO_METRICS_PORT) > "
+                              "--config TOML ([serve], [serve.tls], [serve.placer]) > defaults; "
+                              "docs/deploy.md. Exit status: 0 after a clean stop, 1 when the "
+                              "loop died, 2 bad configuration.")
+    p.add_argument("--kubeconfig", default=None, metavar="FILE",
+                   help="kubeconfig to use (default: the in-cluster service account)")
+    p.add_argument("--identity", default=None,
+                   help="this replica's name in the Lease (default: $POD_NAME or the host name)")
+    p.add_argument("--lease-namespace", default="elastico-system")
+    p.add_argument("--lease-name", default="elastico-placer")
+    p.add_argument("--no-leader-election", action="store_true",
+                   help="bind without a Lease (only ever with a single replica)")
+    p.add_argument("--policy", default="elastico", choices=("elastico", "exclusive"))
+    p.add_argument("--round-interval", type=float, default=2.0, metavar="S",
+                   help="seconds between rounds (default 2)")
+    p.add_argument("--round-timeout", type=float, default=30.0, metavar="S",
+                   help="deadline of one round's pricing and predictor calls, seconds; pricing "
+                        "past it abandons the round with nothing applied (default 30)")
+    p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    p.add_argument("--config", type=Path, default=None, metavar="FILE.toml",
+                   help="TOML config file ([serve], [serve.tls], [serve.placer])")
+    p.add_argument("--health-address", default=None, metavar="HOST:PORT",
+                   help="gRPC health endpoint (default 127.0.0.1:50053; 0 = any free port; "
+                        "env ELASTICO_PLACER_ADDRESS)")
+    p.add_argument("--metrics-port", default=None, metavar="P",
+                   help="serve Prometheus metrics on http://HOST:P/metrics, HOST that of the "
+                        "health address (0 = any free port; default off; env "
+                        "ELASTICO_METRICS_PORT)")
+    p.add_argument("--tls-cert", default=None, metavar="PEM",
+                   help="health endpoint's certificate chain (env ELASTICO_TLS_CERT)")
+    p.add_argument("--tls-key", default=None, metavar="PEM",
+                   help="its private key (env ELASTICO_TLS_KEY)")
+    p.add_argument("--tls-client-ca", default=None, metavar="PEM",
+                   help="CA that probe certificates must chain to: mutual TLS")
+    p.add_argument("--plaintext", action="store_true", default=None,
+                   help="serve the health endpoint without TLS on a non-loopback address")
+    p.add_argument("--pricing-address", default=None, metavar="HOST:PORT",
+                   help="price through the PricingService there (default: in-process; env "
+                        "ELASTICO_PLACER_PRICING_ADDRESS)")
+    p.add_argument("--predictor-address", default=None, metavar="HOST:PORT",
+                   help="predict through the PredictorService there, the analytic model "
+                        "answering while it fails (default: the analytic model in-process; env "
+                        "ELASTICO_PLACER_PREDICTOR_ADDRESS)")
+    p.add_argument("--upstream-ca", default=None, metavar="PEM",
+                   help="CA of the pricing/predictor servers: call them over TLS (default "
+                        "plaintext; env ELASTICO_UPSTREAM_CA)")
+    p.add_argument("--upstream-cert", default=None, metavar="PEM",
+                   help="client certificate for mutual TLS to them (env ELASTICO_UPSTREAM_CERT)")
+    p.add_argument("--upstream-key", default=None, metavar="PEM",
+                   help="the client certificate's private key (env ELASTICO_UPSTREAM_KEY)")
+    p.set_defaults(func=run)
+
+
+def load_config(args: argparse.Namespace, env: Any = None) -> ServeConfig:
+    """The placer's :class:`~elastico.serve_config.ServeConfig` from ``args`` (the parsed
+    command line), ``env`` (None = the process environment) and ``args.config``; a loopback
+    health address with no TLS configured gets plaintext (module docstring)."""
+    overrides = {"address": args.health_address, "tls_cert": args.tls_cert,
+                 "tls_key": args.tls_key, "tls_client_ca": args.tls_client_ca,
+                 "plaintext": args.plaintext, "metrics_port": args.metrics_port,
+                 "pricing_address": args.pricing_address,
+                 "predictor_address": args.predictor_address, "upstream_ca": args.upstream_ca,
+                 "upstream_cert": args.upstream_cert, "upstream_key": args.upstream_key}
+    try:
+        return load_serve_config("placer", config_path=args.config, env=env, overrides=overrides)
+    except InvalidArgument as e:
+        if e.field != "tls" or e.value != "not configured":
+            raise
+        cfg = load_serve_config("placer", config_path=args.config, env=env,
+                                overrides={**overrides, "plaintext": True})
+        from elastico.grpc_server import is_loopback
+
+        if not is_loopback(cfg.address):
+            raise InvalidArgument(
+                "health address", cfg.address,
+                "a loopback address, or TLS for the health endpoint (--tls-cert/--tls-key, "
+                "ELASTICO_TLS_CERT/KEY or [serve.tls]), or --plaintext") from None
+        return cfg
+
+
+def _server_credentials(cfg: ServeConfig):
+    from elastico.grpc_server import server_credentials
+
+    if cfg.tls is None:
+        return None
+    try:
+        return server_credentials(cfg.tls.cert.read_bytes(), cfg.tls.key.read_bytes(),
+                                  cfg.tls.client_ca.read_bytes() if cfg.tls.client_ca else None)
+    except OSError as e:
+        raise InvalidArgument("tls", str(e), "readable PEM files") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    from kubernetes import client, config
+
+    from elastico.metrics import LoopMetrics
+    from elastico.placer.kube.health import LoopHealth, start_health_endpoint
+    from elastico.placer.kube.leader import LeaseElector
+    from elastico.placer.kube.loop import LoopConfig, SchedulerLoop, default_policy_factory
+    from elastico.predictor import AnalyticSlowdown
+    from elastico.serve_cli import upstream_clients
+    from elastico.telemetry import configure
+    from elastico.throughput import ThroughputModel
+
+    if not args.round_interval > 0:
+        raise InvalidArgument("--round-interval", args.round_interval, "a number of seconds > 0")
+    if not 0 < args.round_timeout <= 3600:
+        raise InvalidArgument("--round-timeout", args.round_timeout, "seconds in (0, 3600]")
+    cfg = load_config(args)
+    logging.basicConfig(level=args.log_level,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.kubeconfig:
+        config.load_kube_config(config_file=args.kubeconfig)
+    else:
+        config.load_incluster_config()
+    identity = args.identity or os.environ.get("POD_NAME") or socket.gethostname()
+    api = client.ApiClient()
+    elector = None if args.no_leader_election else LeaseElector(
+        client.CoordinationV1Api(api), args.lease_namespace, args.lease_name, identity)
+    tracer = configure("elastico-placer")
+    pricer, remote_slowdown = upstream_clients(cfg, tracer)
+    throughput = ThroughputModel.bundled()
+    slowdown = remote_slowdown or AnalyticSlowdown()
+    metrics = LoopMetrics()
+    loop = SchedulerLoop(
+        client.CoreV1Api(api), elector=elector, tracer=tracer, metrics=metrics,
+        throughput=throughput, slowdown=slowdown,
+        policy_factory=default_policy_factory(throughput, slowdown, policy=args.policy,
+                                              tracer=tracer, pricer=pricer),
+        config=LoopConfig(identity=identity, policy=args.policy,
+                          round_interval_s=args.round_interval,
+                          round_timeout_s=args.round_timeout))
+
+    stop = threading.Event()
+    thread = threading.Thread(target=loop.run_forever, args=(stop,), name="scheduler-loop",
+                              daemon=True)
+    # a round may legitimately take long (many pods to write); a loop silent for this long
+    # is hung, and the liveness probe restarts it
+    stall_s = max(120.0, 10 * args.round_interval + args.round_timeout)
+    try:
+        endpoint = start_health_endpoint(cfg.address, LoopHealth(loop, thread, stall_s=stall_s),
+                                         credentials=_server_credentials(cfg))
+    except RuntimeError as e:  # grpc says no more than "could not bind"
+        raise InvalidArgument("health address", cfg.address,
+                              f"a free address of this host, with a matching TLS certificate "
+                              f"and key where configured ({e})") from None
+    host = cfg.address.rpartition(":")[0]
+    http = None
+    if cfg.metrics_port is not None:
+        from prometheus_client import start_http_server
+
+        try:
+            http, _ = start_http_server(cfg.metrics_port, addr=host.strip("[]"),
+                                        registry=metrics.registry)
+        except OSError as e:
+            endpoint.stop(0)
+            raise InvalidArgument("metrics_port", cfg.metrics_port, f"a free port ({e})") from None
+
+    old = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
+    upstream = ", ".join(f"{what} {addr}" for what, addr in (("pricing", cfg.pricing_address),
+                                                             ("predictor", cfg.predictor_address))
+                         if addr) or "in-process pricing and prediction"
+    print(f"elastico schedule: {identity} starting (policy {args.policy}; {upstream}); health on "
+          f"{host}:{endpoint.port} ({cfg.security})"
+          + (f"; metrics on http://{host}:{http.server_port}/metrics" if http else ""),
+          file=sys.stderr, flush=True)
+    thread.start()
+    rc = 0
+    try:
+        while not stop.wait(0.5):
+            if not thread.is_alive():
+                endpoint.update()  # NOT_SERVING at once, for as long as we are still here
+                log.error("the scheduler loop thread died; exiting so that it is restarted")
+                rc = 1
+                break
+    finally:
+        stop.set()
+        thread.join(30)
+        endpoint.stop()
+        if http is not None:
+            http.shutdown()
+        shutdown = getattr(tracer, "shutdown", None)
+        if shutdown is not None:
+            shutdown()
+        for s, h in old.items():
+            signal.signal(s, h)
+    return rc

@@ -1,0 +1,362 @@
+"""The pod-facing API: ``elastico.io/*`` annotations -> :class:`elastico.model.Job`, and the
+placer's decision -> annotations for the device plugin (docs/annotations.md is the reference).
+
+Who calls it: the Kubernetes scheduler loop (:mod:`elastico.placer.kube.loop`) and the booking
+rebuild (:mod:`elastico.placer.kube.bookings`).  Pure: pods are the plain JSON dicts of the
+Kubernetes API (camelCase keys), CPU/memory quantities are parsed by the caller, no clock, no
+I/O, no kubernetes import.
+
+Validation is strict (issue 7): an unknown key under ``elastico.io/``, a malformed number
+(``50m``, ``NaN``, ``inf``, ``1e``), a fraction outside (0, 1], negative memory, an unknown GPU
+model (exact names only: ``A10`` is not ``A100-40GB``, ``A100`` is nothing) raise
+:class:`elastico.errors.InvalidArgument` whose field is the annotation key and whose value is
+the raw text; the loop turns it into a ``Rejected`` Event and never schedules the pod.  Only
+the defaults in :data:`DEFAULTS` are ever filled in.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import asdict, dataclass
+from typing import Iterable, Mapping, Sequence
+
+from elastico.errors import InvalidArgument
+from elastico.model import Configuration, Job, JobKind, Request
+from elastico.shapes import FOOTPRINT_GIB
+
+__all__ = [
+    "PREFIX", "SCHEDULER_NAME", "GPU_RESOURCE", "JOB_LABEL", "USER_KEYS", "DECISION_KEYS",
+    "DEFAULTS", "PodSpec", "PodBooking", "parse_pod_annotations", "job_group", "build_job",
+    "split_assignment", "decision_annotations", "clear_decision", "parse_booking",
+]
+
+PREFIX = "elastico.io/"
+SCHEDULER_NAME = "elastico"
+#: The extended resource a GPU container requests (1 per container): a handle that makes
+#: kubelet call the ElastiCo device plugin; the GPUs and share come from the decision.
+GPU_RESOURCE = "elastico.io/gpu"
+#: Label grouping the pods of one job when they share no controller owner reference.
+JOB_LABEL = "elastico.io/job"
+
+WORKLOAD = PREFIX + "workload"
+GPUS = PREFIX + "gpus"
+GPU_FRACTION = PREFIX + "gpu-fraction"
+GPU_MEMORY_GIB = PREFIX + "gpu-memory-gib"
+GPU_MODEL = PREFIX + "gpu-model"
+SHAPE_FAMILY = PREFIX + "shape-family"
+PRIORITY = PREFIX + "priority"
+SLOWDOWN_BOUND = PREFIX + "slowdown-bound"
+WORK = PREFIX + "work"
+JOB_TYPE = PREFIX + "job-type"
+GANG_SIZE = PREFIX + "gang-size"
+USER_KEYS = (WORKLOAD, GPUS, GPU_FRACTION, GPU_MEMORY_GIB, GPU_MODEL, SHAPE_FAMILY, PRIORITY,
+             SLOWDOWN_BOUND, WORK, JOB_TYPE, GANG_SIZE)
+
+# written by the placer before the Binding (the device plugin reads them)
+ROUND_ID = PREFIX + "round-id"
+CONFIGURATION = PREFIX + "configuration"
+GPU_UUIDS = PREFIX + "gpu-uuids"
+MIG_PROFILE = PREFIX + "mig-profile"
+MIG_START_SLOT = PREFIX + "mig-start-slot"
+MPS_THREADS = PREFIX + "mps-active-thread-percentage"
+MPS_MEM_LIMIT = PREFIX + "mps-pinned-device-mem-limit-gib"
+PREDICTED_SLOWDOWN = PREFIX + "predicted-slowdown"
+#: the whole booking as JSON: what a restarted placer rebuilds its book from
+BOOKING = PREFIX + "booking"
+#: written by the device plugin once Allocate handed the pod its devices
+ALLOCATED = PREFIX + "allocated"
+DECISION_KEYS = (ROUND_ID, CONFIGURATION, GPU_UUIDS, MIG_PROFILE, MIG_START_SLOT, MPS_THREADS,
+                 MPS_MEM_LIMIT, PREDICTED_SLOWDOWN, BOOKING)
+_KNOWN = frozenset(USER_KEYS + DECISION_KEYS + (ALLOCATED,))
+
+SHAPE_FAMILIES = ("elastic", "fixed")
+#: Documented defaults (docs/annotations.md); ``slowdown-bound`` defaults per workload.
+DEFAULTS: Mapping[str, str] = {
+    WORKLOAD: "training", GPUS: "1", GPU_FRACTION: "1", SHAPE_FAMILY: "elastic",
+    PRIORITY: "1", WORK: "3600", JOB_TYPE: "ResNet-50 (batch size 64)", GANG_SIZE: "1",
+}
+DEFAULT_SLOWDOWN_BOUND = {JobKind.TRAINING: 1.5, JobKind.INFERENCE: 1.5, JobKind.SERVICE: 1.1}
+#: Upper bounds that keep absurd values out of sums (GPUs per job, pods per gang, seconds).
+MAX_GPUS = 64
+MAX_GANG = 1024
+MAX_WORK_S = 1e9
+
+# a plain decimal number: no units ("50m"), no NaN/inf, no underscores or spaces
+_DECIMAL = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+_INT = re.compile(r"[+-]?\d+")
+
+
+@dataclass(frozen=True)
+class PodSpec:
+    """A pod's validated ``elastico.io/*`` annotations (defaults filled in).  Units:
+    ``gpu_fraction`` share of one GPU's compute (0, 1]; ``gpu_memory_gib`` GiB per GPU or
+    None; ``work`` normalized-throughput seconds (:class:`elastico.model.Job`)."""
+
+    workload: JobKind
+    gpus: int
+    gpu_fraction: float
+    gpu_memory_gib: float | None
+    gpu_models: frozenset[str]
+    shape_family: str
+    priority: float
+    slowdown_bound: float
+    work: float
+    job_type: str
+    gang_size: int
+
+
+def _decimal(key: str, raw: str, allowed: str) -> float:
+    if not isinstance(raw, str) or not _DECIMAL.fullmatch(raw):
+        raise InvalidArgument(key, raw, allowed)
+    v = float(raw)
+    if not math.isfinite(v):
+        raise InvalidArgument(key, raw, allowed)
+    return v
+
+
+def _integer(key: str, raw: str, lo: int, hi: int) -> int:
+    allowed = f"an integer in {lo}..{hi}"
+    if not isinstance(raw, str) or not _INT.fullmatch(raw):
+        raise InvalidArgument(key, raw, allowed)
+    v = int(raw)
+    if not lo <= v <= hi:
+        raise InvalidArgument(key, raw, allowed)
+    return v
+
+
+def parse_pod_annotations(annotations: Mapping[str, str] | None, *, gpu_models: Iterable[str],
+                          job_types: Iterable[str]) -> PodSpec:
+    """Validate one pod's annotations.  ``gpu_models``: the model names the cluster's
+    throughput model knows (exact match); ``job_types``: the known job types.  Raises
+    InvalidArgument (field = the annotation key, value = its raw text) for the first bad one;
+    keys are checked in sorted order so the message is deterministic."""
+    ann = dict(annotations or {})
+    for key in sorted(ann):
+        if key.startswith(PREFIX) and key not in _KNOWN:
+            raise InvalidArgument(key, ann[key], "an annotation this version knows: "
+                                  + ", ".join(USER_KEYS) + f" ({JOB_LABEL} is a label)")
+    get = lambda k: ann.get(k, DEFAULTS.get(k))  # noqa: E731
+    raw = get(WORKLOAD)
+    try:
+        workload = JobKind(raw)
+    except ValueError:
+        raise InvalidArgument(WORKLOAD, raw, f"one of {[k.value for k in JobKind]}") from None
+    gpus = _integer(GPUS, get(GPUS), 1, MAX_GPUS)
+    frac = _decimal(GPU_FRACTION, get(GPU_FRACTION), "a decimal fraction in (0, 1]")
+    if not 0.0 < frac <= 1.0:
+        raise InvalidArgument(GPU_FRACTION, get(GPU_FRACTION), "a decimal fraction in (0, 1]")
+    if gpus > 1 and frac != 1.0:
+        raise InvalidArgument(GPU_FRACTION, get(GPU_FRACTION),
+                              f"1 when {GPUS} is {gpus} (only a single-GPU pod shares a GPU)")
+    mem = None
+    if GPU_MEMORY_GIB in ann:
+        mem = _decimal(GPU_MEMORY_GIB, ann[GPU_MEMORY_GIB], "a decimal number of GiB >= 0")
+        if mem < 0:
+            raise InvalidArgument(GPU_MEMORY_GIB, ann[GPU_MEMORY_GIB], "a decimal number of GiB >= 0")
+        booked = frac * FOOTPRINT_GIB
+        if mem > booked + 1e-9:
+            # elastico.model.Request has no memory field: the shape model books
+            # gpu-fraction x 16 GiB per GPU, so a larger need must raise the fraction
+            raise InvalidArgument(
+                GPU_MEMORY_GIB, ann[GPU_MEMORY_GIB],
+                f"at most {booked:g} GiB = {GPU_FRACTION} {frac:g} x {FOOTPRINT_GIB:g} GiB, what "
+                f"ElastiCo books per GPU; set {GPU_FRACTION} >= {min(1.0, mem / FOOTPRINT_GIB):.4g}")
+    known_models = tuple(gpu_models)
+    models: frozenset[str] = frozenset()
+    if GPU_MODEL in ann:
+        names = [m.strip() for m in ann[GPU_MODEL].split(",")]
+        for m in names:
+            if m not in known_models:
+                raise InvalidArgument(GPU_MODEL, ann[GPU_MODEL],
+                                      f"comma-separated exact names from {list(known_models)}")
+        models = frozenset(names)
+    family = get(SHAPE_FAMILY)
+    if family not in SHAPE_FAMILIES:
+        raise InvalidArgument(SHAPE_FAMILY, family, f"one of {list(SHAPE_FAMILIES)}")
+    if workload is JobKind.SERVICE and family != "fixed" and SHAPE_FAMILY in ann:
+        raise InvalidArgument(SHAPE_FAMILY, family, "fixed (a service keeps its requested shape)")
+    prio = _decimal(PRIORITY, get(PRIORITY), "a decimal number > 0")
+    if prio <= 0:
+        raise InvalidArgument(PRIORITY, get(PRIORITY), "a decimal number > 0")
+    if SLOWDOWN_BOUND in ann:
+        bound = _decimal(SLOWDOWN_BOUND, ann[SLOWDOWN_BOUND], "a decimal number >= 1")
+        if bound < 1.0:
+            raise InvalidArgument(SLOWDOWN_BOUND, ann[SLOWDOWN_BOUND], "a decimal number >= 1")
+    else:
+        bound = DEFAULT_SLOWDOWN_BOUND[workload]
+    work = _decimal(WORK, get(WORK), f"a decimal number of seconds in (0, {MAX_WORK_S:g}]")
+    if not 0 < work <= MAX_WORK_S:
+        raise InvalidArgument(WORK, get(WORK), f"a decimal number of seconds in (0, {MAX_WORK_S:g}]")
+    jt = get(JOB_TYPE)
+    types = tuple(job_types)
+    if jt not in types:
+        raise InvalidArgument(JOB_TYPE, jt, f"one of {list(types)}")
+    gang = _integer(GANG_SIZE, get(GANG_SIZE), 1, MAX_GANG)
+    return PodSpec(workload, gpus, frac, mem, models, family, prio, bound, work, jt, gang)
+
+
+def job_group(pod: Mapping) -> str:
+    """The key shared by the pods of one job: ``ns/label/<elastico.io/job>`` when the label is
+    set, else ``ns/<Kind>/<name>`` of the controller owner reference (the first owner when none
+    is marked controller), else ``ns/pod/<pod name>``."""
+    meta = pod.get("metadata") or {}
+    ns = meta.get("namespace") or "default"
+    label = (meta.get("labels") or {}).get(JOB_LABEL)
+    if label:
+        return f"{ns}/label/{label}"
+    owners = meta.get("ownerReferences") or []
+    owner = next((o for o in owners if o.get("controller")), owners[0] if owners else None)
+    if owner:
+        return f"{ns}/{owner.get('kind', '')}/{owner.get('name', '')}"
+    return f"{ns}/pod/{meta.get('name', '')}"
+
+
+def build_job(job_id: str, spec: PodSpec, members: int, cpu_per_pod: float,
+              mem_gib_per_pod: float, arrival_s: float) -> Job:
+    """The :class:`Job` of ``members`` pods sharing ``spec`` (one pod, or the pods of a gang
+    still to place): ``members x gpus`` GPUs at ``gpu_fraction``, CPU cores and host GiB
+    summed over the pods.
+
+    Kind in the round: a single elastic pod keeps its workload kind (shape transformation may
+    change its GPUs: it is one process that receives every GPU of the decision); a gang, a
+    ``fixed`` shape family, or a service enters as ``service`` -- placed with its requested
+    shape before the elastic jobs (pod requests are immutable, and a gang's pods must split
+    the GPUs evenly, so only the requested shape is safe)."""
+    if members < 1:
+        raise InvalidArgument("members", members, "at least one pod")
+    elastic = members == 1 and spec.gang_size == 1 and spec.shape_family == "elastic" \
+        and spec.workload is not JobKind.SERVICE
+    num = spec.gpus * members
+    if num > MAX_GPUS:
+        raise InvalidArgument(GANG_SIZE, str(spec.gang_size),
+                              f"at most {MAX_GPUS} GPUs per job ({GPUS} x pods = {num})")
+    share = spec.gpu_fraction if num == 1 else 1.0
+    if num > 1 and spec.gpu_fraction != 1.0:
+        raise InvalidArgument(GPU_FRACTION, f"{spec.gpu_fraction:g}",
+                              f"1 for a gang of {members} pods (only a single-GPU pod shares a GPU)")
+    req = Request(num, share, cpu_per_pod * members, mem_gib_per_pod * members, spec.gpu_models)
+    return Job(id=job_id, kind=spec.workload if elastic else JobKind.SERVICE,
+               arrival_s=arrival_s, work=spec.work, request=req, job_type=spec.job_type,
+               priority=spec.priority, slowdown_bound=spec.slowdown_bound)
+
+
+@dataclass(frozen=True)
+class PodBooking:
+    """One pod's part of a job's placement, as written on the pod.  ``gpu_share`` (fraction
+    of a GPU) and ``gpu_mem_gib`` (GiB) per GPU; ``cpu`` (cores) and ``mem_gib`` (GiB) this
+    pod's part of the node's host resources; ``throughput`` the configuration's normalized
+    throughput; ``slowdown_bound``/``job_type``/``kind`` what the interference check needs
+    to rebuild the booking."""
+
+    job_id: str
+    node: str
+    gpu_indices: tuple[int, ...]
+    gpu_uuids: tuple[str, ...]
+    gpu_share: float
+    gpu_mem_gib: float
+    cpu: float
+    mem_gib: float
+    config_name: str
+    gpu_model: str | None
+    throughput: float
+    slowdown_bound: float
+    job_type: str
+    kind: str
+    round_id: str
+    predicted_slowdown: float = 1.0
+    mig_profile: str | None = None
+    mig_starts: tuple[int, ...] = ()
+
+    def configuration(self) -> Configuration:
+        """This pod's part as a configuration (what the round sees while it runs)."""
+        return Configuration(self.config_name or "booked", self.gpu_model, len(self.gpu_indices),
+                             self.gpu_share, self.gpu_mem_gib, self.cpu, self.mem_gib,
+                             self.throughput, self.mig_profile)
+
+
+def split_assignment(job: Job, config: Configuration, assignment, pod_names: Sequence[str],
+                     uuids: Mapping[str, Sequence[str]], round_id: str,
+                     slowdown: float) -> list[PodBooking]:
+    """Deal a job's ``assignment`` (:class:`elastico.placer.placement.Assignment`) to its pods
+    (``pod_names`` order).  When the assignment has one part per pod, pod ``i`` gets part
+    ``i``; when it has one part for several pods (a gang on one node), pod ``i`` gets GPUs
+    ``i*k .. i*k+k-1`` of it with ``k = GPUs / pods`` and ``1/pods`` of its CPU and host
+    memory.  ``uuids[node][g]``: UUID of GPU ``g`` of ``node``.  InvalidArgument when the
+    decision cannot be dealt that way (its GPUs do not split evenly, or it spans nodes in a
+    way that does not match the pods)."""
+    n = len(pod_names)
+    parts = tuple(assignment.parts)
+    if n < 1:
+        raise InvalidArgument("pods", n, "at least one pod")
+    if len(parts) == n:
+        slices = [(p, p.gpu_indices, p.mig_starts, p.cpu, p.mem_gib) for p in parts]
+    elif len(parts) == 1 and len(parts[0].gpu_indices) % n == 0:
+        p = parts[0]
+        k = len(p.gpu_indices) // n
+        slices = [(p, p.gpu_indices[i * k:(i + 1) * k], p.mig_starts[i * k:(i + 1) * k],
+                   p.cpu / n, p.mem_gib / n) for i in range(n)]
+    else:
+        raise InvalidArgument("decision", f"{len(parts)} part(s), "
+                              f"{sum(len(p.gpu_indices) for p in parts)} GPUs",
+                              f"one part per pod, or one node whose GPUs split evenly into {n} pods")
+    out = []
+    for part, gpus, starts, cpu, mem in slices:
+        try:
+            ids = tuple(uuids[part.node][g] for g in gpus)
+        except (IndexError, KeyError):
+            raise InvalidArgument("gpu_indices", gpus, f"GPUs of node {part.node} in its "
+                                  "inventory") from None
+        out.append(PodBooking(
+            job_id=job.id, node=part.node, gpu_indices=tuple(gpus), gpu_uuids=ids,
+            gpu_share=assignment.gpu_share, gpu_mem_gib=assignment.gpu_mem_gib,
+            cpu=cpu, mem_gib=mem, config_name=config.name, gpu_model=config.gpu_model,
+            throughput=config.throughput / n, slowdown_bound=job.slowdown_bound,
+            job_type=job.job_type, kind=job.kind.value, round_id=round_id,
+            predicted_slowdown=float(slowdown), mig_profile=assignment.mig_profile,
+            mig_starts=tuple(starts)))
+    return out
+
+
+def decision_annotations(b: PodBooking) -> dict[str, str | None]:
+    """The annotations of one pod's decision (docs/annotations.md).  Keys that do not apply
+    map to None (a merge patch removes them, so no stale value of an earlier decision stays)."""
+    mps = b.mig_profile is None and b.gpu_share < 1.0
+    return {
+        ROUND_ID: b.round_id,
+        CONFIGURATION: b.config_name,
+        GPU_UUIDS: ",".join(b.gpu_uuids),
+        MIG_PROFILE: b.mig_profile,
+        MIG_START_SLOT: ",".join(str(s) for s in b.mig_starts) if b.mig_profile else None,
+        MPS_THREADS: str(min(100, max(1, round(b.gpu_share * 100)))) if mps else None,
+        MPS_MEM_LIMIT: f"{b.gpu_mem_gib:g}" if mps else None,
+        PREDICTED_SLOWDOWN: f"{b.predicted_slowdown:.4f}",
+        BOOKING: json.dumps(asdict(b), sort_keys=True, separators=(",", ":")),
+    }
+
+
+def clear_decision() -> dict[str, None]:
+    """A merge patch that removes every decision annotation (a reservation given up)."""
+    return {k: None for k in DECISION_KEYS}
+
+
+def parse_booking(annotations: Mapping[str, str] | None) -> PodBooking | None:
+    """The booking a pod carries, or None.  InvalidArgument (field ``elastico.io/booking``)
+    when it is not a booking this version wrote."""
+    raw = (annotations or {}).get(BOOKING)
+    if raw is None:
+        return None
+    try:
+        d = json.loads(raw)
+        d["gpu_indices"] = tuple(int(x) for x in d["gpu_indices"])
+        d["gpu_uuids"] = tuple(str(x) for x in d["gpu_uuids"])
+        d["mig_starts"] = tuple(int(x) for x in d.get("mig_starts", ()))
+        b = PodBooking(**d)
+    except (ValueError, TypeError, KeyError) as e:
+        raise InvalidArgument(BOOKING, raw[:200], f"a booking written by the placer ({e})") from None
+    for name in ("gpu_share", "gpu_mem_gib", "cpu", "mem_gib", "throughput", "slowdown_bound"):
+        v = getattr(b, name)
+        if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+            raise InvalidArgument(f"{BOOKING}.{name}", v, "a finite number >= 0")
+    return b

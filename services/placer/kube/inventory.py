@@ -1,0 +1,121 @@
+"""Kubernetes Node objects -> :class:`elastico.model.Node` (what the round places onto).
+
+Who calls it: the scheduler loop, every round, on its informer's Node cache.  Pure: nodes are
+the plain JSON dicts of the API; CPU/memory quantities are parsed by the ``quantity`` function
+the caller passes (the loop passes ``kubernetes.utils.parse_quantity``); no kubernetes import.
+
+The node agent writes the annotation ``elastico.io/gpu-inventory`` on its Node: a JSON list of
+``{"index": int, "uuid": str, "model": str, "memory_gib": float, "healthy": bool,
+"mig_mode": bool}`` (docs/annotations.md).  A node hosts ElastiCo pods only when it is Ready,
+schedulable, and has a valid inventory of one GPU model the throughput model knows; any other
+node is reported with the reason (the loop logs it once) and gets nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Callable, Iterable, Mapping
+
+from elastico.model import Node
+
+__all__ = ["INVENTORY", "NVML_NAMES", "NodeInventory", "node_inventory", "gpu_model_name"]
+
+INVENTORY = "elastico.io/gpu-inventory"
+_GIB = Decimal(1 << 30)
+
+#: NVML product names (``nvmlDeviceGetName``) -> the GPU model names of
+#: :mod:`elastico.throughput`.  Exact strings only: a name not listed must be written by the
+#: node agent in ElastiCo's own spelling (e.g. ``A100-40GB``), never guessed from a substring.
+NVML_NAMES: Mapping[str, str] = {
+    "Tesla P100-PCIE-16GB": "P100", "Tesla P100-SXM2-16GB": "P100",
+    "Tesla V100-SXM2-16GB": "V100M16", "Tesla V100-PCIE-16GB": "V100M16",
+    "Tesla V100-SXM2-32GB": "V100M32", "Tesla V100-PCIE-32GB": "V100M32",
+    "Tesla V100S-PCIE-32GB": "V100M32",
+    "Tesla T4": "T4", "NVIDIA A10": "A10",
+    "NVIDIA A100-SXM4-40GB": "A100-40GB", "NVIDIA A100-PCIE-40GB": "A100-40GB",
+    "NVIDIA A100-SXM4-80GB": "A100-80GB", "NVIDIA A100 80GB PCIe": "A100-80GB",
+}
+
+
+def gpu_model_name(name: str, known: Iterable[str]) -> str | None:
+    """ElastiCo's name of a GPU model reported as ``name`` (itself when known, else the
+    :data:`NVML_NAMES` entry when that is known), or None."""
+    known = set(known)
+    if name in known:
+        return name
+    mapped = NVML_NAMES.get(name)
+    return mapped if mapped in known else None
+
+
+@dataclass(frozen=True)
+class NodeInventory:
+    """A usable node: the model node, the UUID of each GPU index, and the indices of GPUs in
+    MIG mode."""
+
+    node: Node
+    uuids: tuple[str, ...]
+    mig_gpus: tuple[int, ...] = ()
+
+
+def _ready(status: Mapping) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in status.get("conditions") or [])
+
+
+def node_inventory(obj: Mapping, *, known_models: Iterable[str],
+                   quantity: Callable[[str], Decimal]) -> NodeInventory | str:
+    """The node's :class:`NodeInventory`, or a string saying why it hosts no ElastiCo pod.
+
+    ``cpu`` = allocatable cores, ``mem_gib`` = allocatable memory / 2**30; GPU memory per GPU
+    = the smallest GPU's ``memory_gib``; ``unhealthy_gpus`` = indices with ``healthy`` false;
+    ``labels`` = the node's labels (sorted), so placement's topology preferences can use e.g.
+    ``topology.kubernetes.io/zone``."""
+    meta = obj.get("metadata") or {}
+    name = meta.get("name", "")
+    status = obj.get("status") or {}
+    if (obj.get("spec") or {}).get("unschedulable"):
+        return "cordoned (spec.unschedulable)"
+    if not _ready(status):
+        return "not Ready"
+    raw = (meta.get("annotations") or {}).get(INVENTORY)
+    if raw is None:
+        return f"no {INVENTORY} annotation (is the node agent running?)"
+    try:
+        gpus = json.loads(raw)
+        if not isinstance(gpus, list) or not gpus:
+            raise ValueError("expected a non-empty JSON list")
+        rows = []
+        for g in gpus:
+            idx, uuid, model = g["index"], g["uuid"], g["model"]
+            mem, healthy, mig = g["memory_gib"], g["healthy"], g["mig_mode"]
+            if not (isinstance(idx, int) and not isinstance(idx, bool) and isinstance(uuid, str)
+                    and uuid and isinstance(model, str) and isinstance(healthy, bool)
+                    and isinstance(mig, bool) and isinstance(mem, (int, float))
+                    and math.isfinite(mem) and mem > 0):
+                raise ValueError(f"bad entry {g!r}")
+            rows.append((idx, uuid, model, float(mem), healthy, mig))
+    except (ValueError, KeyError, TypeError) as e:
+        return f"invalid {INVENTORY}: {e}"
+    rows.sort()
+    if [r[0] for r in rows] != list(range(len(rows))):
+        return f"invalid {INVENTORY}: indices {[r[0] for r in rows]} are not 0..{len(rows) - 1}"
+    models = {r[2] for r in rows}
+    if len(models) != 1:
+        return f"mixed GPU models {sorted(models)} (one model per node)"
+    model = gpu_model_name(models.pop(), known_models)
+    if model is None:
+        return f"GPU model {rows[0][2]!r} unknown to the throughput model"
+    alloc = status.get("allocatable") or {}
+    try:
+        cpu = float(quantity(str(alloc.get("cpu", "0"))))
+        mem_gib = float(quantity(str(alloc.get("memory", "0"))) / _GIB)
+    except (ValueError, ArithmeticError) as e:
+        return f"bad status.allocatable {alloc!r}: {e}"
+    node = Node(name=name, gpu_model=model, num_gpus=len(rows),
+                gpu_mem_gib=min(r[3] for r in rows), cpu=cpu, mem_gib=mem_gib,
+                labels=tuple(sorted((meta.get("labels") or {}).items())),
+                unhealthy_gpus=frozenset(r[0] for r in rows if not r[4]))
+    return NodeInventory(node, tuple(r[1] for r in rows), tuple(r[0] for r in rows if r[5]))

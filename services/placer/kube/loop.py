@@ -1,0 +1,711 @@
+"""The live Kubernetes scheduler loop: watch pods and nodes, run rounds, write decisions, bind.
+
+Who calls it: ``elastico schedule`` (:mod:`elastico.schedule_cli`) and the tests (against an
+in-process API server).  Whom it calls: the official ``kubernetes`` client (``CoreV1Api``),
+:func:`elastico.placer.round.run_round` with a policy from a factory, the pure modules of
+this package, and a :class:`~elastico.placer.kube.leader.LeaseElector`.
+
+One round (:meth:`SchedulerLoop.run_round`; docs/annotations.md has the pod's view):
+
+1. Leader?  Only the Lease holder writes; a follower keeps its caches warm and returns.
+2. Nodes -> model nodes (:mod:`.inventory`); the policy is rebuilt when they change.
+3. The book is rebuilt from the pods (:mod:`.bookings`): bound and reserved pods hold their
+   GPUs; nothing is booked only in memory, so a restart or a failover loses nothing.
+4. Pending elastico pods are validated (:mod:`.annotations`; invalid -> ``Rejected`` Event)
+   and grouped into jobs (single pods, or complete gangs).  A gang of several pods is placed
+   by the loop, before the round, on the round's book (:meth:`SchedulerLoop._place_gangs`:
+   ``Gang(pods=P)``, one part per pod, all or nothing; the policy cannot split a job into
+   pods); the round then keeps it as booked.
+5. :func:`run_round` decides; a placed job's pods get their decision annotations (merge
+   patch carrying the pod's resourceVersion: a 409 re-reads the pod and retries, a bounded
+   number of times; a failure undoes the job's other patches -- all pods or none).
+6. Reserved pods are bound (Binding subresource), at most one unacknowledged pod per node:
+   kubelet's Allocate carries no pod identity, so the device plugin identifies the pod as the
+   only bound, unacknowledged elastico pod on its node.  A node holding one takes no further
+   bind until the device plugin writes ``elastico.io/allocated`` or the pod runs.
+
+Informers (:class:`~elastico.placer.kube.informer.Informer`): list, then watch from the
+list's resourceVersion with a server-side timeout; a stream that ends or drops is re-watched
+from the last resourceVersion seen, a ``410 Gone`` (or any other error) relists, and every
+``resync_s`` the cache is relisted anyway.  A write's response is put into the cache at once (the informer ignores an
+older event of the same object that arrives later), so the next round never re-places a pod
+that was just reserved.
+
+Through the services (``elastico schedule --pricing-address/--predictor-address``: a
+``policy_factory`` pricing with :class:`~elastico.placer.remote.RemotePricer` and a
+:class:`~elastico.placer.remote.RemoteSlowdownModel` as ``slowdown``): every call of a round
+shares the round's deadline (``round_timeout_s``).  Pricing that fails or outlives it abandons
+the round before anything is written -- no annotation, no bind, no Event; the pods stay
+pending and the next round starts again from the API's state.  A predictor that fails makes
+the round *degraded*: the analytic model answers for the rest of the round, the jobs placed
+in it get status ``degraded``, and the ``elastico.round`` span's ``round.degraded_reason`` and
+``elastico_rounds_degraded_total`` say why.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import itertools
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
+
+from kubernetes.client import CoreV1Api
+from kubernetes.client.exceptions import ApiException
+from kubernetes.utils import parse_quantity
+
+from elastico.errors import ElasticoError
+from elastico.metrics import LoopMetrics
+from elastico.model import Job, Node
+from elastico.placer.placement import ClusterState, Gang
+from elastico.placer.policies import PolicyEnv, make_policy
+from elastico.placer.policies.common import JobCatalog
+from elastico.placer.remote import DependencyUnavailable, RoundDeadlineExceeded, round_deadline
+from elastico.placer.round import (ActiveJob, Decision, MarkDegraded, Policy, RoundInput, Status,
+                                   run_round)
+from elastico.predictor import AnalyticSlowdown, SlowdownModel
+from elastico.shapes import requested_configuration
+from elastico.throughput import ThroughputModel
+from elastico.tracing import NOOP, Tracer
+
+from . import annotations as A
+from .bookings import creation_s, is_elastico, is_terminal, pod_key, rebuild_book
+from .events import EventRecorder
+from .informer import Informer
+from .inventory import NodeInventory, node_inventory
+from .leader import LeaseElector
+
+__all__ = ["LoopConfig", "RoundReport", "SchedulerLoop", "default_policy_factory"]
+
+log = logging.getLogger(__name__)
+_GIB = 1 << 30
+MERGE_PATCH = "application/merge-patch+json"
+
+
+@dataclass
+class LoopConfig:
+    """Tunables (seconds).  ``event_interval_s``: the same Event (pod, reason, message) is
+    not repeated sooner; ``reservation_timeout_s``: a reservation whose node stays unusable
+    this long is given up and the pod goes back to pending; ``round_timeout_s``: the deadline
+    of a round's pricing and predictor calls, together (remote services only)."""
+
+    identity: str = "elastico-placer"
+    round_interval_s: float = 2.0
+    watch_timeout_s: int = 60
+    resync_s: float = 300.0
+    event_interval_s: float = 300.0
+    reservation_timeout_s: float = 120.0
+    max_conflict_retries: int = 3
+    policy: str = "elastico"
+    round_timeout_s: float = 30.0
+
+
+@dataclass
+class RoundReport:
+    """What one round did (for logs and tests): pod keys by outcome."""
+
+    leader: bool
+    round_id: str = ""
+    decisions: dict = field(default_factory=dict)
+    reserved: list[str] = field(default_factory=list)
+    bound: list[str] = field(default_factory=list)
+    held: list[str] = field(default_factory=list)
+    waiting: dict[str, str] = field(default_factory=dict)
+    rejected: dict[str, str] = field(default_factory=dict)
+    abandoned: str = ""  # why the round was given up before any write ("" = it was not)
+
+    def pod_counts(self) -> dict[str, int]:
+        return {"reserved": len(self.reserved), "bound": len(self.bound), "held": len(self.held),
+                "waiting": len(self.waiting), "rejected": len(self.rejected)}
+
+
+class _CountedEvents(EventRecorder):
+    """An :class:`EventRecorder` that counts the Events it writes (``elastico_events_total``)."""
+
+    def __init__(self, *args, metrics: LoopMetrics | None = None, **kw):
+        super().__init__(*args, **kw)
+        self.metrics = metrics
+
+    def emit(self, pod: Mapping, reason: str, message: str, now: float, *,
+             warning: bool = False) -> bool:
+        written = super().emit(pod, reason, message, now, warning=warning)
+        if written and self.metrics is not None:
+            self.metrics.events.labels(reason).inc()
+        return written
+
+
+def default_policy_factory(throughput: ThroughputModel, slowdown: SlowdownModel, *,
+                           policy: str = "elastico", tracer: Tracer = NOOP,
+                           pricer: Callable | None = None):
+    """``nodes -> make_policy(policy, PolicyEnv(...))``: prices with ``pricer`` (None =
+    in-process :func:`elastico.pricing.solve`; a
+    :class:`~elastico.placer.remote.RemotePricer` = PricingService) and predicts with
+    ``slowdown`` (in-process, or a :class:`~elastico.placer.remote.RemoteSlowdownModel`)."""
+    def build(nodes: Sequence[Node]) -> Policy:
+        return make_policy(policy, PolicyEnv(nodes=list(nodes), throughput=throughput,
+                                             slowdown=slowdown, tracer=tracer, pricer=pricer))
+    return build
+
+
+def _requests(pod: Mapping) -> tuple[float, float, list[str]]:
+    """(CPU cores, memory GiB) the pod requests (sum over its containers; an init container
+    runs alone, so the larger of that and the largest init container) and the names of
+    containers whose ``elastico.io/gpu`` request is not 1."""
+    spec = pod.get("spec") or {}
+    cpu = mem = 0.0
+    bad, handles = [], 0
+    for c in spec.get("containers") or []:
+        req = (c.get("resources") or {}).get("requests") or {}
+        lim = (c.get("resources") or {}).get("limits") or {}
+        cpu += float(parse_quantity(str(req.get("cpu", lim.get("cpu", "0")))))
+        mem += float(parse_quantity(str(req.get("memory", lim.get("memory", "0"))))) / _GIB
+        g = req.get(A.GPU_RESOURCE, lim.get(A.GPU_RESOURCE))
+        if g is not None:
+            handles += 1
+            if str(g) != "1":
+                bad.append(f"{c.get('name')}={g}")
+    for c in spec.get("initContainers") or []:
+        req = (c.get("resources") or {}).get("requests") or {}
+        cpu = max(cpu, float(parse_quantity(str(req.get("cpu", "0")))))
+        mem = max(mem, float(parse_quantity(str(req.get("memory", "0")))) / _GIB)
+    if handles == 0:
+        bad.append("no container requests it")
+    return cpu, mem, bad
+
+
+def _minus_other_pods(invs: list[NodeInventory], pods) -> list[NodeInventory]:
+    """The nodes with the CPU and memory requested by pods of other schedulers (bound, not
+    finished) taken off, so an elastico pod is never bound where kubelet would refuse it.
+    The policy keeps the full nodes (its prices only need the GPUs); placement uses these."""
+    used: dict[str, list[float]] = {}
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node and not is_elastico(pod) and not is_terminal(pod):
+            cpu, mem, _ = _requests(pod)
+            u = used.setdefault(node, [0.0, 0.0])
+            u[0] += cpu
+            u[1] += mem
+    out = []
+    for inv in invs:
+        u = used.get(inv.node.name)
+        if u:
+            inv = dataclasses.replace(inv, node=dataclasses.replace(
+                inv.node, cpu=max(0.0, inv.node.cpu - u[0]), mem_gib=max(0.0, inv.node.mem_gib - u[1])))
+        out.append(inv)
+    return out
+
+
+class SchedulerLoop:
+    """The placer's Kubernetes loop (module docstring).
+
+    ``core``: a ``CoreV1Api``.  ``policy_factory(nodes) -> Policy``: called when the usable
+    nodes change (default :func:`default_policy_factory`: in-process pricing and analytic
+    slowdowns; pass one building remote clients to use the gRPC services).  ``elector``:
+    None = always leader (one replica, tests).  ``clock``: wall-clock seconds (Event times,
+    reservation timeouts, the round's ``now``).  ``tracer``: one ``placer.bind`` span per bind
+    (plus the round's spans when the policy was built with the same tracer).  ``metrics``:
+    :class:`~elastico.metrics.LoopMetrics` to record rounds, binds and Events into.
+    ``heartbeat``: :func:`time.monotonic` at the last turn of :meth:`run_forever` (health)."""
+
+    def __init__(self, core: CoreV1Api, *, throughput: ThroughputModel | None = None,
+                 slowdown: SlowdownModel | None = None,
+                 policy_factory: Callable[[Sequence[Node]], Policy] | None = None,
+                 elector: LeaseElector | None = None, config: LoopConfig | None = None,
+                 tracer: Tracer = NOOP, clock: Callable[[], float] = time.time,
+                 metrics: LoopMetrics | None = None):
+        self.core = core
+        self.metrics = metrics
+        self.heartbeat = time.monotonic()
+        self.config = config or LoopConfig()
+        self.throughput = throughput or ThroughputModel.bundled()
+        self.slowdown = slowdown or AnalyticSlowdown()
+        self.policy_factory = policy_factory or default_policy_factory(
+            self.throughput, self.slowdown, policy=self.config.policy, tracer=tracer)
+        self.elector, self.tracer, self.clock = elector, tracer, clock
+        self.wake = threading.Event()
+        cfg = self.config
+        self.pods = Informer("pods", core.list_pod_for_all_namespaces, on_change=self.wake.set,
+                             watch_timeout_s=cfg.watch_timeout_s, resync_s=cfg.resync_s)
+        self.nodes = Informer("nodes", core.list_node, on_change=self.wake.set,
+                              watch_timeout_s=cfg.watch_timeout_s, resync_s=cfg.resync_s)
+        self._known_models = tuple(self.throughput.gpu_models())
+        self._job_types = tuple(self.throughput.job_types())
+        self._policy: Policy | None = None
+        self._policy_nodes: tuple | None = None
+        self._catalog: JobCatalog | None = None
+        self._jobs_seen: set[str] = set()
+        self.events = _CountedEvents(core, self.config.identity, metrics=metrics,
+                                     interval_s=self.config.event_interval_s, leading=self.leading)
+        self._node_reasons: dict[str, str] = {}
+        self._unusable_since: dict[str, float] = {}
+        self._seq = itertools.count(1)
+        self._epoch = int(clock())
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        """Start the two informer threads."""
+        for inf in (self.pods, self.nodes):
+            t = threading.Thread(target=inf.run, args=(self._stop,), daemon=True,
+                                 name=f"informer-{inf.name}")
+            t.start()
+            self._threads.append(t)
+
+    def wait_synced(self, timeout: float = 30.0) -> bool:
+        return self.pods.synced.wait(timeout) and self.nodes.synced.wait(timeout)
+
+    def stop(self) -> None:
+        self._stop.set()
+        for inf in (self.pods, self.nodes):
+            inf.stop()
+        for t in self._threads:
+            t.join(5)
+        if self.elector is not None:
+            self.elector.release()
+
+    def run_forever(self, stop: threading.Event) -> None:
+        """Rounds every ``round_interval_s`` (sooner when a watch reports a change, at most
+        one round per second) until ``stop`` is set.  A round that fails is logged; it
+        changed nothing it did not finish (each write is on its own, see module docstring)."""
+        self.start()
+        self.wait_synced()
+        try:
+            while not stop.is_set():
+                t0 = self.heartbeat = time.monotonic()
+                try:
+                    self.run_round()
+                except Exception:
+                    log.exception("round failed; the next round starts from the API's state")
+                    if self.metrics is not None:
+                        self.metrics.observe_loop_round("failed")
+                self.wake.clear()
+                self.wake.wait(self.config.round_interval_s)
+                stop.wait(max(0.0, 1.0 - (time.monotonic() - t0)))
+        finally:
+            self.stop()
+
+    # ------------------------------------------------------------------ the round
+    def leading(self) -> bool:
+        return self.elector is None or self.elector.is_leader()
+
+    def _inventory(self) -> list[NodeInventory]:
+        out = []
+        for name, obj in sorted(self.nodes.snapshot().items()):
+            inv = node_inventory(obj, known_models=self._known_models, quantity=parse_quantity)
+            if isinstance(inv, str):
+                if self._node_reasons.get(name) != inv:
+                    log.info("node %s hosts no elastico pod: %s", name, inv)
+                self._node_reasons[name] = inv
+                continue
+            self._node_reasons.pop(name, None)
+            out.append(inv)
+        return out
+
+    def _policy_for(self, invs: list[NodeInventory]) -> Policy:
+        sig = tuple((i.node, i.mig_gpus) for i in invs)
+        if self._policy is None or sig != self._policy_nodes:
+            nodes = [i.node for i in invs]
+            self._policy = self.policy_factory(nodes)
+            self._catalog = JobCatalog(PolicyEnv(nodes=nodes, throughput=self.throughput,
+                                                 slowdown=self.slowdown))
+            self._policy_nodes = sig
+            self._jobs_seen = set()
+        return self._policy
+
+    def run_round(self) -> RoundReport:
+        """One round (module docstring).  Returns what it did."""
+        leader = self.elector is None or self.elector.try_acquire_or_renew()
+        m = self.metrics
+        if m is not None:
+            m.leader.set(1 if leader else 0)
+        if not leader:
+            if m is not None:
+                m.observe_loop_round("standby")
+            return RoundReport(leader=False)
+        t0 = time.perf_counter()
+        report = self._lead_round()
+        if m is not None:
+            m.observe_loop_round("abandoned" if report.abandoned else "completed",
+                                 time.perf_counter() - t0, report.pod_counts())
+        return report
+
+    def _lead_round(self) -> RoundReport:
+        now = self.clock()
+        report = RoundReport(leader=True, round_id=f"{self.config.identity}/{self._epoch}/{next(self._seq)}")
+        reset = getattr(self.slowdown, "reset", None)
+        if reset is not None:
+            reset()  # a remote predictor is tried again each round
+        invs = self._inventory()
+        by_node = {i.node.name: i for i in invs}
+        policy = self._policy_for(invs)
+        pods = self.pods.snapshot()
+        invs = _minus_other_pods(invs, pods.values())
+        deadline = time.monotonic() + self.config.round_timeout_s
+        with round_deadline(self.config.round_timeout_s):
+            book = rebuild_book(invs, pods.values(), slowdown_model=self.slowdown,
+                                profile=self._catalog.profile)
+        self._handle_conflicts(book, pods, now)
+        jobs, members = self._pending_jobs(pods, book, report, now)
+        active = book.running
+        if jobs:
+            try:
+                with round_deadline(max(0.0, deadline - time.monotonic())):
+                    # gangs first, on the round's book: the round sees them as booked
+                    gangs = self._place_gangs([j for j in jobs if len(members[j.id]) > 1],
+                                              members, book.state)
+                    active = [ActiveJob(j, gangs[j.id].config) if j.id in gangs else ActiveJob(j)
+                              for j in jobs
+                              if j.id not in gangs or gangs[j.id].assignment is not None] \
+                        + book.running
+                    inp = RoundInput(now=now, nodes=[i.node for i in invs], state=book.state,
+                                     jobs=active)
+                    result = run_round(MarkDegraded(policy, self.slowdown), inp,
+                                       tracer=self.tracer, metrics=self.metrics)
+            except (DependencyUnavailable, RoundDeadlineExceeded) as e:
+                report.abandoned = str(e)
+                log.warning("round %s abandoned, nothing applied: %s", report.round_id, e)
+                return report
+            if self.metrics is not None and getattr(self.slowdown, "fallback_calls", 0):
+                self.metrics.observe_predictor_fallback(self.slowdown.fallback_calls)
+            why = getattr(self.slowdown, "degraded", "")
+            for jid, d in gangs.items():
+                if why and d.status is Status.PLACED:
+                    gangs[jid] = dataclasses.replace(d, status=Status.DEGRADED,
+                                                     reason=f"{d.reason}; {why}")
+            report.decisions = {j.id: gangs.get(j.id) or result.decisions[j.id] for j in jobs}
+            for job in jobs:
+                d = report.decisions[job.id]
+                names = members[job.id]
+                if d.status in (Status.PLACED, Status.DEGRADED) and d.assignment is not None:
+                    if not self.leading():
+                        break
+                    self._reserve(job, d, names, by_node, report, now)
+                else:
+                    why = d.reason or d.status.value
+                    for key in names:
+                        report.waiting[key] = why
+                        self.events.emit(pods[key], "Waiting", f"{d.status.value}: {why}", now)
+        forget = getattr(policy, "forget", None)
+        ids = {a.job.id for a in active}
+        if forget is not None:
+            for gone in self._jobs_seen - ids:
+                forget(gone)
+        self._jobs_seen = ids
+        self._bind_reserved(report, now)
+        self.events.prune((p.get("metadata") or {}).get("uid") for p in pods.values())
+        return report
+
+    def _place_gangs(self, gangs: Sequence[Job], members: Mapping[str, list[str]],
+                     state: ClusterState) -> dict[str, Decision]:
+        """Book each gang of several pods still to place on ``state``, all of its pods or none
+        (:meth:`ClusterState.place` with ``Gang(pods=P)``: one pod per part, each on one node;
+        one node, else one topology domain, else anywhere; no two pods on one GPU), oldest
+        first, on the first allowed GPU model where it fits.  A gang keeps its requested
+        shape (``build_job``): ``P`` pods of ``GPUs/P`` whole GPUs, CPU and memory split
+        evenly.  Returns one decision per gang: ``placed`` with the assignment (one part per
+        pod, in ``members`` order), ``waiting`` (no room now) or ``unplaceable`` (no node of
+        an allowed model has a pod's GPUs).  The policy cannot split a job into pods, so the
+        loop places gangs itself, before the round, which then keeps them as booked."""
+        out: dict[str, Decision] = {}
+        cat = self._catalog
+        for job in sorted(gangs, key=lambda j: (j.arrival_s, j.id)):
+            P = len(members[job.id])
+            per_pod = job.request.num_gpus // P
+            allowed = job.request.gpu_models or frozenset(cat.gpu_models)
+            configs = [requested_configuration(job, m, mem, whole_gpus=True, model=self.throughput)
+                       for m, (mx, mem) in sorted(cat.gpu_models.items())
+                       if m in allowed and per_pod <= mx]
+            if not configs:
+                out[job.id] = Decision(job.id, Status.UNPLACEABLE, None, reason=(
+                    f"gang of {P} pods: no node of an allowed GPU model "
+                    f"{sorted(allowed)} has {per_pod} GPUs"))
+                continue
+            reasons = []
+            for c in configs:
+                placed = state.place(job.id, c, cat.profile(job, c), job.slowdown_bound,
+                                     self.slowdown, scorer=cat.env.scorer, gang=Gang(pods=P))
+                if placed.assignment is not None:
+                    out[job.id] = Decision(job.id, Status.PLACED, c, placed.assignment,
+                                           placed.slowdown, f"placed as a gang of {P} pods",
+                                           changed=True)
+                    break
+                reasons.append(placed.reason)
+            else:
+                out[job.id] = Decision(job.id, Status.WAITING, None, reason="; ".join(reasons))
+        return out
+
+    # ------------------------------------------------------------------ pending pods -> jobs
+    def _pending_jobs(self, pods: dict, book, report: RoundReport, now: float):
+        groups: dict[str, list[dict]] = {}
+        booked_in_group: dict[str, int] = {}
+        for key, pod in pods.items():
+            if not is_elastico(pod) or is_terminal(pod):
+                continue
+            g = A.job_group(pod)
+            if key in book.bookings:
+                booked_in_group[g] = booked_in_group.get(g, 0) + 1
+                continue
+            meta = pod.get("metadata") or {}
+            if (pod.get("spec") or {}).get("nodeName") or meta.get("deletionTimestamp") \
+                    or A.BOOKING in (meta.get("annotations") or {}):
+                continue
+            groups.setdefault(g, []).append(pod)
+        jobs, members = [], {}
+        for g, group in sorted(groups.items()):
+            valid = []
+            for pod in sorted(group, key=lambda p: (creation_s(p), pod_key(p))):
+                key = pod_key(pod)
+                try:
+                    spec = A.parse_pod_annotations((pod.get("metadata") or {}).get("annotations"),
+                                                   gpu_models=self._known_models,
+                                                   job_types=self._job_types)
+                    cpu, mem, bad = _requests(pod)
+                    if bad:
+                        raise ElasticoError(
+                            f"spec.containers[].resources.requests[{A.GPU_RESOURCE}]: "
+                            f"{', '.join(bad)} is not allowed (each GPU container requests "
+                            f"exactly 1, the handle of the ElastiCo device plugin)")
+                except (ElasticoError, ValueError) as e:
+                    report.rejected[key] = str(e)
+                    self.events.emit(pod, "Rejected", str(e), now, warning=True)
+                    continue
+                valid.append((pod, spec, cpu, mem))
+            if not valid:
+                continue
+            gang = valid[0][1].gang_size
+            if gang == 1:
+                for pod, spec, cpu, mem in valid:
+                    self._add_job(jobs, members, report, pod_key(pod), [pod], spec, cpu, mem, now)
+                continue
+            need = gang - booked_in_group.get(g, 0)
+            specs = {v[1] for v in valid}
+            if len(specs) > 1:
+                msg = (f"the pods of gang {g} disagree on their {A.PREFIX}* annotations; "
+                       "every member must carry the same ones")
+                for pod, *_ in valid:
+                    report.rejected[pod_key(pod)] = msg
+                    self.events.emit(pod, "Rejected", msg, now, warning=True)
+                continue
+            if len(valid) < need:
+                msg = f"gang incomplete: {len(valid)} of {need} pods to place exist"
+                for pod, *_ in valid:
+                    report.waiting[pod_key(pod)] = msg
+                    self.events.emit(pod, "Waiting", msg, now)
+                continue
+            chosen = valid[:need]
+            cpu = max(v[2] for v in chosen)
+            mem = max(v[3] for v in chosen)
+            self._add_job(jobs, members, report, g, [v[0] for v in chosen], valid[0][1], cpu, mem, now)
+        return jobs, members
+
+    def _add_job(self, jobs, members, report, job_id, pods, spec, cpu, mem, now):
+        try:
+            job = A.build_job(job_id, spec, len(pods), cpu, mem, min(creation_s(p) for p in pods))
+        except (ElasticoError, ValueError) as e:
+            for pod in pods:
+                report.rejected[pod_key(pod)] = str(e)
+                self.events.emit(pod, "Rejected", str(e), now, warning=True)
+            return
+        jobs.append(job)
+        members[job_id] = [pod_key(p) for p in sorted(pods, key=pod_key)]
+
+    # ------------------------------------------------------------------ writes
+    def _patch_pod(self, key: str, build: Callable[[dict], dict | None]) -> dict | None:
+        """Merge-patch a pod with ``build(current pod)`` (None = nothing to do), carrying its
+        resourceVersion; on 409 re-read and retry up to ``max_conflict_retries`` times.
+        Returns the patched pod, or None when the pod is gone, ``build`` declined, or the
+        retries ran out (logged)."""
+        ns, name = key.split("/", 1)
+        pod = self.pods.get(key)
+        for attempt in range(1, self.config.max_conflict_retries + 1):
+            if pod is None:
+                return None
+            body = build(pod)
+            if body is None:
+                return None
+            body.setdefault("metadata", {})["resourceVersion"] = pod["metadata"].get("resourceVersion")
+            try:
+                resp = self.core.patch_namespaced_pod(name, ns, body, _content_type=MERGE_PATCH,
+                                                      _preload_content=False)
+                new = json.loads(resp.data)
+                self.pods.assume(new)
+                return new
+            except ApiException as e:
+                if e.status == 404:
+                    return None
+                if e.status != 409:
+                    log.warning("patch of pod %s failed: %s %s", key, e.status, e.reason)
+                    return None
+                log.info("patch of pod %s: 409 conflict (attempt %d of %d); re-reading",
+                         key, attempt, self.config.max_conflict_retries)
+                pod = self._read_pod(ns, name)
+        log.warning("patch of pod %s: still conflicting after %d attempts; giving up this round",
+                    key, self.config.max_conflict_retries)
+        return None
+
+    def _read_pod(self, ns: str, name: str) -> dict | None:
+        """The pod as the API has it now (None when gone or unreadable: the caller gives up
+        this write, and the next round starts from the API's state again)."""
+        try:
+            pod = json.loads(self.core.read_namespaced_pod(name, ns, _preload_content=False).data)
+        except ApiException as e:
+            if e.status != 404:
+                log.warning("re-read of pod %s/%s failed: %s %s", ns, name, e.status, e.reason)
+            return None
+        self.pods.assume(pod)
+        return pod
+
+    def _reserve(self, job, d, names: list[str], by_node: dict[str, NodeInventory],
+                 report: RoundReport, now: float) -> None:
+        """Write the decision on every pod of the job, or on none (undo on failure)."""
+        try:
+            parts = A.split_assignment(job, d.config, d.assignment, names,
+                                       {k: v.uuids for k, v in by_node.items()},
+                                       report.round_id, d.slowdown)
+        except ElasticoError as e:
+            log.warning("job %s: decision not applicable (%s); the job waits", job.id, e)
+            for key in names:
+                report.waiting[key] = str(e)
+            return
+        done: list[str] = []
+        for key, part in zip(names, parts):
+            uid = (self.pods.get(key) or {}).get("metadata", {}).get("uid")
+
+            def build(pod, part=part, uid=uid):
+                meta = pod.get("metadata") or {}
+                # only a pod that is still the one we decided for, unbound and undecided
+                if meta.get("uid") != uid or (pod.get("spec") or {}).get("nodeName") \
+                        or meta.get("deletionTimestamp") \
+                        or A.BOOKING in (meta.get("annotations") or {}):
+                    return None
+                return {"metadata": {"annotations": A.decision_annotations(part)}}
+            if not self.leading() or self._patch_pod(key, build) is None:
+                for k in done:
+                    self._clear(k)
+                log.warning("job %s: decision not recorded on pod %s; nothing reserved", job.id, key)
+                return
+            done.append(key)
+        report.reserved.extend(done)
+        log.info("job %s: %s on %s (round %s)", job.id, d.config.name,
+                 ", ".join(f"{p.node} GPUs {list(p.gpu_indices)}" for p in parts), report.round_id)
+
+    def _clear(self, key: str) -> None:
+        self._patch_pod(key, lambda pod: None if (pod.get("spec") or {}).get("nodeName")
+                        else {"metadata": {"annotations": A.clear_decision()}})
+
+    def _handle_conflicts(self, book, pods: dict, now: float) -> None:
+        """Reservations whose node is unusable wait ``reservation_timeout_s`` for it to come
+        back, then are given up; other bad reservations are given up at once; a bound pod
+        with a bad booking gets a Warning Event (the loop never touches a bound pod)."""
+        for key, why in book.conflicts.items():
+            pod = pods[key]
+            bound = (pod.get("spec") or {}).get("nodeName")
+            if bound:
+                self.events.emit(pod, "BookingConflict", why, now, warning=True)
+                continue
+            if why.startswith("node ") and why.endswith("is not usable now"):
+                since = self._unusable_since.setdefault(key, now)
+                if now - since < self.config.reservation_timeout_s:
+                    self.events.emit(pod, "Waiting", f"reserved; {why}", now)
+                    continue
+            if self.leading():
+                log.info("pod %s: reservation given up (%s)", key, why)
+                self._clear(key)
+                self._unusable_since.pop(key, None)
+        for key in list(self._unusable_since):
+            if key not in book.conflicts:
+                del self._unusable_since[key]
+
+    def _bind_reserved(self, report: RoundReport, now: float) -> None:
+        pods = self.pods.snapshot()
+        busy = set()
+        reserved = []
+        for key, pod in pods.items():
+            if not is_elastico(pod) or is_terminal(pod):
+                continue
+            meta = pod.get("metadata") or {}
+            ann = meta.get("annotations") or {}
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node and A.BOOKING in ann and A.ALLOCATED not in ann \
+                    and (pod.get("status") or {}).get("phase", "Pending") == "Pending":
+                busy.add(node)
+            elif not node and A.BOOKING in ann and not meta.get("deletionTimestamp"):
+                reserved.append(pod)
+        reserved.sort(key=lambda p: (creation_s(p), pod_key(p)))
+        usable = {n for n, r in self.nodes.snapshot().items()} - set(self._node_reasons)
+        for pod in reserved:
+            key = pod_key(pod)
+            try:
+                b = A.parse_booking(pod["metadata"]["annotations"])
+            except ElasticoError:
+                continue  # reported as a conflict by the book
+            if b is None or b.node not in usable:
+                continue
+            if b.node in busy:
+                report.held.append(key)
+                self.events.emit(pod, "Waiting", f"reserved on {b.node}; held until the device plugin "
+                            f"acknowledges the pod bound there before it", now)
+                continue
+            if not self.leading():
+                return
+            if self._bind(pod, b, report, now):
+                busy.add(b.node)
+
+    def _bind(self, pod: dict, b: A.PodBooking, report: RoundReport, now: float) -> bool:
+        key = pod_key(pod)
+        ns, name = key.split("/", 1)
+        body = {"apiVersion": "v1", "kind": "Binding",
+                "metadata": {"name": name, "namespace": ns, "uid": pod["metadata"].get("uid")},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": b.node}}
+        with self.tracer.span("placer.bind", {"bind.pod": key, "bind.node": b.node,
+                                              "bind.round_id": b.round_id,
+                                              "bind.configuration": b.config_name}) as span:
+            for attempt in range(1, self.config.max_conflict_retries + 1):
+                try:
+                    # _preload_content=False: the API answers a Binding with a Status, which
+                    # the client cannot deserialize as V1Binding (kubernetes-client/python#825)
+                    self.core.create_namespaced_pod_binding(name, ns, body, _preload_content=False)
+                    break
+                except ApiException as e:
+                    if e.status == 404:
+                        span.set_attribute("bind.outcome", "pod gone")
+                        return False
+                    if e.status == 409 and self.metrics is not None:
+                        self.metrics.bind_conflicts.inc()
+                    if e.status != 409:
+                        log.warning("bind %s -> %s failed: %s %s; retried next round",
+                                    key, b.node, e.status, e.reason)
+                        span.set_attribute("bind.outcome", f"error {e.status}")
+                        return False
+                    cur = self._read_pod(ns, name)
+                    where = (cur or {}).get("spec", {}).get("nodeName")
+                    log.info("bind %s -> %s: 409 conflict (attempt %d); pod is on %r",
+                             key, b.node, attempt, where)
+                    if cur is None:
+                        return False
+                    if where == b.node:
+                        break  # an earlier attempt went through
+                    if where:
+                        span.set_attribute("bind.outcome", f"bound elsewhere: {where}")
+                        self.events.emit(pod, "BookingConflict", f"bound to {where} by someone "
+                                    f"else; ElastiCo reserved {b.node}", now, warning=True)
+                        return False
+            else:
+                span.set_attribute("bind.outcome", "conflict retries exhausted")
+                return False
+            span.set_attribute("bind.outcome", "bound")
+        bound = copy.deepcopy(self.pods.get(key) or pod)
+        bound.setdefault("spec", {})["nodeName"] = b.node
+        self.pods.assume(bound)
+        report.bound.append(key)
+        if self.metrics is not None:
+            self.metrics.binds.inc()
+        gpus = f"MIG {b.mig_profile}" if b.mig_profile else f"{b.gpu_share:g} of each"
+        self.events.emit(pod, "Scheduled", f"Successfully assigned {key} to {b.node}: {b.config_name}, "
+                    f"GPUs {','.join(b.gpu_uuids)} ({gpus}), round {b.round_id}", now)
+        return True
