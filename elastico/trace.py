@@ -187,19 +187,28 @@ def _rows(path: Path, required: Sequence[str], optional: Sequence[str] = ()) -> 
     try:
         text = raw.decode("utf-8-sig")  # a leading byte-order mark (Excel) is not data
     except UnicodeDecodeError as e:
-        raise InvalidArgument(f"{path.name}", f"byte {e.start}", "file must be UTF-8") from None
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise InvalidArgument(f"{path.name}:{line}", f"byte {e.start}: {raw[e.start:e.end].hex(' ')}",
+                              "file must be UTF-8") from None
     if not text:
         raise InvalidArgument(f"{path.name}:1", "", "empty file (header missing)")
-    lines = text.splitlines()
-    if not text.endswith("\n"):
+    # Records end at "\n" or "\r\n" only (RFC 4180 and Excel); str.splitlines() would also
+    # break at a "\r", "\x0c" or "\u2028" inside a cell, and every later line number
+    # would be off by one.
+    lines = text.replace("\r\n", "\n").split("\n")
+    if lines[-1] != "":
         # Every bundled CSV ends with a newline; a missing one means a cut-off download.
         raise InvalidArgument(f"{path.name}:{len(lines)}", lines[-1],
                               "last line has no newline: file truncated")
+    lines.pop()
     # blank lines at the very end (an editor's habit) are not records; one inside the file is
     while len(lines) > 1 and not lines[-1].strip():
         lines.pop()
     reader = csv.reader(lines)
-    header = [h.strip() for h in next(reader)]
+    try:
+        header = [h.strip() for h in next(reader)]
+    except csv.Error as e:  # e.g. a lone "\r" outside quotes, a cell over csv's size limit
+        raise InvalidArgument(f"{path.name}:1", lines[0][:200], f"valid CSV ({e})") from None
     for col in required:
         if col not in header:
             raise InvalidArgument(f"{path.name}:1: {col}", ",".join(header),
@@ -217,7 +226,15 @@ def _rows(path: Path, required: Sequence[str], optional: Sequence[str] = ()) -> 
             raise InvalidArgument(f"{path.name}:1: {col}", col, "unknown column")
     if len(set(header)) != len(header):
         raise InvalidArgument(f"{path.name}:1", ",".join(header), "duplicated column")
-    for values in reader:
+    while True:
+        try:
+            values = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as e:
+            i = reader.line_num
+            raise InvalidArgument(f"{path.name}:{i}", lines[i - 1][:200] if i <= len(lines)
+                                  else "", f"valid CSV ({e})") from None
         i = reader.line_num  # physical line of the record's end (line 1 = the header)
         if not values:
             raise InvalidArgument(f"{path.name}:{i}", "", "empty line")

@@ -62,6 +62,23 @@ def test_bad_inputs():
         AnalyticSlowdown(kappa=-0.1)
 
 
+def test_a_profile_built_directly_has_the_bounds_of_the_csv_and_grpc_paths():
+    from elastico.predictor.schema import MAX_BATCH_SIZE, MAX_MEM_GIB, check_job_field
+
+    # 5000 GiB is no GPU's memory (a byte count or a typo): refused by the readers' check...
+    with pytest.raises(InvalidArgument, match="mem_gib"):
+        check_job_field("mem_gib", 5000.0)
+    # ...and now by the profile itself, naming the field, the value and the range
+    with pytest.raises(InvalidArgument, match=r"profile\.mem_gib: 5000 .*\[0, 1024\]"):
+        JobProfile("x", "training", 0.5, mem_gib=5000)
+    with pytest.raises(InvalidArgument, match="profile.mem_gib"):
+        JobProfile("x", "training", 0.5, mem_gib=MAX_MEM_GIB + 0.5)
+    assert JobProfile("x", "training", 0.5, mem_gib=MAX_MEM_GIB).mem_gib == 1024.0
+    with pytest.raises(InvalidArgument, match="profile.batch_size"):
+        JobProfile("x", "training", 0.5, batch_size=MAX_BATCH_SIZE + 1)
+    assert JobProfile("x", "training", 0.5, batch_size=MAX_BATCH_SIZE).batch_size == 2**20
+
+
 def test_fit_recovers_known_kappa_on_synthetic_pairs():
     rng = np.random.default_rng(0)
     act = {f"t{i}": float(a) for i, a in enumerate(rng.uniform(0.05, 1.0, 12))}

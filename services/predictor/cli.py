@@ -74,10 +74,12 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     e.add_argument("--cv", required=True, choices=CV_SCHEMES,
                    help="kfold: rows in K folds; leave-one-model-out: one fold per model "
                         "family; job-type-kfold: job types in K folds")
-    e.add_argument("--folds", type=int, default=5, metavar="K",
-                   help="folds of kfold and job-type-kfold, >= 2 (default: %(default)s)")
-    e.add_argument("--seed", type=int, default=0,
-                   help="shuffling seed of kfold and job-type-kfold (default: %(default)s)")
+    e.add_argument("--folds", type=int, default=None, metavar="K",
+                   help="folds of kfold and job-type-kfold, >= 2 (default: 5; not with "
+                        "leave-one-model-out, whose folds are the model families)")
+    e.add_argument("--seed", type=int, default=None,
+                   help="shuffling seed of kfold and job-type-kfold (default: 0; not with "
+                        "leave-one-model-out, which does not shuffle)")
     e.add_argument("--json", action="store_true",
                    help='print {"model": {...}, "constant": {...}, "analytic": {...}} '
                         "(default: a table)")
@@ -193,12 +195,21 @@ def _cmd_evaluate(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from elastico.predictor.evaluate import evaluate
 
     out = out or sys.stdout
-    if args.folds < 2:
-        raise InvalidArgument("--folds", args.folds, "an integer >= 2")
-    if args.seed < 0:
-        raise InvalidArgument("--seed", args.seed, "an integer >= 0")
+    if args.cv == "leave-one-model-out":
+        # its folds are the model families and it does not shuffle: a K or seed given here
+        # would be silently ignored, and the user would believe they had been used
+        for flag, value in (("--folds", args.folds), ("--seed", args.seed)):
+            if value is not None:
+                raise InvalidArgument(flag, value, "only with --cv kfold or job-type-kfold "
+                                      "(leave-one-model-out has one fold per model family)")
+    folds = 5 if args.folds is None else args.folds
+    seed = 0 if args.seed is None else args.seed
+    if folds < 2:
+        raise InvalidArgument("--folds", folds, "an integer >= 2")
+    if seed < 0:
+        raise InvalidArgument("--seed", seed, "an integer >= 0")
     obs = _load(args.data)
-    res = evaluate(obs, args.cv, k=args.folds, seed=args.seed).summary()
+    res = evaluate(obs, args.cv, k=folds, seed=seed).summary()
     if args.json:
         json.dump(res, out)
         out.write("\n")

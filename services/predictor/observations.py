@@ -152,9 +152,16 @@ def read_observations(path: str | Path, *, text: str | None = None) -> list[Obse
         if not p.is_file():
             raise InvalidArgument("--data", name, "an existing CSV file")
         try:
-            text = p.read_text(encoding="utf-8-sig")  # a BOM (Excel's UTF-8) is not a header
-        except (OSError, UnicodeDecodeError) as e:
+            raw = p.read_bytes()
+        except OSError as e:
             raise InvalidArgument("--data", name, f"a readable UTF-8 CSV file ({e})") from None
+        try:
+            text = raw.decode("utf-8-sig")  # a BOM (Excel's UTF-8) is not a header
+        except UnicodeDecodeError as e:
+            line = raw.count(b"\n", 0, e.start) + 1
+            raise InvalidArgument(f"{name}:{line}", raw[e.start:e.end].hex(" "),
+                                  f"UTF-8 text (byte {e.start} of the file cannot be decoded: "
+                                  f"{e.reason}); save the CSV as UTF-8") from None
     text = text.removeprefix("\ufeff")
     reader = csv.reader(io.StringIO(text, newline=""))
     try:

@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass
 
 from elastico.errors import InvalidArgument
-from elastico.predictor.schema import GPU_SPECS, JOB_FIELDS, KINDS, check_job_field
+from elastico.predictor.schema import GPU_SPECS, JOB_FIELDS, KINDS, MAX_MEM_GIB, check_job_field
 
 __all__ = ["JobProfile", "OPTIONAL_FIELDS"]
 
@@ -39,13 +39,16 @@ class JobProfile:
     share, i.e. ``p * normalized speed`` where ``p`` is the job's Amdahl parallel fraction
     (computed by the caller from the throughput model); the analytic model's only input.
     0 means the job never touches the SMs.
-    ``mem_gib``: GPU memory footprint per GPU, GiB (0 = not known).
+    ``mem_gib``: GPU memory footprint per GPU, GiB (0 = not known; at most
+    ``schema.MAX_MEM_GIB``, the bound the CSV and gRPC readers apply).
     ``gpu_model``: the GPU model it runs on (a key of ``schema.GPU_SPECS``) or ``""``.
     Optional schema fields (``None`` = missing; units in docs/predictor.md): ``model_family``,
     ``batch_size``, ``precision``, ``sharing``, ``mps_share``, ``solo_tput`` (steps/s alone on
     a whole GPU of ``gpu_model``), ``sm_activity``, ``dram_activity``, ``pcie_rx_gbs``,
     ``pcie_tx_gbs``, ``tensor_activity``, ``power_frac``.
-    Raises InvalidArgument (field ``profile.<name>``) for a value out of its range.
+    Raises InvalidArgument (field ``profile.<name>``) for a value out of its range -- the
+    schema's ranges and upper bounds (``batch_size`` <= ``schema.MAX_BATCH_SIZE``), so a
+    profile built directly is held to what the CSV and gRPC paths accept.
     """
 
     job_type: str
@@ -71,8 +74,8 @@ class JobProfile:
         if not (isinstance(a, (int, float)) and math.isfinite(a) and 0.0 <= a <= 1.0):
             raise InvalidArgument("profile.gpu_activity", a, "a fraction in [0, 1]")
         m = self.mem_gib
-        if not (isinstance(m, (int, float)) and math.isfinite(m) and m >= 0.0):
-            raise InvalidArgument("profile.mem_gib", m, "finite GiB >= 0")
+        if not (isinstance(m, (int, float)) and math.isfinite(m) and 0.0 <= m <= MAX_MEM_GIB):
+            raise InvalidArgument("profile.mem_gib", m, f"finite GiB in [0, {MAX_MEM_GIB:g}]")
         if self.kind not in KINDS and self.kind != "":
             raise InvalidArgument("profile.kind", self.kind, "one of " + ", ".join(KINDS)
                                   + " or '' (unknown)")
@@ -103,6 +106,7 @@ _BIG = sys.float_info.max  # finite upper end: inf and nan leave the fast path
 _RANGES = {"fraction": (0.0, 1.0, False), "share": (0.0, 1.0, True),
            "nonneg": (0.0, _BIG, False), "positive": (0.0, _BIG, True)}
 #: (field, low, high, low excluded) of the optional numeric fields checked on the fast path
-_NUMERIC_CHECKS = tuple((f.name, *_RANGES[f.check]) for f in JOB_FIELDS
-                        if f.name in OPTIONAL_FIELDS and f.check in _RANGES)
+_NUMERIC_CHECKS = tuple((f.name, lo, hi if f.maximum is None else min(hi, f.maximum), lo_open)
+                        for f in JOB_FIELDS if f.name in OPTIONAL_FIELDS and f.check in _RANGES
+                        for lo, hi, lo_open in [_RANGES[f.check]])
 _OTHER_CHECKS = tuple(n for n in OPTIONAL_FIELDS if n not in {c[0] for c in _NUMERIC_CHECKS})

@@ -24,6 +24,8 @@ from elastico.errors import InvalidArgument
 
 __all__ = [
     "SCHEMA_VERSION",
+    "MAX_BATCH_SIZE",
+    "MAX_MEM_GIB",
     "JobField",
     "JOB_FIELDS",
     "JOB_FIELD_NAMES",
@@ -49,11 +51,22 @@ PRECISIONS = ("fp32", "amp", "bf16")
 SHARING = ("mps", "timeslice")
 
 
+#: Largest per-GPU batch size accepted (samples/step): 2^20.  Published training and offline
+#: inference batch sizes per GPU stay in the thousands; a value above a million is a unit or
+#: typing mistake (e.g. a sample count), not a batch.
+MAX_BATCH_SIZE = 2**20
+#: Largest per-job GPU memory accepted, GiB: 1024.  The largest single GPU has 288 GB (B300);
+#: 1 TiB leaves room while refusing byte counts given as GiB (e.g. 1.6e10).
+MAX_MEM_GIB = 1024.0
+
+
 @dataclass(frozen=True)
 class JobField:
     """One per-job field.  ``check``: ``fraction`` [0, 1], ``share`` (0, 1], ``nonneg`` >= 0,
     ``positive`` > 0, ``count`` integer >= 1, ``choice`` one of ``choices``, ``text`` any
-    non-empty string.  ``source``: where a solo profile reads it (NVML / DCGM field)."""
+    non-empty string.  ``source``: where a solo profile reads it (NVML / DCGM field).
+    ``maximum``: an upper bound for a number beyond which the value cannot be a real
+    measurement (None = none beyond finiteness)."""
 
     name: str
     check: str
@@ -61,6 +74,7 @@ class JobField:
     doc: str
     source: str
     choices: tuple[str, ...] = ()
+    maximum: float | None = None
 
 
 #: Per-job fields, in CSV column order (prefixed ``a_`` / ``b_`` in an observation file).
@@ -74,7 +88,8 @@ JOB_FIELDS: tuple[JobField, ...] = (
     JobField("model_family", "text", "-",
              "DL model family, e.g. ResNet-50, Transformer, LM (Gavel's names)",
              "the job's spec"),
-    JobField("batch_size", "count", "samples/step", "per-GPU batch size", "the job's spec"),
+    JobField("batch_size", "count", "samples/step", "per-GPU batch size", "the job's spec",
+             maximum=MAX_BATCH_SIZE),
     JobField("precision", "choice", "-", "fp32, amp (fp16 mixed) or bf16",
              "the job's spec", PRECISIONS),
     JobField("sharing", "choice", "-", "mps or timeslice", "the placement", SHARING),
@@ -95,7 +110,8 @@ JOB_FIELDS: tuple[JobField, ...] = (
              "coarser fallback nvmlDeviceGetUtilizationRates().memory / 100"),
     JobField("mem_gib", "nonneg", "GiB", "GPU memory held by the job's process(es)",
              "nvmlDeviceGetComputeRunningProcesses()[i].usedGpuMemory (bytes) / 2^30; "
-             "DCGM_FI_DEV_FB_USED (252, MiB) / 1024 when alone on the GPU"),
+             "DCGM_FI_DEV_FB_USED (252, MiB) / 1024 when alone on the GPU",
+             maximum=MAX_MEM_GIB),
     JobField("pcie_rx_gbs", "nonneg", "GB/s", "host-to-device PCIe traffic (1 GB = 1e9 bytes)",
              "DCGM_FI_PROF_PCIE_RX_BYTES (1010, bytes/s) / 1e9; NVML: "
              "nvmlDeviceGetPcieThroughput(NVML_PCIE_UTIL_RX_BYTES) (KB/s) / 1e6"),
@@ -148,7 +164,12 @@ GPU_SPECS: Mapping[str, GpuSpec] = MappingProxyType({
 
 
 def _finite(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        return False
+    try:
+        return math.isfinite(v)
+    except OverflowError:  # an int beyond float range (10**400) is no finite measurement
+        return False
 
 
 def check_job_field(name: str, value: Any, where: str = "") -> Any:
@@ -171,8 +192,10 @@ def check_job_field(name: str, value: Any, where: str = "") -> Any:
             raise InvalidArgument(field, value, "one of " + ", ".join(f.choices))
         return value
     if c == "count":
-        if not _finite(value) or value != int(value) or value < 1:
-            raise InvalidArgument(field, value, f"an integer >= 1 ({f.unit})")
+        if (not _finite(value) or value != int(value) or value < 1
+                or (f.maximum is not None and value > f.maximum)):
+            top = f" and <= {int(f.maximum)}" if f.maximum is not None else ""
+            raise InvalidArgument(field, value, f"an integer >= 1{top} ({f.unit})")
         return int(value)
     if not _finite(value):
         raise InvalidArgument(field, value, f"a finite number ({f.unit})")
@@ -185,6 +208,8 @@ def check_job_field(name: str, value: Any, where: str = "") -> Any:
         raise InvalidArgument(field, value, f">= 0 ({f.unit})")
     if c == "positive" and v <= 0.0:
         raise InvalidArgument(field, value, f"> 0 ({f.unit})")
+    if f.maximum is not None and v > f.maximum:
+        raise InvalidArgument(field, value, f"<= {f.maximum:g} ({f.unit})")
     return v
 
 

@@ -14,6 +14,8 @@ refused model file leaves the old one serving) and the reported observations.
 
 Deadlines: prediction is pure CPU and short; the deadline is checked before the work (no
 effort on a call whose caller has gone) and after it (a late answer is DEADLINE_EXCEEDED).
+ReportObservation checks it again just before storing: a caller that gave up retries, and the
+rows must not be stored twice.
 
 Who calls it: the placer (later, over the network), node agents (ReportObservation),
 ``grpcurl``, Kubernetes probes (health).  Whom it calls: the core, grpc, grpc_health,
@@ -34,7 +36,7 @@ from elastico.metrics import ServiceMetrics
 from elastico.tracing import NOOP, Tracer
 from elastico.predictor.observations import Observation, analytic_activity
 from elastico.predictor.profile import JobProfile
-from elastico.predictor.schema import check_gpu_model
+from elastico.predictor.schema import check_gpu_model, check_job_field
 from elastico.predictor.service import PredictorCore
 from elastico.v1 import predictor_pb2, predictor_pb2_grpc
 
@@ -57,6 +59,7 @@ def profile_from_message(m: predictor_pb2.JobProfile, gpu_model: str, where: str
     activity = kw.pop("gpu_activity", None)
     mem = kw.pop("mem_gib", 0.0)
     try:
+        check_job_field("mem_gib", mem, "profile.")  # the schema's bounds, not only >= 0
         p = JobProfile(job_type, kind, 1.0 if activity is None else activity, mem,
                        gpu_model=gpu_model, **kw)
         if activity is None:
@@ -67,6 +70,15 @@ def profile_from_message(m: predictor_pb2.JobProfile, gpu_model: str, where: str
     return p
 
 
+def _require_sides(m: Any, where: str) -> None:
+    """A pair or observation must carry both jobs: proto3 reads an absent ``a``/``b`` as an
+    empty profile, which would be predicted as an unknown, fully busy job instead of failing."""
+    for side in ("a", "b"):
+        if not m.HasField(side):
+            raise InvalidArgument(f"{where}.{side}", "missing",
+                                  "a JobProfile for each job of the pair (at least job_type)")
+
+
 def observation_from_message(m: predictor_pb2.Observation, where: str) -> Observation:
     """A validated observation from a wire ``Observation``; InvalidArgument names the field
     (``observations[i].a.sm_activity``, ``observations[i].slowdown_a``, ...)."""
@@ -75,6 +87,7 @@ def observation_from_message(m: predictor_pb2.Observation, where: str) -> Observ
         check_gpu_model(gpu, "gpu_model")
     except InvalidArgument as e:
         raise InvalidArgument(f"{where}.gpu_model", e.value, e.allowed) from None
+    _require_sides(m, where)
     a = profile_from_message(m.a, gpu, f"{where}.a")
     b = profile_from_message(m.b, gpu, f"{where}.b")
     try:
@@ -101,6 +114,7 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServiceServicer):
         cache: dict[bytes, JobProfile] = {}
         a, b = [], []
         for i, pair in enumerate(request.pairs):
+            _require_sides(pair, f"pairs[{i}]")
             for side, out in (("a", a), ("b", b)):
                 msg = getattr(pair, side)
                 key = msg.SerializeToString(deterministic=True)
@@ -122,8 +136,11 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServiceServicer):
     def ReportObservation(self, request: predictor_pb2.ReportObservationRequest,
                           context: grpc.ServicerContext
                           ) -> predictor_pb2.ReportObservationResponse:
+        abort_if_expired(context, "deadline passed before the observations were read")
         obs = [observation_from_message(m, f"observations[{i}]")
                for i, m in enumerate(request.observations)]
+        # a caller whose deadline passed will retry: storing now would store the rows twice
+        abort_if_expired(context, "deadline passed; no observation stored")
         stored = self.core.report(obs)
         return predictor_pb2.ReportObservationResponse(accepted=len(obs), stored=stored)
 
