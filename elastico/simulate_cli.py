@@ -61,6 +61,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="pod list (default: the bundled openb_pod_list_default.csv)")
     p.add_argument("--nodes", type=Path, default=None, metavar="CSV",
                    help="node list (default: the bundled openb_node_list_gpu_node.csv)")
+    p.add_argument("--cluster", default=None, metavar="FILE.yaml",
+                   help="replay on a cluster definition (a .yaml file or a bundled name such "
+                        "as a100-mig; elastico/clusters.py) with --gpus GPUs instead of the "
+                        "trace's own GPU mix")
     p.add_argument("--gpus", type=int, default=512,
                    help="GPUs in the deterministic sub-cluster, 1..6212 for the bundled "
                         "node list (default: %(default)s)")
@@ -103,6 +107,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", type=Path, default=None, metavar="FILE",
                    help="also write the metrics as JSON: flat for one policy, "
                         "{'runs': [...]} for several")
+    p.add_argument("--via-grpc", nargs="?", const="", default=None, metavar="ADDRESS",
+                   help="run every round through PlacerService.RunRound (pricing through "
+                        "PricingService, prediction through PredictorService): the placer at "
+                        "ADDRESS, or -- without one -- pricing, predictor and placer started "
+                        "on free loopback ports for the run and stopped after it; results "
+                        "equal the in-process run's (replay mode)")
     p.add_argument("--no-progress", action="store_true",
                    help="hide the progress bar (shown only on a terminal)")
     p.set_defaults(func=run)
@@ -147,17 +157,15 @@ def _check(args: argparse.Namespace) -> None:
             check_input_file(flag, path, "CSV file")
     if args.json is not None:
         check_output_file("--json", args.json)
+    if getattr(args, "via_grpc", None) is not None and args.mode != "replay":
+        raise InvalidArgument("--via-grpc", args.via_grpc, "only in --mode replay")
 
 
 def run(args: argparse.Namespace) -> int:
     # the composition root (elastico.cli) hands in an OpenTelemetry tracer when the OTEL_*
     # environment asks for one; otherwise the rounds are not traced
     tracer = getattr(args, "tracer", NOOP)
-    from tqdm import tqdm
-
     from elastico import trace, workload
-    from elastico.placer.policies import PolicyEnv, make_policy
-    from elastico.simulator import simulate
     from elastico.throughput import ThroughputModel
 
     _check(args)
@@ -166,8 +174,20 @@ def run(args: argparse.Namespace) -> int:
     policies = list(dict.fromkeys(args.policy or ["exclusive", "elastico"]))
     nodes_all = trace.read_nodes(args.nodes)
     try:
-        nodes = trace.sub_cluster(nodes_all, args.gpus)
+        if args.cluster is not None:
+            from elastico.clusters import load_cluster
+
+            try:
+                spec = load_cluster(args.cluster)
+            except InvalidArgument as e:
+                raise InvalidArgument(f"--cluster {args.cluster}: {e.field}", e.value,
+                                      e.allowed) from None
+            nodes = spec.nodes(args.gpus, nodes_all)
+        else:
+            nodes = trace.sub_cluster(nodes_all, args.gpus)
     except InvalidArgument as e:  # the user's knob is --gpus
+        if e.field.startswith("--cluster"):
+            raise
         raise InvalidArgument("--gpus", e.value, e.allowed) from None
     pods = trace.read_pods(args.trace)
     model = ThroughputModel.bundled()
@@ -193,11 +213,32 @@ def run(args: argparse.Namespace) -> int:
           f"load {wl.offered_load:.3g}, seed {args.seed}", file=sys.stderr)
 
     slowdown, truth = _slowdown_models(args.slowdown_model)
+    via = None
+    if args.via_grpc is not None:
+        # elastico.cli (the composition root) hands in the gRPC wiring (elastico.up_cli)
+        via = args.via_grpc_factory(args.via_grpc, args.slowdown_model).__enter__()
+    try:
+        runs = _replay(args, policies, nodes, model, wl, slowdown, truth, tracer, via)
+    finally:
+        if via is not None:
+            via.__exit__(None, None, None)
+    _print_table(runs)
+    _write_json(args.json, runs)
+    return 0
+
+
+def _replay(args, policies, nodes, model, wl, slowdown, truth, tracer, via) -> list[dict]:
+    """One simulation per policy (in-process, or through ``via``'s placer)."""
+    from tqdm import tqdm
+
+    from elastico.placer.policies import PolicyEnv, make_policy
+    from elastico.simulator import simulate
+
     runs = []
     for name in policies:
         env = PolicyEnv(nodes=nodes, throughput=model, slowdown=slowdown, tracer=tracer,
                         utility=args.utility, restart_s=args.restart_s)
-        policy = make_policy(name, env)
+        policy = make_policy(name, env) if via is None else via.policy(name, env)
         batch = sum(1 for j in wl.jobs if j.kind.elastic) or len(wl.jobs)
         bar = tqdm(total=batch, desc=f"{name:>9}", unit="job", file=sys.stderr,
                    disable=True if args.no_progress else None, leave=False)
@@ -214,10 +255,7 @@ def run(args: argparse.Namespace) -> int:
             bar.close()
         runs.append({"policy": name, "gpus": args.gpus, "seed": args.seed,
                      "load": wl.offered_load, "jobs": len(wl.jobs), **res.metrics})
-
-    _print_table(runs)
-    _write_json(args.json, runs)
-    return 0
+    return runs
 
 
 def _write_json(path: Path | None, runs: list[dict]) -> None:

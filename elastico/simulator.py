@@ -37,7 +37,7 @@ __all__ = ["JobRecord", "SimResult", "simulate", "METRIC_KEYS"]
 METRIC_KEYS = (
     "avg_jct_s", "p50_jct_s", "p95_jct_s", "p99_jct_s", "avg_queue_s", "makespan_s",
     "jobs_per_hour", "jobs_completed", "gpu_allocation", "gpu_utilization",
-    "round_ms_p50", "round_ms_p99",
+    "round_ms_p50", "round_ms_p99", "service_bound_violations",
 )
 
 _EPS = 1e-9
@@ -57,6 +57,8 @@ class JobRecord:
     progress: float = 0.0          # integral of effective rate dt (work conservation check)
     status: str = "pending"        # pending | running | finished | unplaceable | unfinished
     reason: str = ""
+    slowdown_bound: float = math.inf
+    max_slowdown: float = 1.0      # highest slowdown it ran at (the truth model), 1.0 = alone
 
 
 @dataclass
@@ -94,7 +96,8 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
     when alone (for utilization; see docs/metrics.md).  ``progress(n, now)`` is called after every
     event with the number of batch jobs that just finished and the virtual time (for a
     progress bar).  Returns per-job records and the
-    metrics of :data:`METRIC_KEYS` (plus ``jobs_unfinished``, ``restarts``).
+    metrics of :data:`METRIC_KEYS` (plus ``jobs_unfinished``, ``restarts``,
+    ``service_avg_queue_s``, ``services_never_placed``, ``batch_bound_violations``).
 
     ``validate=True`` re-checks the placement state's invariants (no GPU, node or MIG slot
     over-committed, every predicted slowdown within its bound) after every round -- for tests.
@@ -111,7 +114,8 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
         raise ValueError("jobs: duplicated job id")
     total_gpus = sum(n.num_gpus for n in nodes)
     state = ClusterState(nodes)
-    records = {j.id: JobRecord(j.id, j.kind.value, j.arrival_s, j.work) for j in jobs}
+    records = {j.id: JobRecord(j.id, j.kind.value, j.arrival_s, j.work,
+                               slowdown_bound=j.slowdown_bound) for j in jobs}
     live: dict[str, _Live] = {}
     arrivals = list(reversed(jobs))  # pop() from the end = earliest first
     round_ms: list[float] = []
@@ -122,7 +126,11 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
     w_lo = t
     w_hi = jobs[-1].arrival_s if jobs and jobs[-1].arrival_s > t else math.inf
     n_rounds = 0
-    timeline: dict[str, list[float]] = {"t": [], "allocated": [], "busy": [], "queue": []}
+    # per event interval starting at t: allocated GPUs, busy GPUs averaged over the part of
+    # the interval inside the arrival window ("busy") and over the whole interval
+    # ("busy_all"), jobs waiting (arrived, not placed; services included)
+    timeline: dict[str, list[float]] = {"t": [], "allocated": [], "busy": [], "busy_all": [],
+                                        "queue": []}
 
     elastic_left = sum(1 for j in jobs if j.kind.elastic)
     has_elastic = elastic_left > 0
@@ -182,6 +190,8 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
             if l.config is None:
                 continue
             s = slow.get(jid, 1.0)
+            if s > records[jid].max_slowdown:
+                records[jid].max_slowdown = s
             r = l.config.throughput / s
             rates[jid] = r
             start = max(t, l.restart_until)
@@ -198,7 +208,7 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
         timeline["t"].append(t)
         timeline["allocated"].append(alloc_now)
         timeline["queue"].append(sum(1 for l in live.values() if l.config is None))
-        busy_int = 0.0
+        busy_int = busy_all = 0.0
         in_win = max(0.0, min(next_t, w_hi) - max(t, w_lo))
         for jid, r in rates.items():
             l = live[jid]
@@ -208,9 +218,11 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
             gain = r * run
             l.job.done = min(l.job.work, l.job.done + gain)
             records[jid].progress += gain
+            busy_all += _busy(l.activity, l.config.num_gpus, slow.get(jid, 1.0)) * run
             busy_int += _busy(l.activity, l.config.num_gpus, slow.get(jid, 1.0)) * min(
                 run, max(0.0, min(next_t, w_hi) - max(t, l.restart_until, w_lo)))
         timeline["busy"].append(busy_int / in_win if in_win > 0 else 0.0)
+        timeline["busy_all"].append(busy_all / (next_t - t) if next_t > t else 0.0)
         alloc_int += alloc_now * in_win
         util_int += busy_int
         t = next_t
@@ -280,6 +292,10 @@ def _metrics(recs: list[JobRecord], span: float, gpus: int, alloc_int: float,
         if svc else 0.0,
         "services_never_placed": sum(1 for r in recs if r.kind == "service"
                                      and r.first_start_s is None),
+        "service_bound_violations": sum(
+            1 for r in recs if r.kind == "service" and r.max_slowdown > r.slowdown_bound + 1e-9),
+        "batch_bound_violations": sum(
+            1 for r in recs if r.kind != "service" and r.max_slowdown > r.slowdown_bound + 1e-9),
         "round_ms_p50": q(np.array(round_ms), 50),
         "round_ms_p99": q(np.array(round_ms), 99),
     }

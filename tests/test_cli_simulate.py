@@ -162,4 +162,4 @@ def test_inflation_mode_bad_input(tmp_path, capsys):
          "--policy", "exclusive")
     _bad(tmp_path, capsys, ["simulate", "--mode", "inflation", "--workload", "nope"],
          "--workload", "nope", "default")
-    _bad(tmp_path, capsys, ["simulate", "--policy", "fgd", "--no-progress"], "--policy", "fgd")
+    _bad(tmp_path, capsys, ["simulate", "--policy", "packing", "--no-progress"], "--policy", "packing")

@@ -5,19 +5,28 @@ called once per round as ``policy(round_input, state) -> RoundResult`` (see
 :mod:`elastico.placer.round`).
 
 * ``exclusive`` -- what Kubernetes does today: requested shape, whole GPUs, FIFO first-fit.
+* ``time-slicing`` -- naive sharing: requested shapes packed onto shared GPUs, no
+  interference awareness.
+* ``fgd`` -- requested shapes placed by FGD's fragmentation measure (ATC'23).
 * ``elastico`` -- Resource Shape Transformation + Elastic Shadow Pricing + interference-aware
-  placement.
+  placement; ablations ``elastico-no-rst`` (requested shape only), ``elastico-no-esp``
+  (greedy instead of prices), ``elastico-no-iac`` (placer predicts no interference).
 """
 
 from __future__ import annotations
 
 from .common import PolicyEnv
-from .elastico import ElasticoPolicy
+from .elastico import ElasticoNoEsp, ElasticoNoIac, ElasticoNoRst, ElasticoPolicy
 from .exclusive import ExclusivePolicy
+from .fgd import FgdPolicy
+from .timeslicing import TimeSlicingPolicy
 
-POLICIES = {"exclusive": ExclusivePolicy, "elastico": ElasticoPolicy}
+POLICIES = {"exclusive": ExclusivePolicy, "time-slicing": TimeSlicingPolicy, "fgd": FgdPolicy,
+            "elastico": ElasticoPolicy, "elastico-no-rst": ElasticoNoRst,
+            "elastico-no-esp": ElasticoNoEsp, "elastico-no-iac": ElasticoNoIac}
 
-__all__ = ["POLICIES", "PolicyEnv", "ElasticoPolicy", "ExclusivePolicy", "make_policy"]
+__all__ = ["POLICIES", "PolicyEnv", "ElasticoPolicy", "ElasticoNoRst", "ElasticoNoEsp",
+           "ElasticoNoIac", "ExclusivePolicy", "FgdPolicy", "TimeSlicingPolicy", "make_policy"]
 
 
 def make_policy(name: str, env: PolicyEnv):

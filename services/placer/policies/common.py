@@ -4,7 +4,7 @@ the placement of fixed-shape (service / requested-shape) jobs."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -26,6 +26,9 @@ class PolicyEnv:
     (checkpoint + restore).  ``utility``: name in :data:`elastico.pricing.UTILITIES`.
     ``tracer``: where the round's phase spans go (``shapes.generate``, ``pricing.solve``,
     ``placer.place``; :mod:`elastico.tracing`).
+    ``pricer``: what prices a round, with the signature and result of
+    :func:`elastico.pricing.solve` (default: that function, in-process); the placer service
+    passes :class:`elastico.placer.remote.RemotePricer` to price through PricingService.
     """
 
     nodes: Sequence[Node]
@@ -44,6 +47,14 @@ class PolicyEnv:
     pricing_gap_tolerance: float = 1e-3
     # spans of the round's phases (elastico.tracing; NOOP = no tracing, no cost)
     tracer: Tracer = NOOP
+    # the MMKP solver: elastico.pricing.solve's signature and PricingResult (None = solve)
+    pricer: Callable[..., Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.pricer is None:
+            from elastico.pricing import solve
+
+            self.pricer = solve
 
 
 class JobCatalog:

@@ -4,7 +4,9 @@ placement (DESIGN.md).
 One round:
 
 1. *Services first.*  Running ``service`` jobs keep their place; pending ones are placed with
-   their requested shape (first allowed model that fits).  Their resources come off the
+   their requested GPU count, as whole GPUs that nothing else shares (first allowed model
+   that fits): a service's slowdown bound (1.1) is tighter than the predictor's error, so
+   only isolation keeps every service within it.  Their resources come off the
    capacity the elastic jobs are priced against.
 2. *Shapes.*  Every elastic job (training, offline inference) gets its shape family
    (:func:`elastico.shapes.build_family`, cached per job).
@@ -30,12 +32,14 @@ One round:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 
-from elastico.model import Configuration, capacity_of, resource_space_for
-from elastico.pricing import UTILITIES, solve
+from elastico.model import WAIT, Configuration, ShapeFamily, capacity_of, resource_space_for
+from elastico.predictor import NoInterference
+from elastico.pricing import UTILITIES, PricingResult
 from elastico.pricing.utilities import charge_switch
 from elastico.pricing.utilities import switch_cost as pricing_switch_cost
 
@@ -46,11 +50,17 @@ from .common import (JobCatalog, PolicyEnv, is_service, keep_running, place_fixe
 
 
 class ElasticoPolicy:
+    """The full policy; ``rst``, ``esp``, ``iac`` switch one mechanism off each (the ablations
+    ``elastico-no-rst``, ``elastico-no-esp``, ``elastico-no-iac``; module docstring)."""
+
     name = "elastico"
 
-    def __init__(self, env: PolicyEnv):
+    def __init__(self, env: PolicyEnv, *, rst: bool = True, esp: bool = True, iac: bool = True):
+        if not iac:  # the placer believes co-location is free; jobs still run at the truth
+            env = dataclasses.replace(env, slowdown=NoInterference())
         self.env = env
-        self.catalog = JobCatalog(env)
+        self.esp = esp
+        self.catalog = JobCatalog(env) if rst else RequestedShapeCatalog(env)
         self.space = resource_space_for(env.nodes)
         self.capacity = capacity_of(env.nodes, self.space)
         self.utility_fn = UTILITIES[env.utility]
@@ -84,7 +94,9 @@ class ElasticoPolicy:
         if self.env.scorer == "elastico":  # fragmentation term: this round's typical shapes
             state.set_typical_pods(round_typical_pods(inp.jobs))
 
-        # 1. services
+        # 1. services (the loop only adds bookings, so a shape that found no room stays
+        #    without room for the rest of it: place_fixed_shape's memo)
+        svc_failed: list[Configuration] = []
         for a in sorted(inp.jobs, key=lambda a: (a.job.arrival_s, a.job.id)):
             if not is_service(a.job):
                 elastic.append(a)
@@ -92,8 +104,11 @@ class ElasticoPolicy:
             if a.running:
                 d = keep_running(a, state)
             else:
-                d = place_fixed_shape(self.catalog, state, a, whole_gpus=False,
-                                      scorer=self.env.scorer)
+                # a service gets whole GPUs that nothing shares (as Kubernetes gives it
+                # today): the predictor's error (MAE 0.29, docs/predictor.md) is larger than
+                # a service's 10 % slowdown allowance, so co-locating one cannot be made safe
+                d = place_fixed_shape(self.catalog, state, a, whole_gpus=True,
+                                      scorer=self.env.scorer, failed=svc_failed)
             decisions[a.job.id] = d
             if d.config is not None and d.status is Status.PLACED:
                 cap -= self._current(a.job.id, d.config, None)[1]
@@ -146,11 +161,15 @@ class ElasticoPolicy:
         init = self.prices if self.prices is not None and len(self.prices) == len(cap) else None
         with tracer.span("pricing.solve", {"pricing.jobs": len(elastic),
                                            "pricing.resources": len(cap)}) as span:
-            res = solve(util, demand, offsets, cap, initial_prices=init,
-                        max_iterations=self.env.pricing_max_iterations,
-                        gap_tolerance=self.env.pricing_gap_tolerance,
-                        primal_every=self.env.pricing_max_iterations,
-                        current=current, switch_cost=switch)
+            if self.esp:
+                res = self.env.pricer(util, demand, offsets, cap, initial_prices=init,
+                                      max_iterations=self.env.pricing_max_iterations,
+                                      gap_tolerance=self.env.pricing_gap_tolerance,
+                                      primal_every=self.env.pricing_max_iterations,
+                                      current=current, switch_cost=switch)
+            else:
+                res = greedy_choice(charge_switch(util, offsets, current, switch), demand,
+                                    offsets, cap, current)
             span.set_attribute("pricing.iterations", res.iterations)
             span.set_attribute("pricing.gap", res.gap)
             span.set_attribute("pricing.changed", int(res.changed.sum()))
@@ -243,6 +262,75 @@ class ElasticoPolicy:
             if failed is not None:
                 failed.append(c)
         return None
+
+
+class ElasticoNoRst(ElasticoPolicy):
+    """Ablation: no Resource Shape Transformation -- every job's family is ``wait`` plus its
+    requested shape (requested GPU count and MPS share) on each allowed GPU model."""
+
+    name = "elastico-no-rst"
+
+    def __init__(self, env: PolicyEnv):
+        super().__init__(env, rst=False)
+
+
+class ElasticoNoEsp(ElasticoPolicy):
+    """Ablation: no Elastic Shadow Pricing -- configurations chosen by :func:`greedy_choice`
+    (no prices: reduced value = utility)."""
+
+    name = "elastico-no-esp"
+
+    def __init__(self, env: PolicyEnv):
+        super().__init__(env, esp=False)
+
+
+class ElasticoNoIac(ElasticoPolicy):
+    """Ablation: no Interference-Aware Co-location -- the placer's slowdown model is
+    :class:`~elastico.predictor.NoInterference` (every co-location predicted free, so no
+    bound ever refuses one and the ``elastico`` scorer's interference term is 0)."""
+
+    name = "elastico-no-iac"
+
+    def __init__(self, env: PolicyEnv):
+        super().__init__(env, iac=False)
+
+
+class RequestedShapeCatalog(JobCatalog):
+    """A :class:`JobCatalog` whose shape family is ``wait`` + the requested shape (sharing
+    pods keep their fraction of a GPU) on every allowed GPU model: RST switched off."""
+
+    def family(self, job) -> ShapeFamily:
+        fam = self._families.get(job.id)
+        if fam is None:
+            fam = ShapeFamily((WAIT,) + tuple(dict.fromkeys(self.requested(job, False))))
+            self._families[job.id] = fam
+        return fam
+
+
+def greedy_choice(utility: np.ndarray, demand: np.ndarray, offsets: np.ndarray,
+                  capacity: np.ndarray, current: np.ndarray) -> PricingResult:
+    """The ``elastico-no-esp`` choice: jobs in descending order of their best ``utility``
+    [M] (already charged with the switch cost), each taking its highest-utility
+    configuration whose ``demand`` [M, R] fits what ``capacity`` [R] has left (ties: the
+    lower index), else ``wait`` (index 0).  No prices (all 0) and no bound: ``dual_bound``
+    and ``gap`` are NaN.  ``current`` [N]: running configuration index or -1."""
+    n = len(offsets) - 1
+    left = np.asarray(capacity, dtype=float).copy()
+    choice = np.zeros(n, dtype=np.int64)
+    best = np.array([utility[offsets[i]:offsets[i + 1]].max() for i in range(n)])
+    for i in np.argsort(-best, kind="stable"):
+        lo, hi = int(offsets[i]), int(offsets[i + 1])
+        for c in np.argsort(-utility[lo:hi], kind="stable"):
+            if np.all(demand[lo + c] <= left + 1e-9):
+                choice[i] = c
+                left -= demand[lo + c]
+                break
+    picked = offsets[:-1] + choice
+    changed = (current >= 0) & (choice != current)
+    return PricingResult(choice=choice, prices=np.zeros(len(left)),
+                         primal_value=float(utility[picked].sum()), dual_bound=math.nan,
+                         gap=math.nan, iterations=0, seconds=0.0,
+                         totals=demand[picked].sum(axis=0), changed=changed)
 
 
 def _candidates(fam, red: np.ndarray, k: int, floor: float, exclude: set[int],

@@ -1,0 +1,207 @@
+"""Cluster definitions for ``elastico evaluate``: the trace's own GPU mix, or a YAML file.
+
+Who calls it: :mod:`elastico.evaluate` and its CLI.  Whom it calls: PyYAML (safe loader),
+:mod:`elastico.trace` (GPU memory per model, the trace's sub-cluster) and the throughput model
+(which GPU models have a speed).  No clock, no global state.
+
+A cluster definition (e.g. ``data/clusters/a100-mig.yaml``)::
+
+    name: a100                       # cluster label prefix: a100-64, a100-512, ...
+    description: free text           # optional
+    pools:                           # one or more node pools
+      - gpu_model: A100-80GB         # a model known to elastico.trace.GPU_MEMORY_GIB and the
+                                     #   throughput model
+        gpus_per_node: 8             # integer 1..64
+        cpu_cores: 128               # > 0
+        mem_gib: 2048                # > 0
+        fraction: 0.5                # share of the cluster's GPUs, (0, 1]; pools sum to 1
+        gpu_mem_gib: 80              # optional, default GPU_MEMORY_GIB[gpu_model]
+
+A cluster of ``N`` GPUs gets ``N x fraction / gpus_per_node`` nodes of each pool, which must
+be a whole number (else :class:`~elastico.errors.InvalidArgument` naming the pool and N).
+Unknown keys, missing keys, wrong types and out-of-range values are refused with the field
+path (``pools[1].fraction``), the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from elastico.errors import InvalidArgument
+from elastico.model import Node
+
+__all__ = ["ClusterSpec", "Pool", "TRACE", "load_cluster", "parse_cluster", "bundled_clusters"]
+
+#: the cluster name of the trace's own GPU mix (:func:`elastico.trace.sub_cluster`)
+TRACE = "trace"
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+_TOP = {"name": True, "description": False, "pools": True}
+_POOL = {"gpu_model": True, "gpus_per_node": True, "cpu_cores": True, "mem_gib": True,
+         "fraction": True, "gpu_mem_gib": False}
+MAX_GPUS_PER_NODE = 64
+#: upper bound of cores and GiB (1e15, elastico.trace.MAX_QUANTITY's reasoning): far above any
+#: real node, far below where sums over a cluster lose precision
+MAX_QUANTITY = 1e15
+
+
+@dataclass(frozen=True)
+class Pool:
+    gpu_model: str
+    gpus_per_node: int
+    cpu_cores: float
+    mem_gib: float
+    fraction: float
+    gpu_mem_gib: float
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """A named cluster family: ``nodes(gpus)`` builds the N-GPU member.  ``pools`` is empty for
+    the trace's own mix (built by :func:`elastico.trace.sub_cluster`)."""
+
+    name: str
+    description: str = ""
+    pools: tuple[Pool, ...] = ()
+    source: str = ""
+
+    def label(self, gpus: int) -> str:
+        return f"{self.name}-{gpus}"
+
+    def nodes(self, gpus: int, trace_nodes: Sequence[Node] | None = None) -> list[Node]:
+        """The ``gpus``-GPU cluster.  The trace mix needs ``trace_nodes``
+        (:func:`elastico.trace.read_nodes`); InvalidArgument if ``gpus`` cannot be built."""
+        if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus <= 0:
+            raise InvalidArgument("gpus", gpus, "must be a positive integer")
+        if not self.pools:
+            from elastico import trace
+
+            return trace.sub_cluster(trace_nodes if trace_nodes is not None
+                                     else trace.read_nodes(), gpus)
+        out: list[Node] = []
+        for i, p in enumerate(self.pools):
+            share = gpus * p.fraction / p.gpus_per_node
+            count = round(share)
+            if abs(share - count) > 1e-9:
+                raise InvalidArgument(
+                    "gpus", gpus, f"cluster {self.name!r}: pools[{i}] ({p.gpu_model}) would get "
+                    f"{gpus} x {p.fraction:g} / {p.gpus_per_node} = {share:g} nodes; choose a GPU "
+                    f"count that gives every pool whole nodes")
+            out += [Node(f"{self.name}-{p.gpu_model.lower()}-{k:04d}", p.gpu_model,
+                         p.gpus_per_node, p.gpu_mem_gib, p.cpu_cores, p.mem_gib)
+                    for k in range(count)]
+        return out
+
+
+def bundled_clusters() -> dict[str, Path]:
+    """Bundled definitions by file stem (``data/clusters/*.yaml``)."""
+    from elastico.paths import data_dir
+
+    folder = data_dir() / "clusters"
+    return {p.stem: p for p in sorted(folder.glob("*.yaml"))} if folder.is_dir() else {}
+
+
+def load_cluster(ref: str) -> ClusterSpec:
+    """``trace`` (the trace's own GPU mix), a bundled definition's name (``a100-mig``) or a
+    path to a YAML file.  InvalidArgument for an unknown name, an unreadable file, bad YAML
+    or a bad definition (:func:`parse_cluster`)."""
+    if ref == TRACE:
+        return ClusterSpec(TRACE, "the Alibaba trace's own GPU mix (docs/model.md, 1.)")
+    bundled = bundled_clusters()
+    path = bundled.get(ref) or Path(ref)
+    if not (path.suffix in (".yaml", ".yml") and path.is_file()):
+        raise InvalidArgument("cluster", ref, "'trace', a bundled cluster ("
+                              + ", ".join(bundled) + ") or an existing .yaml file")
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise InvalidArgument("cluster", str(path), f"could not be read: {e}") from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        where = getattr(e, "problem_mark", None)
+        at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
+        raise InvalidArgument(f"{path.name}", str(path), f"valid YAML ({getattr(e, 'problem', e)}{at})") from None
+    return parse_cluster(doc, source=str(path))
+
+
+def _field(where: str, doc: dict, key: str, kind: str, lo: float | None = None,
+           hi: float | None = None, lo_open: bool = False) -> Any:
+    v = doc[key]
+    name = f"{where}{key}"
+    if kind == "str":
+        if not isinstance(v, str) or not v.strip():
+            raise InvalidArgument(name, v, "a non-empty string")
+        return v
+    if kind == "int":
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise InvalidArgument(name, v, f"an integer in {lo:g}..{hi:g}")
+    else:
+        what = "a finite number" + (f" in ({lo:g}, {hi:g}]" if hi else f" in ({lo:g}, {MAX_QUANTITY:g}]")
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise InvalidArgument(name, v, what)
+        try:  # a YAML integer can be beyond float range
+            finite = math.isfinite(v) and float(v) <= MAX_QUANTITY
+        except OverflowError:
+            finite = False
+        if not finite:
+            raise InvalidArgument(name, v, what)
+    if (lo is not None and (v <= lo if lo_open else v < lo)) or (hi is not None and v > hi):
+        rng = (f"in ({lo:g}, {hi:g}]" if lo_open else f"in {lo:g}..{hi:g}") if hi is not None \
+            else f"> {lo:g}"
+        raise InvalidArgument(name, v, f"must be {rng}")
+    return v
+
+
+def _keys(where: str, doc: Any, allowed: dict[str, bool]) -> None:
+    if not isinstance(doc, dict):
+        raise InvalidArgument(where.rstrip(".") or "cluster", type(doc).__name__,
+                              "a mapping with keys " + ", ".join(allowed))
+    for k in doc:
+        if k not in allowed:
+            raise InvalidArgument(f"{where}{k}", doc[k], "unknown key; allowed: " + ", ".join(allowed))
+    for k, required in allowed.items():
+        if required and k not in doc:
+            raise InvalidArgument(f"{where}{k}", None, "required")
+
+
+def parse_cluster(doc: Any, source: str = "") -> ClusterSpec:
+    """Validate a loaded YAML document (module docstring) into a :class:`ClusterSpec`."""
+    from elastico.throughput import ThroughputModel
+    from elastico.trace import GPU_MEMORY_GIB
+
+    _keys("", doc, _TOP)
+    name = _field("", doc, "name", "str")
+    if not _NAME.match(name) or name == TRACE:
+        raise InvalidArgument("name", name, "1-32 of a-z, 0-9, '-', '_' starting with a letter "
+                                            "or digit, and not 'trace'")
+    desc = doc.get("description", "")
+    if not isinstance(desc, str):
+        raise InvalidArgument("description", desc, "a string")
+    pools_doc = doc["pools"]
+    if not isinstance(pools_doc, list) or not pools_doc:
+        raise InvalidArgument("pools", pools_doc, "a non-empty list of node pools")
+    known = sorted(set(GPU_MEMORY_GIB) & set(ThroughputModel.bundled().gpu_models()))
+    pools = []
+    for i, p in enumerate(pools_doc):
+        w = f"pools[{i}]."
+        _keys(w, p, _POOL)
+        model = _field(w, p, "gpu_model", "str")
+        if model not in known:
+            raise InvalidArgument(f"{w}gpu_model", model, "one of " + ", ".join(known))
+        gpn = _field(w, p, "gpus_per_node", "int", 1, MAX_GPUS_PER_NODE)
+        cpu = _field(w, p, "cpu_cores", "num", 0, None, lo_open=True)
+        mem = _field(w, p, "mem_gib", "num", 0, None, lo_open=True)
+        frac = _field(w, p, "fraction", "num", 0, 1, lo_open=True)
+        gmem = _field(w, p, "gpu_mem_gib", "num", 0, None, lo_open=True) \
+            if "gpu_mem_gib" in p else GPU_MEMORY_GIB[model]
+        pools.append(Pool(model, int(gpn), float(cpu), float(mem), float(frac), float(gmem)))
+    total = sum(p.fraction for p in pools)
+    if abs(total - 1.0) > 1e-9:
+        raise InvalidArgument("pools[*].fraction", round(total, 12), "must sum to 1")
+    return ClusterSpec(name, desc, tuple(pools), source)

@@ -1,0 +1,206 @@
+"""The evaluation runner behind ``elastico evaluate``: every (cluster, policy, seed) replay.
+
+Who calls it: :mod:`elastico.evaluate_cli` (and tests).  Whom it calls: the cluster
+definitions (:mod:`elastico.clusters`), the workload builder, the policies and the simulator
+-- the same code ``elastico simulate`` runs -- and, for parallel runs, a process pool.  It
+writes nothing: :mod:`elastico.report` turns its :class:`RunOutput` list into the report.
+
+One run (:func:`run_one`) is one :class:`Task`: the cluster ``spec`` at ``gpus`` GPUs, the
+workload of ``seed`` (``jobs_per_gpu x gpus`` trace pods drawn by the seed, arrivals scaled
+to ``load``; docs/model.md, "Workload"), one policy, the ground-truth slowdowns from Gavel's
+measured pairs and the placer's predictor k-fold by job type (docs/predictor.md,
+"Simulator"), restarts charged ``restart_s`` seconds.  Every policy of one (cluster, gpus,
+seed) sees the identical workload.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Callable, Sequence
+
+import numpy as np
+
+from elastico.clusters import ClusterSpec
+
+__all__ = ["Settings", "Task", "RunOutput", "tasks_for", "run_one", "run_all", "SERIES_BINS",
+           "SERIES_SPANS"]
+
+#: time bins of the utilization and queue-length series kept per run (for the plots)
+SERIES_BINS = 200
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What every run of one evaluation shares.  ``jobs_per_gpu``: trace pods replayed per
+    GPU of the cluster (the trace window); ``load``: offered load (None = the workload
+    builder's default, 1.0 or 0.9 of the most the pods can offer); ``restart_s``: seconds of
+    progress lost per reconfiguration; ``utility``: elastico's objective."""
+
+    jobs_per_gpu: float = 4.0
+    load: float | None = None
+    restart_s: float = 30.0
+    utility: str = "jct"
+
+
+@dataclass(frozen=True)
+class Task:
+    spec: ClusterSpec
+    gpus: int
+    policy: str
+    seed: int
+    settings: Settings = field(default_factory=Settings)
+
+    @property
+    def cluster(self) -> str:
+        return self.spec.label(self.gpus)
+
+    def cost(self) -> float:
+        """A rough relative run time, to start the longest runs first."""
+        return self.gpus * self.settings.jobs_per_gpu * (4.0 if "elastico" in self.policy else 1.0)
+
+
+@dataclass
+class RunOutput:
+    """One run: ``run`` is its results.json object (cluster, gpus, policy, seed, load, jobs,
+    the simulate metric keys, wall_s); ``jct`` the finished batch jobs' JCTs (s);
+    ``series`` the binned time series (``t`` bin starts in s from the first arrival,
+    ``utilization`` busy GPUs / cluster GPUs, ``allocation``, ``queue`` jobs waiting)."""
+
+    run: dict
+    jct: list[float]
+    series: dict[str, list[float]]
+
+
+def tasks_for(specs: Sequence[ClusterSpec], gpus: Sequence[int], policies: Sequence[str],
+              seeds: Sequence[int], settings: Settings = Settings()) -> list[Task]:
+    """Every (cluster, gpus, policy, seed), in report order."""
+    return [Task(s, g, p, seed, settings) for s in specs for g in gpus for p in policies
+            for seed in seeds]
+
+
+@lru_cache(maxsize=1)
+def _inputs():
+    """Trace nodes and pods, the throughput model and the slowdown models (once per process)."""
+    from elastico import trace
+    from elastico.predictor.learned import MeasuredSlowdown, kfold_by_job_type
+    from elastico.predictor.observations import bundled_observations
+    from elastico.throughput import ThroughputModel
+
+    obs = bundled_observations()
+    return (trace.read_nodes(), trace.read_pods(), ThroughputModel.bundled(),
+            kfold_by_job_type(obs, k=5, seed=0), obs)
+
+
+def _truth():
+    """A fresh ground-truth model per run (it counts its own lookups and misses)."""
+    from elastico.predictor.learned import MeasuredSlowdown
+
+    return MeasuredSlowdown.from_observations(_inputs()[4])
+
+
+@lru_cache(maxsize=8)
+def _workload(spec: ClusterSpec, gpus: int, seed: int, settings: Settings):
+    from elastico import workload
+
+    nodes_all, pods, model, _, _ = _inputs()
+    nodes = spec.nodes(gpus, nodes_all)
+    n_jobs = max(1, int(round(settings.jobs_per_gpu * gpus)))
+    wl = workload.build_workload(pods, nodes, seed=seed, load=settings.load, model=model,
+                                 jobs=n_jobs)
+    return nodes, wl
+
+
+def run_one(task: Task) -> RunOutput:
+    """Replay one task (module docstring) and summarise it."""
+    from elastico.placer.policies import PolicyEnv, make_policy
+    from elastico.simulator import simulate
+
+    t0 = time.perf_counter()
+    nodes, wl = _workload(task.spec, task.gpus, task.seed, task.settings)
+    _, _, model, predictor, _ = _inputs()
+    truth = _truth()
+    env = PolicyEnv(nodes=nodes, throughput=model, slowdown=predictor,
+                    utility=task.settings.utility, restart_s=task.settings.restart_s)
+    policy = make_policy(task.policy, env)
+    res = simulate(nodes, wl.jobs, policy, restart_s=task.settings.restart_s,
+                   activity=lambda j, c, _cat=policy.catalog: _cat.profile(j, c).gpu_activity,
+                   truth=truth)
+    kinds = {k: v for k, v in wl.kinds.items()}
+    run = {"cluster": task.cluster, "gpus": task.gpus, "policy": task.policy, "seed": task.seed,
+           "load": wl.offered_load, "jobs": len(wl.jobs), "kinds": kinds,
+           **res.metrics,
+           "truth_pairs_unmeasured": (truth.misses / truth.lookups) if truth.lookups else 0.0,
+           "wall_s": round(time.perf_counter() - t0, 2)}
+    jct = sorted(r.finish_s - r.arrival_s for r in res.records
+                 if r.kind != "service" and r.status == "finished")
+    arrivals = [j.arrival_s for j in wl.jobs]
+    span = (max(arrivals) - min(arrivals)) if arrivals else 0.0
+    return RunOutput(run, jct, _bin_series(res.timeline, task.gpus, horizon=SERIES_SPANS * span))
+
+
+#: the plotted series cover this many arrival spans from the first event (the arrival window
+#: and the start of the drain; the hours-long tail of a few long jobs would hide it)
+SERIES_SPANS = 4.0
+
+
+def _bin_series(tl: dict[str, list[float]], gpus: int, bins: int = SERIES_BINS,
+                horizon: float = math.inf) -> dict:
+    """Time-weighted means of the event-interval series over ``bins`` equal bins from the first
+    event to the last, or to ``horizon`` seconds after the first when that comes earlier (each
+    interval [t_i, t_{i+1}) carries its value)."""
+    t = np.asarray(tl.get("t", []), float)
+    if t.size < 2:
+        return {"t": [], "utilization": [], "allocation": [], "queue": []}
+    ends = np.append(t[1:], t[-1])
+    lo = float(t[0])
+    hi = min(float(t[-1]), lo + horizon) if horizon > 0 else float(t[-1])
+    edges = np.linspace(lo, hi, bins + 1)
+    out = {"t": (edges[:-1] - lo).tolist()}
+    for key, name, scale in (("busy_all", "utilization", 1.0 / gpus),
+                             ("allocated", "allocation", 1.0 / gpus), ("queue", "queue", 1.0)):
+        v = np.asarray(tl[key], float) * scale
+        acc = np.zeros(bins)
+        for b in range(bins):
+            a, z = edges[b], edges[b + 1]
+            w = np.clip(np.minimum(ends, z) - np.maximum(t, a), 0.0, None)
+            acc[b] = float((w * v).sum() / (z - a)) if z > a else 0.0
+        out[name] = acc.tolist()
+    return out
+
+
+def run_all(tasks: Sequence[Task], workers: int | None = None,
+            progress: Callable[[int, int, Task, RunOutput], None] | None = None
+            ) -> list[RunOutput]:
+    """Run ``tasks`` on ``workers`` processes (default: CPU count; 1 = in this process),
+    longest first; results in the order of ``tasks``.  ``progress(done, total, task, out)``
+    after each run.  A failing run raises (the pool is shut down, no partial report)."""
+    workers = workers or os.cpu_count() or 1
+    order = sorted(range(len(tasks)), key=lambda i: -tasks[i].cost())
+    outs: list[RunOutput | None] = [None] * len(tasks)
+    done = 0
+    if workers == 1 or len(tasks) <= 1:
+        for i in order:
+            outs[i] = run_one(tasks[i])
+            done += 1
+            if progress:
+                progress(done, len(tasks), tasks[i], outs[i])
+        return outs  # type: ignore[return-value]
+    with ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
+        futs = {pool.submit(run_one, tasks[i]): i for i in order}
+        try:
+            for f in as_completed(futs):
+                i = futs[f]
+                outs[i] = f.result()
+                done += 1
+                if progress:
+                    progress(done, len(tasks), tasks[i], outs[i])
+        except BaseException:
+            for f in futs:
+                f.cancel()
+            raise
+    return outs  # type: ignore[return-value]

@@ -1,0 +1,189 @@
+"""``elastico evaluate``: every policy on every cluster and seed, and the report.
+
+Who calls it: :mod:`elastico.cli`.  Whom it calls: :mod:`elastico.clusters` (cluster
+definitions), :mod:`elastico.evaluate` (the runs, in parallel processes) and
+:mod:`elastico.report` (results.json, report.md, PNG plots).  Progress goes to stderr, one
+line per finished run.  Every flag is checked before any run starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+from elastico.errors import InvalidArgument
+
+#: the default evaluation (docs/metrics.md, "elastico evaluate"): sized to finish in under
+#: 30 minutes on 2 cores
+DEFAULT_GPUS = "64,512"
+DEFAULT_CLUSTERS = "trace,a100-mig"
+DEFAULT_SEEDS = "0,1,2,3,4"
+DEFAULT_JOBS_PER_GPU = 2.0
+DEFAULT_POLICIES = ("exclusive", "time-slicing", "fgd", "elastico", "elastico-no-rst",
+                    "elastico-no-esp", "elastico-no-iac")
+MAX_GPUS = 6212  # the trace's whole cluster
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from elastico.pricing import UTILITIES
+
+    p = sub.add_parser(
+        "evaluate",
+        help="run every policy on the trace and MIG clusters over several seeds and write "
+             "the report (markdown, PNG plots, results.json)",
+        description="Replays the bundled Alibaba GPU trace through every --policies on every "
+                    "--clusters x --gpus cluster for every --seeds, in --jobs parallel "
+                    "processes, and writes report.md, results.json and PNG plots into --out.  "
+                    "docs/metrics.md defines every number.",
+    )
+    p.add_argument("--gpus", default=DEFAULT_GPUS, metavar="N,N",
+                   help="cluster sizes in GPUs, comma-separated (default: %(default)s)")
+    p.add_argument("--clusters", default=DEFAULT_CLUSTERS, metavar="C,C",
+                   help="'trace' (the trace's own GPU mix), a bundled cluster definition "
+                        "(data/clusters/NAME.yaml) or a path to a .yaml file, comma-separated "
+                        "(default: %(default)s)")
+    p.add_argument("--policies", default=",".join(DEFAULT_POLICIES), metavar="P,P",
+                   help="policies, comma-separated (default: %(default)s)")
+    p.add_argument("--seeds", default=DEFAULT_SEEDS, metavar="S,S",
+                   help="workload seeds, comma-separated integers >= 0 (default: %(default)s)")
+    p.add_argument("--jobs-per-gpu", type=float, default=DEFAULT_JOBS_PER_GPU, metavar="K",
+                   help="trace pods replayed per cluster GPU, the trace window "
+                        "(default: %(default)s)")
+    p.add_argument("--load", type=float, default=None,
+                   help="offered load (default: 1.0, or 0.9 of the most the pods can offer)")
+    p.add_argument("--utility", choices=sorted(UTILITIES), default="jct",
+                   help="elastico's objective (default: %(default)s)")
+    p.add_argument("--restart-s", type=float, default=30.0,
+                   help="seconds of progress lost per reconfiguration (default: %(default)s)")
+    p.add_argument("--out", type=Path, default=Path("docs/evaluation"), metavar="DIR",
+                   help="output folder (default: %(default)s)")
+    p.add_argument("--jobs", type=int, default=None, metavar="N",
+                   help="parallel processes (default: the CPU count)")
+    p.set_defaults(func=run)
+
+
+def _ints(flag: str, text: str, lo: int, hi: int | None = None) -> list[int]:
+    out = []
+    for tok in text.split(","):
+        tok = tok.strip()
+        try:
+            v = int(tok)
+        except ValueError:
+            raise InvalidArgument(flag, text, "comma-separated integers") from None
+        if v < lo or (hi is not None and v > hi):
+            raise InvalidArgument(flag, v, f"each in {lo}..{hi}" if hi else f"each >= {lo}")
+        out.append(v)
+    if len(set(out)) != len(out):
+        raise InvalidArgument(flag, text, "no value twice")
+    return out
+
+
+def _names(flag: str, text: str) -> list[str]:
+    out = [t.strip() for t in text.split(",")]
+    if not all(out):
+        raise InvalidArgument(flag, text, "comma-separated non-empty names")
+    if len(set(out)) != len(out):
+        raise InvalidArgument(flag, text, "no name twice")
+    return out
+
+
+def parse(args: argparse.Namespace):
+    """Every flag checked (InvalidArgument naming it) -> (specs, gpus, policies, seeds,
+    settings, workers)."""
+    from elastico.clusters import load_cluster
+    from elastico.evaluate import Settings
+    from elastico.placer.policies import POLICIES
+    from elastico.paths import check_output_file
+
+    gpus = _ints("--gpus", args.gpus, 1, MAX_GPUS)
+    seeds = _ints("--seeds", args.seeds, 0)
+    policies = _names("--policies", args.policies)
+    for name in policies:
+        if name not in POLICIES:
+            raise InvalidArgument("--policies", name, "one of " + ", ".join(POLICIES))
+    specs = []
+    for ref in _names("--clusters", args.clusters):
+        try:
+            specs.append(load_cluster(ref))
+        except InvalidArgument as e:
+            raise InvalidArgument(f"--clusters {ref}: {e.field}", e.value, e.allowed) from None
+    if len({s.name for s in specs}) != len(specs):
+        raise InvalidArgument("--clusters", args.clusters, "clusters with distinct names")
+    for s in specs:  # a size a definition cannot build fails now, not after an hour of runs
+        for g in gpus:
+            try:
+                if s.pools:
+                    s.nodes(g)
+            except InvalidArgument as e:
+                raise InvalidArgument("--gpus", g, e.allowed) from None
+    if not (math.isfinite(args.jobs_per_gpu) and 0 < args.jobs_per_gpu <= 100):
+        raise InvalidArgument("--jobs-per-gpu", args.jobs_per_gpu, "a number in (0, 100]")
+    if args.load is not None and not (math.isfinite(args.load) and args.load > 0):
+        raise InvalidArgument("--load", args.load, "a finite number > 0")
+    if not (math.isfinite(args.restart_s) and 0 <= args.restart_s <= 86_400):
+        raise InvalidArgument("--restart-s", args.restart_s, "in 0..86400")
+    if args.jobs is not None and not (1 <= args.jobs <= 256):
+        raise InvalidArgument("--jobs", args.jobs, "an integer in 1..256")
+    out = args.out
+    if out.exists() and not out.is_dir():
+        raise InvalidArgument("--out", str(out), "a folder (it is a file)")
+    if out.is_dir():
+        check_output_file("--out", out / "results.json")
+    else:  # created at the end: its nearest existing ancestor must be a writable folder
+        anc = out.absolute().parent
+        while not anc.exists() and anc != anc.parent:
+            anc = anc.parent
+        if not (anc.is_dir() and os.access(anc, os.W_OK | os.X_OK)):
+            raise InvalidArgument("--out", str(out), f"a folder that can be created ({anc} "
+                                                     "is not a writable folder)")
+    settings = Settings(jobs_per_gpu=args.jobs_per_gpu, load=args.load,
+                        restart_s=args.restart_s, utility=args.utility)
+    return specs, gpus, policies, seeds, settings, args.jobs or os.cpu_count() or 1
+
+
+def run(args: argparse.Namespace) -> int:
+    from elastico.evaluate import run_all, tasks_for
+    from elastico.report import write_report
+
+    specs, gpus, policies, seeds, settings, workers = parse(args)
+    tasks = tasks_for(specs, gpus, policies, seeds, settings)
+    t0 = time.perf_counter()
+    print(f"evaluate: {len(tasks)} runs ({len(specs)} cluster definitions x {len(gpus)} sizes x "
+          f"{len(policies)} policies x {len(seeds)} seeds) on {workers} processes",
+          file=sys.stderr, flush=True)
+
+    def progress(done, total, task, out):
+        r = out.run
+        print(f"[{done}/{total} {time.perf_counter() - t0:,.0f}s] {task.cluster} {task.policy} "
+              f"seed {task.seed}: avg JCT {r['avg_jct_s']:,.0f} s, "
+              f"{r['jobs_per_hour']:,.2f} jobs/h, util {r['gpu_utilization']:.1%} "
+              f"({r['wall_s']:,.0f} s)", file=sys.stderr, flush=True)
+
+    outs = run_all(tasks, workers=workers, progress=progress)
+    wall = time.perf_counter() - t0
+    meta = {"settings": {
+        "clusters": ", ".join(s.name for s in specs), "GPUs": ", ".join(map(str, gpus)),
+        "seeds": ", ".join(map(str, seeds)), "jobs per GPU": f"{settings.jobs_per_gpu:g}",
+        "load": "default (1.0, or 0.9 of the maximum)" if settings.load is None
+        else f"{settings.load:g}", "restart": f"{settings.restart_s:g} s",
+        "utility": settings.utility, "processes": workers,
+        "wall time": f"{wall / 60:.1f} min",
+    }, "closing": _closing_note(args.out)}
+    paths = write_report(outs, args.out, meta)
+    print(f"evaluate: wrote {', '.join(str(p) for p in paths)} in {wall / 60:.1f} min",
+          file=sys.stderr)
+    return 0
+
+
+def _closing_note(out: Path) -> str:
+    """A closing note kept beside the report (``closing.md``, written by a person who read
+    the numbers) is carried into it; the runner never invents one."""
+    p = out / "closing.md"
+    try:
+        return p.read_text(encoding="utf-8") if p.is_file() else ""
+    except OSError:
+        return ""

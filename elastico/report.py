@@ -1,0 +1,281 @@
+"""The evaluation report: ``results.json``, ``report.md`` and PNG plots from evaluation runs.
+
+Who calls it: :mod:`elastico.evaluate_cli` (and tests).  Whom it calls: numpy, matplotlib
+(Agg backend: no display needed).  It runs nothing: its input is the list of
+:class:`elastico.evaluate.RunOutput` the runner returned.  Every number it prints is defined
+in docs/metrics.md ("elastico evaluate").
+
+Files written into ``out``:
+
+* ``results.json`` -- ``{"runs": [...]}``, one object per (cluster, policy, seed): ``cluster``,
+  ``gpus``, ``policy``, ``seed``, ``load``, ``jobs``, ``kinds``, every simulate metric key,
+  ``service_bound_violations``, ``truth_pairs_unmeasured``, ``wall_s``;
+* ``report.md`` -- per cluster a table of mean ± standard deviation over seeds per policy,
+  the goal check (512-GPU clusters against ``exclusive``) and the ablation check;
+* ``jct_cdf.png``, ``gpu_utilization.png``, ``queue_length.png`` -- one panel per cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+__all__ = ["write_report", "summarise", "goal_check", "ablation_check", "TABLE", "PLOTS",
+           "GOALS"]
+
+#: (metric key, column label, format, lower is better)
+TABLE = (
+    ("avg_jct_s", "avg JCT (s)", "{:,.0f}", True),
+    ("p50_jct_s", "p50 JCT (s)", "{:,.0f}", True),
+    ("p95_jct_s", "p95 JCT (s)", "{:,.0f}", True),
+    ("p99_jct_s", "p99 JCT (s)", "{:,.0f}", True),
+    ("avg_queue_s", "queueing (s)", "{:,.0f}", True),
+    ("makespan_s", "makespan (s)", "{:,.0f}", True),
+    ("jobs_per_hour", "throughput (jobs/h)", "{:,.2f}", False),
+    ("gpu_allocation", "GPU alloc.", "{:.1%}", False),
+    ("gpu_utilization", "GPU util.", "{:.1%}", False),
+    ("service_bound_violations", "service bound viol.", "{:,.1f}", True),
+    ("batch_bound_violations", "batch bound viol.", "{:,.1f}", True),
+    ("restarts", "reconfig.", "{:,.0f}", True),
+    ("round_ms_p50", "round p50 (ms)", "{:,.1f}", True),
+    ("round_ms_p99", "round p99 (ms)", "{:,.1f}", True),
+)
+PLOTS = ("jct_cdf.png", "gpu_utilization.png", "queue_length.png")
+#: issue 8's goals for the 512-GPU clusters (elastico against exclusive, means over seeds)
+GOALS = {"jct_ratio": 3.0, "throughput_ratio": 2.1, "utilization": 0.46,
+         "utilization_ratio": 1.8, "service_bound_violations": 0}
+ABLATIONS = ("elastico-no-rst", "elastico-no-esp", "elastico-no-iac")
+#: smallest mean paired change (2 %) of avg JCT or throughput that counts as measurable
+MEASURABLE = 0.02
+
+
+def _mean_sd(values: Sequence[float]) -> tuple[float, float]:
+    a = np.asarray(values, float)
+    return float(a.mean()), float(a.std(ddof=1)) if a.size > 1 else 0.0
+
+
+def summarise(runs: Sequence[dict]) -> dict[tuple[str, str], dict[str, tuple[float, float]]]:
+    """``{(cluster, policy): {metric: (mean, sample standard deviation over seeds)}}``."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in runs:
+        groups.setdefault((r["cluster"], r["policy"]), []).append(r)
+    return {k: {key: _mean_sd([r[key] for r in rs]) for key, *_ in TABLE}
+            | {"seeds": (len(rs), 0.0)} for k, rs in groups.items()}
+
+
+def _clusters(runs: Sequence[dict]) -> list[str]:
+    return list(dict.fromkeys(r["cluster"] for r in runs))
+
+
+def _policies(runs: Sequence[dict]) -> list[str]:
+    return list(dict.fromkeys(r["policy"] for r in runs))
+
+
+def goal_check(runs: Sequence[dict], cluster: str) -> list[dict] | None:
+    """The goals of issue 8 for ``cluster`` (elastico vs exclusive, ratio of the means over
+    seeds); None when either policy is missing.  Each row: goal, target, measured, met."""
+    s = summarise(runs)
+    ex, el = s.get((cluster, "exclusive")), s.get((cluster, "elastico"))
+    if ex is None or el is None:
+        return None
+    m = lambda d, k: d[k][0]  # noqa: E731
+    div = lambda a, b: a / b if b else math.inf  # noqa: E731
+    rows = [
+        ("avg JCT, exclusive / elastico", GOALS["jct_ratio"],
+         div(m(ex, "avg_jct_s"), m(el, "avg_jct_s"))),
+        ("throughput, elastico / exclusive", GOALS["throughput_ratio"],
+         div(m(el, "jobs_per_hour"), m(ex, "jobs_per_hour"))),
+        ("GPU utilization of elastico", GOALS["utilization"], m(el, "gpu_utilization")),
+        ("GPU utilization, elastico / exclusive", GOALS["utilization_ratio"],
+         div(m(el, "gpu_utilization"), m(ex, "gpu_utilization"))),
+    ]
+    out = [{"goal": g, "target": t, "measured": v, "met": v >= t} for g, t, v in rows]
+    viol = sum(r["service_bound_violations"] for r in runs
+               if r["cluster"] == cluster and r["policy"] == "elastico")
+    out.append({"goal": "service jobs over their slowdown bound (elastico, all seeds)",
+                "target": 0, "measured": viol, "met": viol == 0})
+    return out
+
+
+def ablation_check(runs: Sequence[dict], cluster: str) -> list[dict]:
+    """Per ablation present: the paired (same seed) relative change against full elastico of
+    avg JCT and throughput, the seeds on which it is worse, and whether it is *measurably
+    worse*: avg JCT higher on every seed and by :data:`MEASURABLE` or more on average, or
+    throughput lower on every seed and by :data:`MEASURABLE` or more on average, or more
+    bound violations (service + batch) on every seed."""
+    full = {r["seed"]: r for r in runs if r["cluster"] == cluster and r["policy"] == "elastico"}
+    out = []
+    for name in ABLATIONS:
+        ab = {r["seed"]: r for r in runs if r["cluster"] == cluster and r["policy"] == name}
+        seeds = sorted(set(ab) & set(full))
+        if not seeds:
+            continue
+        d_jct = [ab[s]["avg_jct_s"] / full[s]["avg_jct_s"] - 1 if full[s]["avg_jct_s"] else 0.0
+                 for s in seeds]
+        d_tp = [ab[s]["jobs_per_hour"] / full[s]["jobs_per_hour"] - 1
+                if full[s]["jobs_per_hour"] else 0.0 for s in seeds]
+        viol = [ab[s]["service_bound_violations"] + ab[s]["batch_bound_violations"]
+                - full[s]["service_bound_violations"] - full[s]["batch_bound_violations"]
+                for s in seeds]
+        worse_jct = sum(d > 0 for d in d_jct)
+        worse_tp = sum(d < 0 for d in d_tp)
+        n = len(seeds)
+        worse = ((worse_jct == n and np.mean(d_jct) >= MEASURABLE)
+                 or (worse_tp == n and -np.mean(d_tp) >= MEASURABLE)
+                 or all(v > 0 for v in viol))
+        out.append({"ablation": name, "seeds": len(seeds),
+                    "avg_jct_change": float(np.mean(d_jct)), "jct_worse_seeds": worse_jct,
+                    "throughput_change": float(np.mean(d_tp)), "throughput_worse_seeds": worse_tp,
+                    "extra_bound_violations": int(sum(viol)),
+                    "violations_worse_seeds": sum(v > 0 for v in viol),
+                    "worse": bool(worse)})
+    return out
+
+
+def _fmt(fmt: str, mean: float, sd: float, n: int) -> str:
+    return fmt.format(mean) + (f" ± {fmt.format(sd)}" if n > 1 else "")
+
+
+def _markdown(runs: Sequence[dict], meta: dict) -> str:
+    s = summarise(runs)
+    lines = ["# ElastiCo evaluation", ""]
+    lines += [meta.get("intro", "").strip(), ""] if meta.get("intro") else []
+    lines += ["Settings: " + ", ".join(f"{k} {v}" for k, v in meta.get("settings", {}).items()),
+              "", "Every number is defined in [docs/metrics.md](../metrics.md) (\"elastico "
+              "evaluate\"); cells are mean ± sample standard deviation over the seeds; the "
+              "JSON behind them is [results.json](results.json).", ""]
+    for cluster in _clusters(runs):
+        rs = [r for r in runs if r["cluster"] == cluster]
+        r0 = rs[0]
+        seeds = sorted({r["seed"] for r in rs})
+        kinds = r0.get("kinds", {})
+        lines += [f"## {cluster}", "",
+                  f"{r0['gpus']} GPUs; {r0['jobs']} jobs per seed "
+                  f"({', '.join(f'{v} {k}' for k, v in kinds.items())} for seed {r0['seed']}); "
+                  f"offered load {np.mean([r['load'] for r in rs]):.3g}; seeds "
+                  f"{', '.join(map(str, seeds))}.", ""]
+        head = "| policy | " + " | ".join(lbl for _, lbl, _, _ in TABLE) + " |"
+        lines += [head, "|" + "---|" * (len(TABLE) + 1)]
+        for pol in _policies(rs):
+            d = s[(cluster, pol)]
+            n = int(d["seeds"][0])
+            lines.append(f"| {pol} | " + " | ".join(_fmt(fmt, *d[k], n) for k, _, fmt, _ in TABLE)
+                         + " |")
+        lines.append("")
+        g = goal_check(runs, cluster)
+        if g is not None:
+            lines += [f"Goals (issue 8; ratio of means over seeds), {cluster}:", "",
+                      "| goal | target | measured | met |", "|---|---|---|---|"]
+            for row in g:
+                t, v = row["target"], row["measured"]
+                fmtv = (lambda x: f"{x:.1%}") if "utilization of" in row["goal"] else \
+                    (lambda x: f"{x:,.0f}" if isinstance(x, int) else f"{x:.2f}x")
+                short = "" if row["met"] else (
+                    f" (short by {t - v:.1%})" if "utilization of" in row["goal"] else
+                    f" (short by {(t - v) / t:.0%})" if isinstance(t, float) else "")
+                lines.append(f"| {row['goal']} | {fmtv(t)} | {fmtv(v)} | "
+                             f"{'yes' if row['met'] else 'no' + short} |")
+            lines.append("")
+        ab = ablation_check(runs, cluster)
+        if ab:
+            lines += [f"Ablations against full elastico (paired by seed), {cluster}:", "",
+                      "| ablation | avg JCT change | seeds with higher JCT | throughput change "
+                      "| seeds with lower throughput | extra bound violations (seeds with more) "
+                      "| measurably worse |", "|---|---|---|---|---|---|---|"]
+            for a in ab:
+                lines.append(f"| {a['ablation']} | {a['avg_jct_change']:+.1%} | "
+                             f"{a['jct_worse_seeds']}/{a['seeds']} | "
+                             f"{a['throughput_change']:+.1%} | "
+                             f"{a['throughput_worse_seeds']}/{a['seeds']} | "
+                             f"{a['extra_bound_violations']:+d} "
+                             f"({a['violations_worse_seeds']}/{a['seeds']}) | "
+                             f"{'yes' if a['worse'] else 'no'} |")
+            lines.append("")
+    lines += ["## Plots", "",
+              "JCT CDF per policy (finished batch jobs, all seeds pooled):", "",
+              "![JCT CDF](jct_cdf.png)", "",
+              f"GPU utilization over time (seed {meta.get('plot_seed', 'first')}; busy GPUs / "
+              "cluster GPUs, time-binned):", "", "![GPU utilization](gpu_utilization.png)", "",
+              f"Queue length over time (seed {meta.get('plot_seed', 'first')}; arrived jobs not "
+              "placed, services included):", "", "![Queue length](queue_length.png)", ""]
+    if meta.get("closing"):
+        lines += ["## Closing note", "", meta["closing"].strip(), ""]
+    return "\n".join(lines)
+
+
+def _plots(outs, out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = [o.run for o in outs]
+    clusters = _clusters(runs)
+    policies = _policies(runs)
+    colors = {p: plt.cm.tab10(i % 10) for i, p in enumerate(policies)}
+    plot_seed = min(r["seed"] for r in runs)
+    n = len(clusters)
+    cols = min(n, 2)
+    rows = math.ceil(n / cols)
+
+    def grid():
+        fig, axes = plt.subplots(rows, cols, figsize=(6.5 * cols, 4.2 * rows), squeeze=False)
+        for ax in axes.flat[n:]:
+            ax.set_visible(False)
+        return fig, axes.flat
+
+    fig, axes = grid()
+    for ax, c in zip(axes, clusters):
+        for p in policies:
+            jct = np.sort(np.concatenate([np.asarray(o.jct, float) for o in outs
+                                          if o.run["cluster"] == c and o.run["policy"] == p]
+                                         or [np.zeros(0)]))
+            if jct.size:
+                ax.step(np.maximum(jct, 1.0), np.arange(1, jct.size + 1) / jct.size, where="post",
+                        label=p, color=colors[p])
+        ax.set_xscale("log")
+        ax.set_xlabel("JCT (s, log scale)")
+        ax.set_ylabel("fraction of batch jobs")
+        ax.set_title(c)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "jct_cdf.png", dpi=110)
+    plt.close(fig)
+
+    for fname, key, ylabel in (("gpu_utilization.png", "utilization", "GPU utilization"),
+                               ("queue_length.png", "queue", "jobs waiting")):
+        fig, axes = grid()
+        for ax, c in zip(axes, clusters):
+            for o in outs:
+                r = o.run
+                if r["cluster"] == c and r["seed"] == plot_seed and o.series.get("t"):
+                    ax.plot(np.asarray(o.series["t"]) / 3600.0, o.series[key], label=r["policy"],
+                            color=colors[r["policy"]], lw=1.0)
+            ax.set_xlabel("hours since the first arrival (4 arrival spans)")
+            ax.set_ylabel(ylabel)
+            ax.set_title(f"{c}, seed {plot_seed}")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out / fname, dpi=110)
+        plt.close(fig)
+
+
+def write_report(outs, out: Path, meta: dict | None = None) -> list[Path]:
+    """Write results.json, report.md and the PNGs of :data:`PLOTS` into ``out`` (created if
+    missing); returns the paths written.  ``meta``: ``settings`` (shown in the report),
+    optional ``intro`` and ``closing`` text."""
+    meta = dict(meta or {})
+    out.mkdir(parents=True, exist_ok=True)
+    runs = [o.run for o in outs]
+    meta.setdefault("plot_seed", min(r["seed"] for r in runs) if runs else 0)
+    paths = [out / "results.json", out / "report.md"] + [out / p for p in PLOTS]
+    paths[0].write_text(json.dumps({"runs": runs}, indent=1) + "\n")
+    _plots(outs, out)
+    paths[1].write_text(_markdown(runs, meta))
+    return paths

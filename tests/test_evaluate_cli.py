@@ -1,0 +1,72 @@
+"""``elastico evaluate``: bad input exits 2 with a message naming the flag and the value,
+before any run starts."""
+
+from __future__ import annotations
+
+import pytest
+
+from elastico.cli import main
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--gpus", "64,abc"], ["--gpus", "64,abc"]),
+    (["--gpus", "0"], ["--gpus", "0"]),
+    (["--gpus", "64,64"], ["--gpus", "twice"]),
+    (["--gpus", "99999"], ["--gpus", "99999"]),
+    (["--gpus", "20", "--clusters", "a100-mig"], ["--gpus", "20", "whole nodes"]),
+    (["--seeds", "-1"], ["--seeds", "-1"]),
+    (["--policies", "exclusive,kube"], ["--policies", "kube", "elastico-no-rst"]),
+    (["--policies", "exclusive,,fgd"], ["--policies"]),
+    (["--clusters", "trace,nowhere"], ["--clusters", "nowhere", "a100-mig"]),
+    (["--clusters", "trace,trace"], ["--clusters", "twice"]),
+    (["--jobs", "0"], ["--jobs", "0"]),
+    (["--jobs-per-gpu", "nan"], ["--jobs-per-gpu", "nan"]),
+    (["--load", "-1"], ["--load", "-1"]),
+    (["--restart-s", "inf"], ["--restart-s", "inf"]),
+])
+def test_bad_flags_exit_2_naming_them(argv, words, capsys, tmp_path):
+    assert main(["evaluate", "--out", str(tmp_path / "out"), *argv]) == 2
+    err = capsys.readouterr().err
+    for w in words:
+        assert w in err
+    assert not (tmp_path / "out").exists()  # nothing written
+
+
+def test_out_is_a_file(capsys, tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    assert main(["evaluate", "--out", str(f)]) == 2
+    assert "--out" in capsys.readouterr().err
+
+
+def test_bad_cluster_yaml_names_file_field(capsys, tmp_path):
+    y = tmp_path / "c.yaml"
+    y.write_text("name: c\npools:\n  - gpu_model: Z80\n    gpus_per_node: 8\n    cpu_cores: 8\n"
+                 "    mem_gib: 8\n    fraction: 1\n")
+    assert main(["evaluate", "--clusters", str(y), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "pools[0].gpu_model" in err and "Z80" in err
+
+
+def test_tiny_run_writes_the_report(capsys, tmp_path):
+    out = tmp_path / "ev"
+    assert main(["evaluate", "--gpus", "8", "--clusters", "trace", "--policies",
+                 "exclusive,time-slicing", "--seeds", "0", "--jobs-per-gpu", "2", "--jobs", "1",
+                 "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "[2/2" in err and "report.md" in err
+    assert (out / "results.json").is_file() and (out / "jct_cdf.png").is_file()
+
+
+def test_simulate_cluster_flag(capsys, tmp_path):
+    assert main(["simulate", "--cluster", "nope", "--gpus", "16", "--no-progress"]) == 2
+    assert "--cluster nope" in capsys.readouterr().err
+    assert main(["simulate", "--cluster", "a100-mig", "--gpus", "20", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "--gpus" in err and "whole nodes" in err
+    out = tmp_path / "r.json"
+    assert main(["simulate", "--cluster", "a100-mig", "--gpus", "16", "--jobs", "24",
+                 "--policy", "fgd", "--no-progress", "--json", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "16 GPUs on 2 nodes (A100-80GB 8, A100-40GB 8)" in err
+    assert out.is_file()

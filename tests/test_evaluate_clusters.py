@@ -1,0 +1,110 @@
+"""Cluster definitions for ``elastico evaluate`` (elastico.clusters): the bundled MIG cluster
+builds the node counts its fractions say, and every bad field is refused by name and value."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from elastico.clusters import TRACE, load_cluster, parse_cluster
+from elastico.errors import InvalidArgument
+
+GOOD = {"name": "mix", "pools": [
+    {"gpu_model": "A100-80GB", "gpus_per_node": 8, "cpu_cores": 128, "mem_gib": 2048,
+     "fraction": 0.75},
+    {"gpu_model": "A100-40GB", "gpus_per_node": 4, "cpu_cores": 64, "mem_gib": 512,
+     "fraction": 0.25, "gpu_mem_gib": 40},
+]}
+
+
+def test_bundled_mig_cluster_builds_whole_dgx_nodes():
+    spec = load_cluster("a100-mig")
+    assert spec.name == "a100" and spec.label(512) == "a100-512"
+    nodes = spec.nodes(512)
+    # half of 512 GPUs per pool, 8 per node -> 32 + 32 nodes
+    assert len(nodes) == 64
+    assert sum(n.num_gpus for n in nodes if n.gpu_model == "A100-80GB") == 256
+    assert sum(n.num_gpus for n in nodes if n.gpu_model == "A100-40GB") == 256
+    assert {n.gpu_mem_gib for n in nodes if n.gpu_model == "A100-40GB"} == {40.0}
+    assert all(n.mig_capable for n in nodes)
+    assert len({n.name for n in nodes}) == len(nodes)
+
+
+def test_fractions_give_node_counts():
+    spec = parse_cluster(copy.deepcopy(GOOD))
+    nodes = spec.nodes(64)
+    # 64 x 0.75 / 8 = 6 nodes of 8; 64 x 0.25 / 4 = 4 nodes of 4
+    assert [n.num_gpus for n in nodes if n.gpu_model == "A100-80GB"] == [8] * 6
+    assert [n.num_gpus for n in nodes if n.gpu_model == "A100-40GB"] == [4] * 4
+
+
+def test_size_without_whole_nodes_is_refused():
+    spec = parse_cluster(copy.deepcopy(GOOD))
+    with pytest.raises(InvalidArgument) as e:
+        spec.nodes(20)  # 20 x 0.75 / 8 = 1.875 nodes
+    assert e.value.field == "gpus" and e.value.value == 20
+    assert "pools[0]" in str(e.value) and "1.875" in str(e.value)
+
+
+def test_trace_is_the_trace_mix():
+    spec = load_cluster(TRACE)
+    assert spec.label(64) == "trace-64"
+    assert sum(n.num_gpus for n in spec.nodes(64)) == 64
+
+
+def _bad(mutate):
+    doc = copy.deepcopy(GOOD)
+    mutate(doc)
+    with pytest.raises(InvalidArgument) as e:
+        parse_cluster(doc)
+    return e.value
+
+
+@pytest.mark.parametrize("mutate, field, value", [
+    (lambda d: d.pop("name"), "name", None),
+    (lambda d: d.update(name="Bad Name"), "name", "Bad Name"),
+    (lambda d: d.update(name=TRACE), "name", TRACE),
+    (lambda d: d.update(colour="red"), "colour", "red"),
+    (lambda d: d.update(pools=[]), "pools", []),
+    (lambda d: d["pools"][0].update(gpu_model="H100"), "pools[0].gpu_model", "H100"),
+    (lambda d: d["pools"][0].update(gpus_per_node=0), "pools[0].gpus_per_node", 0),
+    (lambda d: d["pools"][0].update(gpus_per_node=8.5), "pools[0].gpus_per_node", 8.5),
+    (lambda d: d["pools"][1].update(fraction=0.0), "pools[1].fraction", 0.0),
+    (lambda d: d["pools"][1].update(fraction=True), "pools[1].fraction", True),
+    (lambda d: d["pools"][1].update(cpu_cores="many"), "pools[1].cpu_cores", "many"),
+    (lambda d: d["pools"][1].update(mem_gib=float("nan")), "pools[1].mem_gib", None),
+    (lambda d: d["pools"][1].pop("mem_gib"), "pools[1].mem_gib", None),
+    (lambda d: d["pools"][1].update(extra=1), "pools[1].extra", 1),
+    (lambda d: d["pools"][1].update(fraction=0.5), "pools[*].fraction", 1.25),
+    # a YAML integer beyond float range, and a float above the 1e15 sanity bound
+    (lambda d: d["pools"][0].update(cpu_cores=10**400), "pools[0].cpu_cores", 10**400),
+    (lambda d: d["pools"][0].update(mem_gib=1e300), "pools[0].mem_gib", 1e300),
+])
+def test_bad_fields_are_named(mutate, field, value):
+    err = _bad(mutate)
+    assert err.field == field
+    if value is not None:
+        assert err.value == value
+
+
+def test_not_a_mapping():
+    with pytest.raises(InvalidArgument) as e:
+        parse_cluster(["a", "b"])
+    assert e.value.field == "cluster"
+
+
+def test_unknown_reference_and_bad_yaml(tmp_path):
+    with pytest.raises(InvalidArgument) as e:
+        load_cluster("no-such-cluster")
+    assert e.value.field == "cluster" and "a100-mig" in e.value.allowed
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\npools: [\n")
+    with pytest.raises(InvalidArgument) as e:
+        load_cluster(str(bad))
+    assert "line" in e.value.allowed
+    ok = tmp_path / "ok.yaml"
+    import yaml
+
+    ok.write_text(yaml.safe_dump(GOOD))
+    assert load_cluster(str(ok)).name == "mix"

@@ -1,0 +1,123 @@
+"""``elastico evaluate``'s runner and report writer on a tiny run: results.json has one object
+per (cluster, policy, seed) with the simulate metric keys, the PNGs are real PNG images, and
+the markdown holds the table, the goal check and the ablation check."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import pytest
+
+from elastico.clusters import load_cluster
+from elastico.evaluate import RunOutput, Settings, run_all, tasks_for
+from elastico.report import PLOTS, ablation_check, goal_check, summarise, write_report
+from elastico.simulator import METRIC_KEYS
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    out = tmp_path_factory.mktemp("evaluation")
+    tasks = tasks_for([load_cluster("trace")], [8], ["exclusive", "elastico", "elastico-no-esp"],
+                      [0, 1], Settings(jobs_per_gpu=3))
+    outs = run_all(tasks, workers=1)
+    paths = write_report(outs, out, {"settings": {"seeds": "0, 1"}})
+    return out, outs, paths
+
+
+def test_results_json_schema(tiny):
+    out, outs, _ = tiny
+    doc = json.loads((out / "results.json").read_text())
+    assert list(doc) == ["runs"]
+    runs = doc["runs"]
+    assert len(runs) == 3 * 2
+    assert {(r["cluster"], r["policy"], r["seed"]) for r in runs} == {
+        ("trace-8", p, s) for p in ("exclusive", "elastico", "elastico-no-esp") for s in (0, 1)}
+    for r in runs:
+        assert r["gpus"] == 8
+        assert set(METRIC_KEYS) <= set(r)
+        assert isinstance(r["service_bound_violations"], int)
+        assert 0.0 <= r["gpu_utilization"] <= r["gpu_allocation"] + 1e-9 <= 1.0 + 1e-9
+        assert r["jobs"] == 24
+    # the same workload for every policy of a seed
+    for s in (0, 1):
+        assert len({(r["jobs"], r["load"]) for r in runs if r["seed"] == s}) == 1
+
+
+def test_pngs_are_valid(tiny):
+    out, _, paths = tiny
+    for name in PLOTS:
+        data = (out / name).read_bytes()
+        assert data[:8] == PNG_MAGIC
+        # IHDR: width and height are big-endian uint32 at bytes 16..24
+        w, h = struct.unpack(">II", data[16:24])
+        assert w > 100 and h > 100
+        assert data[-8:-4] == b"IEND"
+    assert {p.name for p in paths} == {"results.json", "report.md", *PLOTS}
+
+
+def test_markdown_has_table_goals_and_ablations(tiny):
+    out, outs, _ = tiny
+    md = (out / "report.md").read_text()
+    assert "## trace-8" in md
+    assert "| exclusive |" in md and "| elastico |" in md and "| elastico-no-esp |" in md
+    assert "Goals (issue 8" in md and "Ablations against full elastico" in md
+    for png in PLOTS:
+        assert f"]({png})" in md
+
+
+def test_summary_is_mean_and_sample_sd():
+    runs = [{"cluster": "c", "policy": "p", "seed": s, **{k: 0.0 for k in METRIC_KEYS},
+             "batch_bound_violations": 0, "restarts": 0} for s in (0, 1, 2)]
+    for r, v in zip(runs, (1.0, 2.0, 6.0)):
+        r["avg_jct_s"] = v
+    m, sd = summarise(runs)[("c", "p")]["avg_jct_s"]
+    # mean 3; sample variance ((-2)^2 + (-1)^2 + 3^2) / 2 = 7
+    assert m == pytest.approx(3.0) and sd == pytest.approx(7 ** 0.5)
+
+
+def _run(policy, seed, jct, tput, util, sv=0, bv=0):
+    return {"cluster": "c", "policy": policy, "seed": seed, "avg_jct_s": jct, "jobs_per_hour": tput,
+            "gpu_utilization": util, "service_bound_violations": sv, "batch_bound_violations": bv,
+            **{k: 0.0 for k in METRIC_KEYS if k not in ("avg_jct_s", "jobs_per_hour",
+                                                        "gpu_utilization",
+                                                        "service_bound_violations")},
+            "restarts": 0}
+
+
+def test_goal_check_ratios_of_means():
+    runs = [_run("exclusive", 0, 300.0, 10.0, 0.25), _run("exclusive", 1, 500.0, 10.0, 0.25),
+            _run("elastico", 0, 100.0, 25.0, 0.50), _run("elastico", 1, 100.0, 15.0, 0.40, sv=1)]
+    g = {row["goal"]: row for row in goal_check(runs, "c")}
+    # JCT: mean 400 / mean 100 = 4x; throughput 20 / 10 = 2x; util 0.45, 0.45 / 0.25 = 1.8x
+    assert g["avg JCT, exclusive / elastico"]["measured"] == pytest.approx(4.0)
+    assert g["avg JCT, exclusive / elastico"]["met"]
+    assert g["throughput, elastico / exclusive"]["measured"] == pytest.approx(2.0)
+    assert not g["throughput, elastico / exclusive"]["met"]
+    assert g["GPU utilization of elastico"]["measured"] == pytest.approx(0.45)
+    assert not g["GPU utilization of elastico"]["met"]
+    assert g["GPU utilization, elastico / exclusive"]["measured"] == pytest.approx(1.8)
+    sv = [row for row in g.values() if "service jobs" in row["goal"]][0]
+    assert sv["measured"] == 1 and not sv["met"]
+
+
+def test_ablation_check_needs_every_seed_and_a_measurable_change():
+    runs = [_run("elastico", 0, 100.0, 20.0, 0.4), _run("elastico", 1, 100.0, 20.0, 0.4),
+            # worse JCT on both seeds, +30 % on average
+            _run("elastico-no-rst", 0, 150.0, 20.0, 0.4), _run("elastico-no-rst", 1, 110.0, 20.0, 0.4),
+            # worse on one seed only, better on the other: not measurably worse
+            _run("elastico-no-esp", 0, 120.0, 20.0, 0.4), _run("elastico-no-esp", 1, 90.0, 22.0, 0.4),
+            # worse on both seeds but by 0.5 % on average (< 2 %), yet more bound violations
+            # on both seeds: measurably worse by the violations
+            _run("elastico-no-iac", 0, 100.5, 20.0, 0.4, bv=3),
+            _run("elastico-no-iac", 1, 100.5, 20.0, 0.4, bv=1)]
+    ab = {a["ablation"]: a for a in ablation_check(runs, "c")}
+    assert ab["elastico-no-rst"]["worse"] and ab["elastico-no-rst"]["jct_worse_seeds"] == 2
+    assert ab["elastico-no-rst"]["avg_jct_change"] == pytest.approx((0.5 + 0.1) / 2)
+    assert not ab["elastico-no-esp"]["worse"]
+    assert ab["elastico-no-iac"]["worse"] and ab["elastico-no-iac"]["extra_bound_violations"] == 4
+    runs[-1]["batch_bound_violations"] = 0  # now more violations on one seed only
+    ab = {a["ablation"]: a for a in ablation_check(runs, "c")}
+    assert not ab["elastico-no-iac"]["worse"]
