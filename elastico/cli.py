@@ -4,12 +4,20 @@ Subcommands register themselves (``register(subparsers)``) so each component own
 
 * ``elastico simulate`` -- replay the bundled Alibaba GPU trace (or a given one) through a
   scheduling policy and print the summary table (:mod:`elastico.simulate_cli`).
+* ``elastico evaluate`` -- every policy on the trace and MIG clusters over several seeds,
+  written up as docs/evaluation/report.md with plots and results.json
+  (:mod:`elastico.evaluate_cli`).
 * ``elastico pricing solve`` -- solve one MMKP instance with Elastic Shadow Pricing
   (:mod:`elastico.pricing.cli`).
 * ``elastico predictor train|evaluate|retrain|convert-gavel`` -- the interference
   predictor (:mod:`elastico.predictor.cli`).
+* ``elastico schedule`` -- the Kubernetes scheduler loop (:mod:`elastico.schedule_cli`, an
+  adapter like ``serve``).
+* ``elastico nodeagent`` -- the node-agent DaemonSet process (:mod:`elastico.nodeagent_cli`, an
+  adapter).
 * ``elastico serve SERVICE`` -- run one gRPC service (:mod:`elastico.serve_cli`, an adapter:
   this module is the composition root and the only non-adapter allowed to import it).
+* ``elastico up`` -- every service as its own process on loopback (:mod:`elastico.up_cli`).
 
 Exit status: 0 success, 2 bad input (the message names the field and the value), 3 no
 feasible choice (``pricing solve`` on an instance without zero configurations), 1 any other
@@ -27,7 +35,7 @@ from elastico.errors import ElasticoError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from elastico import serve_cli, simulate_cli
+    from elastico import nodeagent_cli, schedule_cli, serve_cli, simulate_cli, up_cli
     from elastico.predictor import cli as predictor_cli
     from elastico.pricing import cli as pricing_cli
 
@@ -40,9 +48,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"elastico {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     simulate_cli.register(sub)
+    from elastico import evaluate_cli
+
+    evaluate_cli.register(sub)
     pricing_cli.register(sub)
     predictor_cli.register(sub)
     serve_cli.register(sub)
+    schedule_cli.register(sub)
+    nodeagent_cli.register(sub)
+    up_cli.register(sub)
     return p
 
 
@@ -54,6 +68,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from elastico.telemetry import OtelTracer, configure
 
         tracer = args.tracer = configure("elastico-simulate")
+        if getattr(args, "via_grpc", None) is not None:  # rounds through the services
+            from elastico.up_cli import ViaGrpc
+
+            args.via_grpc_factory = ViaGrpc
     try:
         return int(args.func(args) or 0)
     except ElasticoError as e:

@@ -10,20 +10,39 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-ALGORITHM = ["elastico", "services/pricing", "services/placer", "services/predictor"]
+ALGORITHM = ["elastico", "services/pricing", "services/placer", "services/predictor",
+             "services/nodeagent"]
 FORBIDDEN = ("grpc", "kubernetes", "elastico.v1")
 #: The gRPC adapters that live beside the algorithm code: the only files in ALGORITHM folders
 #: allowed to import grpc and the generated ``elastico.v1`` messages (STYLE.md 8: thin
 #: servicers, one error mapping).  Listed one by one so that a new file is checked by default.
 ADAPTERS = {"services/pricing/server.py", "services/predictor/server.py", "elastico/grpc_errors.py",
-            "elastico/grpc_server.py", "elastico/serve_cli.py", "elastico/telemetry.py"}
+            "elastico/grpc_server.py", "elastico/serve_cli.py", "elastico/telemetry.py",
+            "services/placer/kube/loop.py", "services/placer/kube/leader.py",
+            "services/placer/kube/informer.py", "services/placer/kube/events.py",
+            "services/placer/kube/health.py",
+            "elastico/schedule_cli.py",
+            "services/nodeagent/server.py", "services/nodeagent/deviceplugin.py",
+            "services/nodeagent/kube_client.py", "elastico/nodeagent_cli.py",
+            "services/placer/server.py", "services/placer/remote.py", "services/placer/wire.py",
+            "elastico/up_cli.py"}
 #: ... and their import names: algorithm code must not import them either (that would pull
 #: grpc in through the back door).
 ADAPTER_MODULES = {"elastico.pricing.server", "elastico.predictor.server", "elastico.grpc_errors",
-                   "elastico.grpc_server", "elastico.serve_cli", "elastico.telemetry"}
+                   "elastico.grpc_server", "elastico.serve_cli", "elastico.telemetry",
+                   "elastico.placer.kube.loop", "elastico.placer.kube.leader",
+                   "elastico.placer.kube.informer", "elastico.placer.kube.events",
+                   "elastico.placer.kube.health",
+                   "elastico.schedule_cli",
+                   "elastico.nodeagent.server", "elastico.nodeagent.deviceplugin",
+                   "elastico.nodeagent.kube_client", "elastico.nodeagent_cli",
+                   "elastico.placer.server", "elastico.placer.remote", "elastico.placer.wire",
+                   "elastico.up_cli"}
 #: The composition root: the command line wires adapters in (``elastico serve``) but, like
 #: algorithm code, never imports grpc itself.
-ROOTS = {"elastico/cli.py": {"elastico.serve_cli", "elastico.telemetry",
+ROOTS = {"elastico/cli.py": {"elastico.serve_cli", "elastico.schedule_cli", "elastico.nodeagent_cli",
+                             "elastico.up_cli", "elastico.up_cli.ViaGrpc",
+                             "elastico.telemetry",
                              "elastico.telemetry.OtelTracer", "elastico.telemetry.configure"}}
 
 
