@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     from elastico.nodeagent.deviceplugin import DevicePlugin, DevicePluginConfig, DevicePluginServicer
     from elastico.nodeagent.inventory import HealthWatcher, InventoryPublisher
     from elastico.nodeagent.kube_client import KubernetesNodeApi
-    from elastico.nodeagent.mps import MpsManager
+    from elastico.nodeagent.mps import MpsError, MpsManager
     from elastico.nodeagent.server import build_server
 
     if not 1 <= args.devices <= 1024:
@@ -108,8 +108,16 @@ def run(args: argparse.Namespace) -> int:
     old = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         while not stop.wait(10.0):
-            if mps is not None and mps.ensure_running():
-                print("elastico nodeagent: MPS control daemon was dead; restarted", file=sys.stderr, flush=True)
+            if mps is None:
+                continue
+            try:
+                if mps.ensure_running():
+                    print("elastico nodeagent: MPS control daemon was dead; restarted",
+                          file=sys.stderr, flush=True)
+            except MpsError as e:
+                # keep serving (whole-GPU and MIG pods need no daemon); try again next tick
+                print(f"elastico nodeagent: MPS control daemon down, restart failed: {e}; "
+                      "retrying in 10 s", file=sys.stderr, flush=True)
     finally:
         for s, h in old.items():
             signal.signal(s, h)

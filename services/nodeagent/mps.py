@@ -21,6 +21,14 @@ Per-client limits: a client reads ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`` and
 ``CUDA_MPS_PINNED_DEVICE_MEM_LIMIT`` from its own environment when it connects; the device
 plugin's Allocate puts them there.  The daemon's defaults bound clients that set nothing.
 
+A restarted daemon starts with NVIDIA's defaults, not the ones this manager set: the manager
+remembers every limit it set (the default active-thread percentage, each device's default
+pinned memory limit, each server's active-thread percentage) and :meth:`ensure_running`
+applies them again after a restart -- the defaults to the new daemon, a server's percentage
+to that server when the new daemon still lists its PID (a server that died with the daemon
+is forgotten; its clients reconnect to a new server and bring their own limits from their
+environment).
+
 Every command goes through a :class:`CommandRunner` so tests drive the manager with a fake
 (no NVIDIA binary here).  Who calls it: the node agent (``elastico nodeagent``, node plans).
 Whom it calls: the runner only.  No gRPC, no Kubernetes.
@@ -94,6 +102,10 @@ class MpsManager:
         self.binary = binary
         self.restarts = 0
         self._lock = threading.RLock()
+        # the limits set so far (module docstring): re-applied after a restart
+        self._default_pct: str | None = None
+        self._default_mem: dict[int, str] = {}
+        self._server_pct: dict[int, str] = {}
 
     @property
     def env(self) -> dict[str, str]:
@@ -139,13 +151,28 @@ class MpsManager:
                                f"(exit {r.returncode}: {(r.stderr or r.stdout).strip() or 'no output'})")
 
     def ensure_running(self) -> bool:
-        """Restarts a dead daemon; True when it had to (counted in ``restarts``)."""
+        """Restarts a dead daemon and applies the limits set before again (module docstring);
+        True when it had to (counted in ``restarts``).  MpsError when it does not come up or
+        refuses a limit it accepted before."""
         with self._lock:
             if self.alive():
                 return False
             self.start()
             self.restarts += 1
+            self._reapply()
             return True
+
+    def _reapply(self) -> None:
+        if self._default_pct is not None:
+            self.control(f"set_default_active_thread_percentage {self._default_pct}")
+        for device, amount in sorted(self._default_mem.items()):
+            self.control(f"set_default_device_pinned_mem_limit {device} {amount}")
+        alive = set(self.server_pids())
+        for pid in sorted(self._server_pct):
+            if pid in alive:
+                self.control(f"set_active_thread_percentage {pid} {self._server_pct[pid]}")
+            else:
+                del self._server_pct[pid]
 
     def stop(self) -> None:
         """``quit``; a daemon that is already gone is fine."""
@@ -158,12 +185,18 @@ class MpsManager:
         return [int(tok) for tok in self.control("get_server_list").split() if tok.isdigit()]
 
     def set_default_active_thread_percentage(self, pct: float) -> None:
-        self.control(f"set_default_active_thread_percentage {_pct(pct)}")
+        value = _pct(pct)
+        with self._lock:
+            self.control(f"set_default_active_thread_percentage {value}")
+            self._default_pct = value
 
     def set_active_thread_percentage(self, server_pid: int, pct: float) -> None:
         if isinstance(server_pid, bool) or not isinstance(server_pid, int) or server_pid <= 0:
             raise InvalidArgument("server_pid", server_pid, "a PID > 0")
-        self.control(f"set_active_thread_percentage {server_pid} {_pct(pct)}")
+        value = _pct(pct)
+        with self._lock:
+            self.control(f"set_active_thread_percentage {server_pid} {value}")
+            self._server_pct[server_pid] = value
 
     def set_default_device_pinned_mem_limit(self, device_index: int, gib: float) -> None:
         if isinstance(device_index, bool) or not isinstance(device_index, int) or device_index < 0:
@@ -171,7 +204,9 @@ class MpsManager:
         if not (isinstance(gib, (int, float)) and math.isfinite(gib) and gib > 0):
             raise InvalidArgument("pinned_mem_limit_gib", gib, "GiB > 0")
         amount = f"{int(gib)}G" if float(gib).is_integer() else f"{int(gib * 1024)}M"
-        self.control(f"set_default_device_pinned_mem_limit {device_index} {amount}")
+        with self._lock:
+            self.control(f"set_default_device_pinned_mem_limit {device_index} {amount}")
+            self._default_mem[device_index] = amount
 
 
 def _pct(pct: float) -> str:

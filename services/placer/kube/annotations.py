@@ -84,8 +84,11 @@ MAX_GANG = 1024
 MAX_WORK_S = 1e9
 
 # a plain decimal number: no units ("50m"), no NaN/inf, no underscores or spaces
-_DECIMAL = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
-_INT = re.compile(r"[+-]?\d+")
+# re.ASCII: \d would also match other scripts' digits, which int()/float() accept
+_DECIMAL = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
+_INT = re.compile(r"[+-]?\d+", re.ASCII)
+#: Longest integer annotation read; far beyond any bound, and short of int()'s 4300-digit limit
+_MAX_INT_DIGITS = 40
 
 
 @dataclass(frozen=True)
@@ -118,7 +121,7 @@ def _decimal(key: str, raw: str, allowed: str) -> float:
 
 def _integer(key: str, raw: str, lo: int, hi: int) -> int:
     allowed = f"an integer in {lo}..{hi}"
-    if not isinstance(raw, str) or not _INT.fullmatch(raw):
+    if not isinstance(raw, str) or len(raw) > _MAX_INT_DIGITS or not _INT.fullmatch(raw):
         raise InvalidArgument(key, raw, allowed)
     v = int(raw)
     if not lo <= v <= hi:
