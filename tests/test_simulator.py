@@ -199,3 +199,20 @@ def test_a_job_is_not_restarted_once_its_dwell_time_is_over():
     by = {r.job_id: r for r in res.records}
     assert all(r.status == "finished" for r in res.records)
     assert by["j0"].restarts == 0
+
+
+def test_utilization_credits_both_co_located_jobs():
+    # Two inference pods asking 0.5 GPU each share one V100 under time-slicing (MPS shares).
+    # Each keeps a = p / (p/0.5 + 1 - p) of the GPU's SMs busy alone at its share (Amdahl,
+    # docs/metrics.md) and runs slowed by sigma = 1 + kappa * a (the analytic model, its
+    # partner's activity); the GPU is then 2 a / sigma busy -- more than the p one such job
+    # keeps busy alone on a whole GPU.
+    from elastico.predictor.analytic import DEFAULT_KAPPA
+    p = MODEL.parallel_fraction(JT)
+    a = p / (p / 0.5 + 1.0 - p)
+    sigma = 1.0 + DEFAULT_KAPPA * a
+    jobs = [job(i, 0.0, 100.0, kind=JobKind.INFERENCE, share=0.5) for i in range(2)]
+    res = run([node()], jobs, policy="time-slicing")
+    assert res.timeline["allocated"][0] == pytest.approx(1.0)
+    assert res.timeline["busy_all"][0] == pytest.approx(2 * a / sigma)
+    assert 2 * a / sigma > p
