@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -55,7 +55,8 @@ from elastico.placer.mig import COMPUTE_SLICES, MIG_PROFILES, MigGpu, MigProfile
 from elastico.predictor import AnalyticSlowdown, JobProfile, SlowdownModel
 
 __all__ = ["Assignment", "Part", "Gang", "TOPOLOGY_KEY", "PlaceOutcome", "ClusterState", "SCORERS",
-           "EPS", "elastico_cost", "interference_loss", "CONSOLIDATION_GPU", "INTERFERENCE_WEIGHT"]
+           "EPS", "elastico_cost", "interference_loss", "CONSOLIDATION_GPU", "INTERFERENCE_WEIGHT",
+           "FailedShapes", "dominates"]
 
 EPS = 1e-9  # tolerance on every capacity comparison (fractions of a GPU, GiB, cores)
 SCORERS = ("bestfit", "firstfit", "elastico")
@@ -650,8 +651,16 @@ class ClusterState:
         else:
             order = np.lexsort((local, node_of))
         idx, node_of, left = idx[order], node_of[order], left[order]
-        left_of = dict(zip(idx.tolist(), left.tolist()))
-        uniq, first, counts = np.unique(node_of, return_index=True, return_counts=True)
+        # node_of is sorted (the lexsorts' primary key): its runs are np.unique's groups,
+        # found without unique's own sort
+        starts = np.empty(node_of.size, dtype=bool)  # idx is not empty here
+        starts[0] = True
+        np.not_equal(node_of[1:], node_of[:-1], out=starts[1:])
+        first = np.flatnonzero(starts)
+        counts = np.empty_like(first)
+        np.subtract(first[1:], first[:-1], out=counts[:-1])
+        counts[-1] = node_of.size - first[-1]
+        uniq = node_of[first]
         keep = counts >= k
         uniq, first, counts = uniq[keep], first[keep], counts[keep]
         if scorer == "bestfit":
@@ -661,19 +670,25 @@ class ClusterState:
             node_free = np.bincount(self._gpu_node, weights=1.0 - self._used_share, minlength=len(self.nodes))
             node_after = np.round(node_free[uniq] - k * config.gpu_share, 9)
             node_order = np.lexsort((uniq, node_after, opt_left))
-            opt_keys = [(float(opt_left[i]), float(node_after[i]), int(uniq[i])) for i in node_order.tolist()]
+            # the search stops after a node or two: keys are built as it reaches them
+            key_cols = (opt_left[node_order].tolist(), node_after[node_order].tolist(),
+                        uniq[node_order].tolist())
         else:
             node_order = np.arange(uniq.size)
-            opt_keys = [(int(uniq[i]),) for i in node_order.tolist()]
+            key_cols = (uniq.tolist(),)
+
+        def opt_key(pos: int) -> tuple:
+            return tuple(col[pos] for col in key_cols)
 
         best: tuple | None = None
         best_choice: tuple[int, list[int], float] | None = None
         worst_seen: tuple[float, str] | None = None  # smallest bound violation, for the reason
         is_mig = config.mig_profile is not None
         for pos, i in enumerate(node_order.tolist()):
-            if best is not None and best[: len(opt_keys[pos])] <= opt_keys[pos]:
+            if best is not None and best[: len(key_cols)] <= opt_key(pos):
                 break
             chosen: list[int] = []
+            left_sum = 0.0  # what sum(leftover of chosen) was, added in the same order
             sig_new = 1.0
             for q in range(int(first[i]), int(first[i] + counts[i])):
                 g = int(idx[q])
@@ -685,6 +700,7 @@ class ClusterState:
                         continue
                     sig_new = max(sig_new, s_new)
                 chosen.append(g)
+                left_sum += float(left[q])
                 if len(chosen) == k:
                     break
             if len(chosen) < k:
@@ -693,8 +709,8 @@ class ClusterState:
             locs = tuple(sorted(int(self._gpu_local[g]) for g in chosen))
             if scorer == "bestfit":
                 key = (
-                    round(float(sum(left_of[g] for g in chosen)), 9),
-                    opt_keys[pos][1],
+                    round(left_sum, 9),
+                    key_cols[1][pos],
                     n,
                     locs,
                 )
@@ -1221,7 +1237,8 @@ class ClusterState:
         return d_all
 
     def place_unless_dominated(self, job_id: str, config: Configuration, profile: JobProfile,
-                               slowdown_bound: float, failed: list[Configuration],
+                               slowdown_bound: float,
+                               failed: "FailedShapes | list[Configuration]",
                                slowdown_model: SlowdownModel | None = None,
                                scorer: str = "bestfit") -> PlaceOutcome:
         """:meth:`place`, except that a shape which :func:`dominates` one in ``failed`` is
@@ -1229,7 +1246,8 @@ class ClusterState:
         depends on the job) is appended to ``failed``.  Valid while the cluster only fills up
         -- within one round, before any release -- since a larger shape cannot fit where a
         smaller one did not."""
-        f = next((f for f in failed if dominates(config, f)), None)
+        f = (failed.first_dominated(config) if isinstance(failed, FailedShapes)
+             else next((f for f in failed if dominates(config, f)), None))
         if f is not None:
             return PlaceOutcome(None, f"no room: a smaller or equal shape "
                                       f"({f.num_gpus} x {f.gpu_share:g} {f.gpu_model}) "
@@ -1246,7 +1264,7 @@ class ClusterState:
         dominating one that already failed for lack of room is refused without a search).
         Bad input raises InvalidArgument at that request; the requests before it stay
         booked."""
-        failed: list[Configuration] = []
+        failed = FailedShapes()
         return [self.place_unless_dominated(job_id, config, profile, bound, failed,
                                             scorer=scorer)
                 for job_id, config, profile, bound in requests]
@@ -1393,3 +1411,57 @@ def dominates(c: Configuration, f: Configuration) -> bool:
     return (c.gpu_model == f.gpu_model and c.mig_profile == f.mig_profile
             and c.num_gpus >= f.num_gpus and c.gpu_share >= f.gpu_share
             and c.gpu_mem_gib >= f.gpu_mem_gib and c.cpu >= f.cpu and c.mem_gib >= f.mem_gib)
+
+
+class FailedShapes:
+    """The shapes that failed for lack of room in one round, in the order they failed (what
+    :meth:`ClusterState.place_unless_dominated` and the policies append to and iterate).
+
+    A round's list grows to hundreds of shapes and every candidate is checked against it, so
+    besides the list it keeps, per (GPU model, MIG profile), the minimal shapes: ``c``
+    dominates some failed shape iff it dominates a minimal one (:func:`dominates` is a
+    partial order), so :meth:`dominated` looks at a handful instead of all -- same answers
+    as scanning the list."""
+
+    def __init__(self, shapes: Iterable[Configuration] = ()):
+        self._all: list[Configuration] = []
+        # per (GPU model, MIG profile): every shape, and the minimal ones
+        self._by_key: dict[tuple[str | None, str | None], list[Configuration]] = {}
+        self._minimal: dict[tuple[str | None, str | None], list[Configuration]] = {}
+        for c in shapes:
+            self.append(c)
+
+    def append(self, c: Configuration) -> None:
+        self._all.append(c)
+        key = (c.gpu_model, c.mig_profile)
+        self._by_key.setdefault(key, []).append(c)
+        mins = self._minimal.setdefault(key, [])
+        if any(dominates(c, m) for m in mins):
+            return
+        mins[:] = [m for m in mins if not dominates(m, c)]
+        mins.append(c)
+
+    def dominated(self, c: Configuration) -> bool:
+        """``any(dominates(c, f) for f in self)``."""
+        mins = self._minimal.get((c.gpu_model, c.mig_profile))
+        if mins:
+            # dominates(c, m) inlined: GPU model and MIG profile are equal within a key
+            n, share, gmem, cpu, mem = c.num_gpus, c.gpu_share, c.gpu_mem_gib, c.cpu, c.mem_gib
+            for m in mins:
+                if (n >= m.num_gpus and share >= m.gpu_share and gmem >= m.gpu_mem_gib
+                        and cpu >= m.cpu and mem >= m.mem_gib):
+                    return True
+        return False
+
+    def first_dominated(self, c: Configuration) -> Configuration | None:
+        """The first failed shape (in failing order) that ``c`` dominates, or None."""
+        if not self.dominated(c):
+            return None
+        # only shapes of the same GPU model and MIG profile can be dominated
+        return next(f for f in self._by_key[(c.gpu_model, c.mig_profile)] if dominates(c, f))
+
+    def __iter__(self) -> Iterator[Configuration]:
+        return iter(self._all)
+
+    def __len__(self) -> int:
+        return len(self._all)

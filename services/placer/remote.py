@@ -123,17 +123,18 @@ class RemotePricer:
                  current: Any = None, switch_cost: Any = None, **ignored: Any) -> PricingResult:
         d = np.asarray(demand, dtype=np.float64)
         off = np.asarray(offsets, dtype=np.int64)
+        # the float64 arrays go in as packed bytes (wire.merge_packed_doubles: same message,
+        # without a Python float per element of the M*R demand)
+        inst = wire.merge_packed_doubles(pricing_pb2.PricingInstance(offsets=off.tolist()),
+                                         utility=utility, demand=d.ravel(), capacity=capacity)
         req = pricing_pb2.SolveRequest(
-            instance=pricing_pb2.PricingInstance(
-                offsets=off.tolist(), utility=np.asarray(utility, np.float64).tolist(),
-                demand=d.ravel().tolist(), capacity=np.asarray(capacity, np.float64).tolist()),
-            initial_prices=[] if initial_prices is None else np.asarray(initial_prices,
-                                                                        np.float64).tolist(),
-            max_iterations=int(max_iterations), gap_tolerance=float(gap_tolerance),
+            instance=inst, max_iterations=int(max_iterations),
+            gap_tolerance=float(gap_tolerance),
             current=[] if current is None else np.asarray(current, np.int64).tolist(),
-            switch_cost=[] if switch_cost is None else np.asarray(switch_cost,
-                                                                  np.float64).tolist(),
             primal_every=int(primal_every or 0))
+        wire.merge_packed_doubles(
+            req, initial_prices=() if initial_prices is None else initial_prices,
+            switch_cost=() if switch_cost is None else switch_cost)
         try:
             resp = self._stub.Solve(req, timeout=_timeout(self.timeout_s))
         except grpc.RpcError as e:
@@ -295,17 +296,22 @@ class RemotePlacerPolicy:
             by_node.setdefault(n, []).append(g)
         self._nodes = [wire.node_to_message(nd, by_node.get(i, ())) for i, nd in enumerate(nodes)]
         self._node_index = {nd.name: i for i, nd in enumerate(nodes)}
+        self._decode = wire.DecisionDecoder(nodes, self._node_index)
         self._empty = ClusterState(nodes, mig_gpus)
         self._options = placer_pb2.PolicyOptions(utility=env.utility, restart_s=env.restart_s,
                                                  scorer=env.scorer)
 
     def request(self, inp: RoundInput, state: ClusterState) -> placer_pb2.RunRoundRequest:
         configs = {a.job.id: a.config for a in inp.jobs}
-        return placer_pb2.RunRoundRequest(
-            now=inp.now, nodes=self._nodes, jobs=[wire.job_to_message(a) for a in inp.jobs],
-            bookings=[wire.booking_to_message(a, configs.get(a.job_id))
-                      for a in state.assignments()],
-            policy=self.name, options=self._options)
+        req = placer_pb2.RunRoundRequest(now=inp.now, nodes=self._nodes, policy=self.name,
+                                         options=self._options)
+        add = req.jobs.add  # filled in place: no copy of each job
+        for a in inp.jobs:
+            wire.fill_job(add(), a)
+        add = req.bookings.add
+        for b in state.assignments():
+            wire.fill_booking(add(), b, configs.get(b.job_id))
+        return req
 
     def __call__(self, inp: RoundInput, state: ClusterState) -> RoundResult:
         req = self.request(inp, state)
@@ -317,8 +323,7 @@ class RemotePlacerPolicy:
 
     def result(self, inp: RoundInput, resp: placer_pb2.RunRoundResponse) -> RoundResult:
         """The round's result from a RunRound response (the new book in booking order)."""
-        decisions = {m.job_id: wire.decision_from_message(m, self.env.nodes, self._node_index)
-                     for m in resp.decisions}
+        decisions = self._decode(resp.decisions)
         jobs = {a.job.id: a.job for a in inp.jobs}
         state = self._empty.copy()
         profile = self.catalog.profile

@@ -90,6 +90,8 @@ class PlacerServicer(placer_pb2_grpc.PlacerServiceServicer):
         self._lock = threading.Lock()
         self._sessions: OrderedDict[tuple, _Session] = OrderedDict()
         self._rounds = 0
+        # rounds resend every pending job unchanged: decoded and checked once
+        self._decode_jobs = wire.JobDecoder()
 
     # -------------------------------------------------------------------------- RunRound
     def _options(self, request: placer_pb2.RunRoundRequest) -> dict[str, Any]:
@@ -129,7 +131,7 @@ class PlacerServicer(placer_pb2_grpc.PlacerServiceServicer):
             raise InvalidArgument("now", request.now, "finite seconds")
         opts = self._options(request)
         nodes, mig = wire.nodes_from_messages(request.nodes)
-        jobs = wire.jobs_from_messages(request.jobs)
+        jobs = self._decode_jobs(request.jobs)
         by_id = {a.job.id: a for a in jobs}
         key = (tuple(sorted(opts.items())),
                b"".join(m.SerializeToString(deterministic=True) for m in request.nodes))
@@ -168,16 +170,18 @@ class PlacerServicer(placer_pb2_grpc.PlacerServiceServicer):
                 self._metrics.observe_predictor_fallback(fallbacks)
         res = result.pricing
         names = resource_space_for(nodes).names if res is not None else ()
-        return placer_pb2.RunRoundResponse(
+        resp = placer_pb2.RunRoundResponse(
             round_id=round_id,
-            decisions=[wire.decision_to_message(result.decisions[a.job.id],
-                                                slow.get(a.job.id, 1.0)) for a in jobs],
             pricing_gap=float(getattr(res, "gap", 0.0) or 0.0),
             degraded=result.degraded,
             booking_order=result.state.job_ids(),
             prices=[] if res is None else [float(p) for p in res.prices],
             resource_names=names,
             pricing_iterations=int(getattr(res, "iterations", 0) or 0))
+        add = resp.decisions.add  # filled in place: no copy of each decision
+        for a in jobs:
+            wire.fill_decision(add(), result.decisions[a.job.id], slow.get(a.job.id, 1.0))
+        return resp
 
     # ----------------------------------------------------------------------------- Place
     def Place(self, request: placer_pb2.PlaceRequest,
@@ -217,8 +221,7 @@ class PlacerServicer(placer_pb2_grpc.PlacerServiceServicer):
         for (j, c), o in zip(items, outs):
             m = resp.outcomes.add(job_id=j.id, placed=o.placed, reason=o.reason)
             if o.placed:
-                m.placement.CopyFrom(wire.booking_to_message(o.assignment, c,
-                                                             slow.get(j.id, 1.0)))
+                wire.fill_booking(m.placement, o.assignment, c, slow.get(j.id, 1.0))
         return resp
 
 

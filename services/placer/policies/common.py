@@ -14,7 +14,7 @@ from elastico.tracing import NOOP, Tracer
 from elastico.shapes import build_family, requested_configuration
 from elastico.throughput import ThroughputModel
 
-from ..placement import ClusterState
+from ..placement import ClusterState, FailedShapes
 from ..round import ActiveJob, Decision, Status
 
 
@@ -57,6 +57,10 @@ class PolicyEnv:
             self.pricer = solve
 
 
+#: Most distinct interference profiles a :class:`JobCatalog` keeps (then it starts over).
+_PROFILE_CACHE = 100_000
+
+
 class JobCatalog:
     """Per-job caches that survive across rounds (families depend only on the job and the
     cluster's GPU models, so they are built once per job)."""
@@ -72,6 +76,7 @@ class JobCatalog:
         self._families: dict[str, ShapeFamily] = {}
         self._requested: dict[tuple[str, bool], tuple[Configuration, ...]] = {}
         self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._profiles: dict[tuple, JobProfile] = {}
 
     def family(self, job: Job) -> ShapeFamily:
         fam = self._families.get(job.id)
@@ -109,13 +114,22 @@ class JobCatalog:
         it keeps busy, p * speed(share) with p the Amdahl parallel fraction (docs/model.md),
         plus what the predictor reads (docs/predictor.md): the GPU model, the MPS share
         (None for a whole GPU) and the solo steps/s on a whole GPU of that model."""
-        tm = self.env.throughput
         s = config.gpu_share if config.gpu_share > 0 else 1.0
-        activity = tm.parallel_fraction(job.job_type) * tm.share_speed(job.job_type, s)
-        return JobProfile(job_type=job.job_type, kind=job.kind.value,
-                          gpu_activity=activity, mem_gib=config.gpu_mem_gib,
-                          gpu_model=config.gpu_model, mps_share=s if s < 1.0 else None,
-                          solo_tput=tm.solo(job.job_type, config.gpu_model))
+        # a profile depends only on these (not on the job's id), and a round asks for the
+        # same few thousand of them again and again: built once, shared (profiles are frozen)
+        key = (job.job_type, job.kind, s, config.gpu_mem_gib, config.gpu_model)
+        out = self._profiles.get(key)
+        if out is None:
+            tm = self.env.throughput
+            activity = tm.parallel_fraction(job.job_type) * tm.share_speed(job.job_type, s)
+            out = JobProfile(job_type=job.job_type, kind=job.kind.value,
+                             gpu_activity=activity, mem_gib=config.gpu_mem_gib,
+                             gpu_model=config.gpu_model, mps_share=s if s < 1.0 else None,
+                             solo_tput=tm.solo(job.job_type, config.gpu_model))
+            if len(self._profiles) >= _PROFILE_CACHE:
+                self._profiles.clear()
+            self._profiles[key] = out
+        return out
 
     def forget(self, job_id: str) -> None:
         self._families.pop(job_id, None)
@@ -148,7 +162,7 @@ def keep_running(active: ActiveJob, state: ClusterState) -> Decision:
 
 def place_fixed_shape(catalog: JobCatalog, state: ClusterState, active: ActiveJob,
                       *, whole_gpus: bool, scorer: str,
-                      failed: list[Configuration] | None = None) -> Decision:
+                      failed: FailedShapes | list[Configuration] | None = None) -> Decision:
     """Place a job with its requested shape on the first allowed GPU model where it fits.
 
     Used for ``service`` jobs by every policy and for all jobs by ``exclusive``.  ``failed``:
@@ -164,7 +178,7 @@ def place_fixed_shape(catalog: JobCatalog, state: ClusterState, active: ActiveJo
                         reason=f"no node of an allowed GPU model {sorted(job.request.gpu_models)} "
                                f"has {job.request.num_gpus} GPUs")
     reasons = []
-    failed = [] if failed is None else failed
+    failed = FailedShapes() if failed is None else failed
     for c in configs:
         out = state.place_unless_dominated(job.id, c, catalog.profile(job, c),
                                            job.slowdown_bound, failed, catalog.env.slowdown,

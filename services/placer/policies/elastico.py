@@ -43,7 +43,7 @@ from elastico.pricing import UTILITIES, PricingResult
 from elastico.pricing.utilities import charge_switch
 from elastico.pricing.utilities import switch_cost as pricing_switch_cost
 
-from ..placement import ClusterState, dominates
+from ..placement import ClusterState, FailedShapes
 from ..round import ActiveJob, Decision, RoundInput, RoundResult, Status
 from .common import (JobCatalog, PolicyEnv, is_service, keep_running, place_fixed_shape,
                      round_typical_pods)
@@ -96,7 +96,7 @@ class ElasticoPolicy:
 
         # 1. services (the loop only adds bookings, so a shape that found no room stays
         #    without room for the rest of it: place_fixed_shape's memo)
-        svc_failed: list[Configuration] = []
+        svc_failed = FailedShapes()
         for a in sorted(inp.jobs, key=lambda a: (a.job.arrival_s, a.job.id)):
             if not is_service(a.job):
                 elastic.append(a)
@@ -197,7 +197,7 @@ class ElasticoPolicy:
                                   if not a.running and int(res.choice[i]) == 0]
             # A shape that failed to fit this round is not retried, nor any shape at least as
             # large on the same GPU model (a heuristic: slowdown bounds differ between jobs).
-            failed: list[Configuration] = []
+            failed = FailedShapes()
             for i in moves:
                 a = elastic[i]
                 lo, hi = offsets[i], offsets[i + 1]
@@ -237,7 +237,7 @@ class ElasticoPolicy:
                 a = elastic[i]
                 lo, hi = offsets[i], offsets[i + 1]
                 order = [fams[i].configs[c] for c in np.argsort(-util[lo:hi], kind="stable") if c != 0]
-                order = [c for c in order if not any(dominates(c, f) for f in failed)]
+                order = [c for c in order if not failed.dominated(c)]
                 d = self._place_first(a, state, order, False, why="backfill", failed=failed)
                 decisions[a.job.id] = d if d is not None else Decision(
                     a.job.id, Status.WAITING, None,
@@ -251,7 +251,7 @@ class ElasticoPolicy:
 
     def _place_first(self, a: ActiveJob, state: ClusterState, configs: list[Configuration],
                      first_is_choice: bool, why: str = "",
-                     failed: list[Configuration] | None = None) -> Decision | None:
+                     failed: FailedShapes | None = None) -> Decision | None:
         for j, c in enumerate(configs):
             out = state.place(a.job.id, c, self.catalog.profile(a.job, c), a.job.slowdown_bound,
                               self.env.slowdown, scorer=self.env.scorer)
@@ -334,11 +334,11 @@ def greedy_choice(utility: np.ndarray, demand: np.ndarray, offsets: np.ndarray,
 
 
 def _candidates(fam, red: np.ndarray, k: int, floor: float, exclude: set[int],
-                failed: list[Configuration]) -> list[Configuration]:
+                failed: FailedShapes) -> list[Configuration]:
     """Configurations to try for one job: its priced choice ``k``, then the others by
     descending reduced value ``red`` that reach ``floor`` and are not in ``exclude``, leaving
     out any shape at least as large as one that already failed this round."""
     order = [k] + [c for c in np.argsort(-red, kind="stable")
                    if c not in exclude and red[c] >= floor]
     cands = [fam.configs[c] for c in order]
-    return [c for c in cands if not any(dominates(c, f) for f in failed)]
+    return [c for c in cands if not failed.dominated(c)]
