@@ -97,7 +97,7 @@ def parse(args: argparse.Namespace):
     from elastico.clusters import load_cluster
     from elastico.evaluate import Settings
     from elastico.placer.policies import POLICIES
-    from elastico.paths import check_output_file
+    from elastico.paths import check_output_dir, check_output_file
 
     gpus = _ints("--gpus", args.gpus, 1, MAX_GPUS)
     seeds = _ints("--seeds", args.seeds, 0)
@@ -128,18 +128,9 @@ def parse(args: argparse.Namespace):
         raise InvalidArgument("--restart-s", args.restart_s, "in 0..86400")
     if args.jobs is not None and not (1 <= args.jobs <= 256):
         raise InvalidArgument("--jobs", args.jobs, "an integer in 1..256")
-    out = args.out
-    if out.exists() and not out.is_dir():
-        raise InvalidArgument("--out", str(out), "a folder (it is a file)")
-    if out.is_dir():
-        check_output_file("--out", out / "results.json")
-    else:  # created at the end: its nearest existing ancestor must be a writable folder
-        anc = out.absolute().parent
-        while not anc.exists() and anc != anc.parent:
-            anc = anc.parent
-        if not (anc.is_dir() and os.access(anc, os.W_OK | os.X_OK)):
-            raise InvalidArgument("--out", str(out), f"a folder that can be created ({anc} "
-                                                     "is not a writable folder)")
+    check_output_dir("--out", args.out)
+    if args.out.is_dir():
+        check_output_file("--out", args.out / "results.json")
     settings = Settings(jobs_per_gpu=args.jobs_per_gpu, load=args.load,
                         restart_s=args.restart_s, utility=args.utility)
     return specs, gpus, policies, seeds, settings, args.jobs or os.cpu_count() or 1

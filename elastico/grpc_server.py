@@ -27,7 +27,7 @@ from elastico.telemetry import server_interceptor
 from elastico.tracing import NOOP, Tracer
 
 __all__ = ["serve_one", "abort_if_expired", "server_credentials", "channel_credentials",
-           "MetricsInterceptor", "is_loopback"]
+           "MetricsInterceptor", "is_loopback", "bind_error"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -43,6 +43,30 @@ def is_loopback(address: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:  # a host name: it may resolve to anything
         return False
+
+
+def bind_error(address: str) -> str | None:
+    """Why ``address`` (``host:port``) cannot be listened on -- the port is held, the host is
+    not this machine's or does not resolve -- or None when it can (port 0 always can).  Tried
+    with a plain socket as grpc binds (``SO_REUSEADDR``, no ``SO_REUSEPORT``), so that the
+    common failures are reported before grpc's C core logs its own line for them."""
+    import socket
+
+    host, _, port = address.rpartition(":")
+    if not port.isdigit() or int(port) == 0:
+        return None
+    try:
+        infos = socket.getaddrinfo(host.strip("[]") or None, int(port), type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as e:
+        return f"{host} does not resolve: {e}"
+    for family, kind, proto, _, sockaddr in infos:
+        with socket.socket(family, kind, proto) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(sockaddr)
+            except OSError as e:
+                return f"{sockaddr[0]}:{sockaddr[1]}: {e.strerror}"
+    return None
 
 
 class MetricsInterceptor(UnaryInterceptor):
@@ -99,8 +123,11 @@ def serve_one(address: str, service_name: str,
                                   MetricsInterceptor(metrics) if metrics is not None else None,
                                   ErrorInterceptor()) if i is not None],
         maximum_concurrent_rpcs=max_concurrent_rpcs,
+        # SO_REUSEPORT (grpc's default on Linux) would let a second server bind a port this
+        # one holds and silently split the connections between them: refuse it instead
         options=[("grpc.max_receive_message_length", max_message_bytes),
-                 ("grpc.max_send_message_length", max_message_bytes)],
+                 ("grpc.max_send_message_length", max_message_bytes),
+                 ("grpc.so_reuseport", 0)],
     )
     if add_servicer is not None:
         add_servicer(server)

@@ -16,11 +16,14 @@ import argparse
 import os
 import signal
 import socket
+import stat
 import sys
 import threading
+from pathlib import Path
 
 from elastico.errors import InvalidArgument
 from elastico.grpc_server import server_credentials
+from elastico.serve_config import check_key_pair
 
 __all__ = ["register", "run"]
 
@@ -56,17 +59,43 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _credentials(args: argparse.Namespace):
     if args.plaintext:
         return None
-    if not (args.tls_cert and args.tls_key):
-        raise InvalidArgument("--tls-cert/--tls-key", (args.tls_cert, args.tls_key),
-                              "a certificate and key for NodeAgentService, or --plaintext")
+    missing = [f for f, v in (("--tls-cert", args.tls_cert), ("--tls-key", args.tls_key)) if not v]
+    if missing:
+        raise InvalidArgument(" and ".join(missing), "missing",
+                              "a certificate and key for NodeAgentService (--tls-cert/--tls-key "
+                              "or ELASTICO_TLS_CERT/ELASTICO_TLS_KEY), or --plaintext")
     try:
+        # a key of another certificate: refused here, not by grpc at bind with a C-core log
+        check_key_pair("--tls-cert", Path(args.tls_cert), "--tls-key", Path(args.tls_key))
         return server_credentials(open(args.tls_cert, "rb").read(), open(args.tls_key, "rb").read(),
                                   open(args.tls_client_ca, "rb").read() if args.tls_client_ca else None)
     except OSError as e:
         raise InvalidArgument("tls", str(e), "readable PEM files") from None
 
 
+def _check_socket_dir(socket_dir: str, kubelet_socket: str) -> None:
+    """kubelet's device-plugin folder must exist and hold kubelet's registration socket (the
+    plugin registers there at once); checked before anything starts.  Raises
+    InvalidArgument naming the path."""
+    folder = Path(socket_dir)
+    if not folder.is_dir():
+        raise InvalidArgument("--socket-dir", socket_dir,
+                              "kubelet's device-plugin folder, an existing directory (the "
+                              "DaemonSet mounts /var/lib/kubelet/device-plugins)")
+    sock = folder / kubelet_socket
+    try:
+        is_socket = stat.S_ISSOCK(sock.stat().st_mode)
+    except OSError:
+        is_socket = False
+    if not is_socket:
+        raise InvalidArgument("--socket-dir", socket_dir,
+                              f"a folder holding kubelet's registration socket {sock} (is "
+                              "kubelet running on this node?)")
+
+
 def run(args: argparse.Namespace) -> int:
+    import grpc
+
     from elastico.nodeagent.backend import backend_from_env
     from elastico.nodeagent.deviceplugin import DevicePlugin, DevicePluginConfig, DevicePluginServicer
     from elastico.nodeagent.inventory import HealthWatcher, InventoryPublisher
@@ -80,10 +109,18 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgument("--inventory-refresh-s", args.inventory_refresh_s, "seconds > 0")
     node = args.node_name or socket.gethostname()
     creds = _credentials(args)
+    plugin_cfg = DevicePluginConfig(
+        node_name=node, socket_dir=args.socket_dir, devices=args.devices,
+        mps_pipe_dir=args.mps_pipe_dir, mps_log_dir=args.mps_log_dir)
     env = dict(os.environ)
     if args.backend:
         env["ELASTICO_GPU_BACKEND"] = args.backend
     backend = backend_from_env(env)  # BackendUnavailable -> "elastico: error: ..." and exit 2
+    try:
+        _check_socket_dir(args.socket_dir, plugin_cfg.kubelet_socket)
+    except InvalidArgument:
+        backend.close()
+        raise
     mps = None
     if args.mps and env.get("ELASTICO_GPU_BACKEND", "nvml") != "simulated":
         mps = MpsManager(args.mps_pipe_dir, args.mps_log_dir)
@@ -91,17 +128,33 @@ def run(args: argparse.Namespace) -> int:
     api = KubernetesNodeApi()
     watcher = HealthWatcher(backend)
     publisher = InventoryPublisher(backend, api, node, args.inventory_refresh_s)
-    servicer = DevicePluginServicer(backend, api, DevicePluginConfig(
-        node_name=node, socket_dir=args.socket_dir, devices=args.devices,
-        mps_pipe_dir=args.mps_pipe_dir, mps_log_dir=args.mps_log_dir))
+    servicer = DevicePluginServicer(backend, api, plugin_cfg)
     watcher.subscribe(publisher.publish)
     watcher.subscribe(servicer.update)
-    server, port = build_server(args.address, backend=backend, node_name=node, credentials=creds)
+    try:
+        server, port = build_server(args.address, backend=backend, node_name=node,
+                                    credentials=creds)
+    except RuntimeError as e:  # grpc could not bind
+        backend.close()
+        raise InvalidArgument("--address", args.address, f"a free address of this host ({e})") \
+            from None
     server.start()
     watcher.start()
     publisher.start()
     plugin = DevicePlugin(servicer)
-    plugin.start()
+    try:
+        plugin.start()
+    except (grpc.RpcError, RuntimeError) as e:
+        # kubelet's socket went away since the check, or kubelet refused the registration
+        plugin.stop()
+        publisher.stop()
+        watcher.stop()
+        server.stop(0).wait()
+        backend.close()
+        why = (f"{e.code().name}: {e.details()}" if isinstance(e, grpc.Call) else str(e))
+        raise InvalidArgument("--socket-dir", args.socket_dir,
+                              f"kubelet's device-plugin folder, with kubelet accepting the "
+                              f"plugin's registration ({why})") from None
     print(f"elastico nodeagent: node {node}, {len(backend.list_gpus())} GPUs, "
           f"NodeAgentService on port {port}, device plugin {plugin.socket}", file=sys.stderr, flush=True)
     stop = threading.Event()

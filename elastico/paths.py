@@ -8,6 +8,7 @@ pyproject.toml); an editable install reads the repository's ``data/`` folder.  T
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 from elastico.errors import InvalidArgument
@@ -64,3 +65,25 @@ def check_output_file(flag: str, path: Path) -> None:
         raise InvalidArgument(flag, str(path), "its folder must exist and be searchable")
     if not os.access(folder, os.W_OK) or (_holds(path.exists) and not os.access(path, os.W_OK)):
         raise InvalidArgument(flag, str(path), "must be writable")
+
+
+def check_output_dir(flag: str, path: Path) -> None:
+    """An output folder given on the command line, checked before any work: an existing folder
+    or one that can be created, in which this process can write.  Probed by creating (and
+    removing) an empty folder in it or in its nearest existing ancestor: ``os.access`` says
+    yes to root even on a read-only or virtual file system such as ``/proc``.  Raises
+    InvalidArgument naming ``flag`` and the path."""
+    if _holds(path.exists) and not _holds(path.is_dir):
+        raise InvalidArgument(flag, str(path), "must be a folder (it is a file)")
+    anc = path.absolute()
+    while not _holds(anc.exists) and anc != anc.parent:
+        anc = anc.parent
+    if not _holds(anc.is_dir):
+        raise InvalidArgument(flag, str(path), f"must be a folder that can be created ({anc} "
+                                               "is not a folder)")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".elastico-probe-", dir=anc))
+    except OSError as e:
+        what = ("must be a writable folder" if anc == path.absolute() else
+                f"must be a folder that can be created: {anc} is not writable")
+        raise InvalidArgument(flag, str(path), f"{what} ({e.strerror})") from None

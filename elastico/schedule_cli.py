@@ -15,9 +15,10 @@ cleanly (the Lease is released so a standby takes over at once).
 Configuration is the placer's of ``elastico serve`` (:mod:`elastico.serve_config`, same
 precedence: flags > environment > ``--config`` TOML file > defaults): ``[serve]``,
 ``[serve.tls]`` and ``[serve.placer]`` of the file; ``address`` there (``--health-address``,
-``ELASTICO_PLACER_ADDRESS``) is the health endpoint's, default ``127.0.0.1:50053`` -- enough for
-probes run inside the pod; the cluster's TOML sets ``0.0.0.0:50053`` so that the metrics port,
-which listens on the same host, is reachable.  The health endpoint serves TLS (mutual TLS with
+``ELASTICO_PLACER_ADDRESS``) is the health endpoint's, default ``127.0.0.1:50055`` -- enough for
+probes run inside the pod, and off ``elastico up``'s ports 50051..50054 (its placer listens on
+50053), so that both can run on one machine; the cluster's TOML sets ``0.0.0.0:50053`` (the pod
+runs no other placer) so that the metrics port, which listens on the same host, is reachable.  The health endpoint serves TLS (mutual TLS with
 a client CA) when a certificate is configured, plaintext with ``--plaintext``; on a loopback
 address with no TLS configured it serves plaintext (nothing off the host can reach it), on any
 other address it refuses to start.
@@ -47,6 +48,10 @@ __all__ = ["register", "run", "load_config"]
 
 log = logging.getLogger(__name__)
 
+#: The health endpoint's address when nothing configures one: loopback, and not one of
+#: ``elastico up``'s ports (50051..50054) so that a local stack and the loop can share a host.
+DEFAULT_HEALTH_ADDRESS = "127.0.0.1:50055"
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("schedule", help="run the Kubernetes scheduler loop (schedulerName: elastico)",
@@ -74,7 +79,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--config", type=Path, default=None, metavar="FILE.toml",
                    help="TOML config file ([serve], [serve.tls], [serve.placer])")
     p.add_argument("--health-address", default=None, metavar="HOST:PORT",
-                   help="gRPC health endpoint (default 127.0.0.1:50053; 0 = any free port; "
+                   help="gRPC health endpoint (default 127.0.0.1:50055, off elastico up's ports; "
+                        "0 = any free port; "
                         "env ELASTICO_PLACER_ADDRESS)")
     p.add_argument("--metrics-port", default=None, metavar="P",
                    help="serve Prometheus metrics on http://HOST:P/metrics, HOST that of the "
@@ -116,12 +122,14 @@ def load_config(args: argparse.Namespace, env: Any = None) -> ServeConfig:
                  "predictor_address": args.predictor_address, "upstream_ca": args.upstream_ca,
                  "upstream_cert": args.upstream_cert, "upstream_key": args.upstream_key}
     try:
-        return load_serve_config("placer", config_path=args.config, env=env, overrides=overrides)
+        return load_serve_config("placer", config_path=args.config, env=env, overrides=overrides,
+                                 default_address=DEFAULT_HEALTH_ADDRESS)
     except InvalidArgument as e:
         if e.field != "tls" or e.value != "not configured":
             raise
         cfg = load_serve_config("placer", config_path=args.config, env=env,
-                                overrides={**overrides, "plaintext": True})
+                                overrides={**overrides, "plaintext": True},
+                                default_address=DEFAULT_HEALTH_ADDRESS)
         from elastico.grpc_server import is_loopback
 
         if not is_loopback(cfg.address):
@@ -130,6 +138,35 @@ def load_config(args: argparse.Namespace, env: Any = None) -> ServeConfig:
                 "a loopback address, or TLS for the health endpoint (--tls-cert/--tls-key, "
                 "ELASTICO_TLS_CERT/KEY or [serve.tls]), or --plaintext") from None
         return cfg
+
+
+def load_kube_config(kubeconfig: str | None) -> None:
+    """Configures the ``kubernetes`` client from ``kubeconfig`` (a file path) or, when None,
+    the in-cluster service account.  Raises InvalidArgument naming the file (or "in-cluster
+    config") and the client library's reason: a missing or unreadable file, broken YAML, a
+    file without a usable context, or no service account outside a pod."""
+    import yaml
+    from kubernetes import config
+    from kubernetes.config.config_exception import ConfigException
+
+    if kubeconfig and not Path(kubeconfig).is_file():
+        raise InvalidArgument("--kubeconfig", kubeconfig, "an existing kubeconfig file")
+    try:
+        if kubeconfig:
+            config.load_kube_config(config_file=kubeconfig)
+        else:
+            config.load_incluster_config()
+    except (ConfigException, yaml.YAMLError, OSError, ValueError, TypeError, KeyError,
+            AttributeError) as e:
+        # the client library reports a broken file with whatever its parsing raised
+        reason = " ".join(str(e).split()) or type(e).__name__
+        if kubeconfig:
+            raise InvalidArgument("--kubeconfig", kubeconfig,
+                                  f"a readable kubeconfig with a usable current context "
+                                  f"({reason})") from None
+        raise InvalidArgument("in-cluster config", "not available",
+                              f"running in a pod with a service account, or --kubeconfig FILE "
+                              f"({reason})") from None
 
 
 def _server_credentials(cfg: ServeConfig):
@@ -145,7 +182,7 @@ def _server_credentials(cfg: ServeConfig):
 
 
 def run(args: argparse.Namespace) -> int:
-    from kubernetes import client, config
+    from kubernetes import client
 
     from elastico.metrics import LoopMetrics
     from elastico.placer.kube.health import LoopHealth, start_health_endpoint
@@ -163,10 +200,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = load_config(args)
     logging.basicConfig(level=args.log_level,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if args.kubeconfig:
-        config.load_kube_config(config_file=args.kubeconfig)
-    else:
-        config.load_incluster_config()
+    load_kube_config(args.kubeconfig)
     identity = args.identity or os.environ.get("POD_NAME") or socket.gethostname()
     api = client.ApiClient()
     elector = None if args.no_leader_election else LeaseElector(
@@ -191,6 +225,12 @@ def run(args: argparse.Namespace) -> int:
     # a round may legitimately take long (many pods to write); a loop silent for this long
     # is hung, and the liveness probe restarts it
     stall_s = max(120.0, 10 * args.round_interval + args.round_timeout)
+    from elastico.grpc_server import bind_error
+
+    busy = bind_error(cfg.address)  # before grpc, which would log its own C-core line too
+    if busy is not None:
+        raise InvalidArgument("health address", cfg.address,
+                              f"a free address of this host ({busy})")
     try:
         endpoint = start_health_endpoint(cfg.address, LoopHealth(loop, thread, stall_s=stall_s),
                                          credentials=_server_credentials(cfg))

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from elastico.errors import InvalidArgument
-from elastico.grpc_server import server_credentials
+from elastico.grpc_server import bind_error, server_credentials
 from elastico.metrics import ServiceMetrics
 from elastico.telemetry import OtelTracer
 from elastico.telemetry import configure as configure_tracing
@@ -197,6 +197,9 @@ def start(cfg: ServeConfig, *, model_dir: Path | None = None, model: Path | None
                 cfg.tls.client_ca.read_bytes() if cfg.tls.client_ca else None)
         except OSError as e:
             raise InvalidArgument("tls", str(e), "readable PEM files") from None
+    busy = bind_error(cfg.address)
+    if busy is not None:
+        raise InvalidArgument("address", cfg.address, f"a free address of this host ({busy})")
     kw = dict(max_workers=cfg.max_workers, max_concurrent_rpcs=cfg.max_concurrent_rpcs,
               credentials=creds, metrics=metrics, tracer=tracer)
     if cfg.service not in available():

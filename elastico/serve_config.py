@@ -55,7 +55,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-__all__ = ["SERVICES", "DEFAULT_PORTS", "TlsConfig", "ServeConfig", "load_serve_config"]
+__all__ = ["SERVICES", "DEFAULT_PORTS", "TlsConfig", "ServeConfig", "load_serve_config",
+           "check_key_pair", "check_address"]
 
 #: The services ``elastico serve`` runs, with their default loopback ports (issue 6, local mode).
 DEFAULT_PORTS: Mapping[str, int] = {"pricing": 50051, "predictor": 50052, "placer": 50053,
@@ -134,9 +135,11 @@ def _read_file(path: Path) -> dict[str, Any]:
     return doc
 
 
-def _int(field: str, value: Any, lo: int, hi: int) -> int:
-    if isinstance(value, bool):
-        raise InvalidArgument(field, value, f"an integer in {lo}..{hi}")
+def _int(field: str, value: Any, lo: int, hi: int, strict: bool = False) -> int:
+    """``strict``: a TOML value, which must be a TOML integer (``"8"`` is a string there)."""
+    if isinstance(value, bool) or (strict and not isinstance(value, int)):
+        raise InvalidArgument(field, value, f"an integer in {lo}..{hi}"
+                              + (" (a TOML integer, unquoted)" if strict else ""))
     try:
         v = int(value) if not isinstance(value, float) else None
     except (TypeError, ValueError):
@@ -146,7 +149,11 @@ def _int(field: str, value: Any, lo: int, hi: int) -> int:
     return v
 
 
-def _float(field: str, value: Any, lo: float, hi: float) -> float:
+def _float(field: str, value: Any, lo: float, hi: float, strict: bool = False) -> float:
+    """``strict``: a TOML value, which must be a TOML number."""
+    if strict and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise InvalidArgument(field, value,
+                              f"a number of seconds in [{lo:g}, {hi:g}] (a TOML number, unquoted)")
     try:
         v = float(value) if not isinstance(value, bool) else math.nan
     except (TypeError, ValueError):
@@ -156,23 +163,37 @@ def _float(field: str, value: Any, lo: float, hi: float) -> float:
     return v
 
 
-def _bool(field: str, value: Any) -> bool:
+#: What an environment variable (or a string flag value) may say for a boolean.
+_TEXT_BOOLS = {"1": True, "true": True, "yes": True, "on": True,
+               "0": False, "false": False, "no": False, "off": False, "": False}
+
+
+def _bool(field: str, value: Any, strict: bool = False) -> bool:
+    """``strict``: a TOML value, which has real booleans -- only ``true``/``false``."""
     if isinstance(value, bool):
         return value
-    if isinstance(value, str) and value.strip().lower() in ("1", "true", "yes", "on"):
-        return True
-    if isinstance(value, str) and value.strip().lower() in ("0", "false", "no", "off", ""):
-        return False
-    raise InvalidArgument(field, value, "true or false (1/0, yes/no)")
+    if strict:
+        raise InvalidArgument(field, value, "true or false (a TOML boolean, unquoted)")
+    if isinstance(value, str) and value.strip().lower() in _TEXT_BOOLS:
+        return _TEXT_BOOLS[value.strip().lower()]
+    raise InvalidArgument(field, value, "1, true, yes or on; 0, false, no, off or empty")
 
 
-def _address(field: str, value: Any) -> str:
+def check_address(field: str, value: Any, *, listen: bool = True) -> str:
+    """``value`` as a ``host:port`` address (``[v6]:port`` for IPv6); ``listen``: an address to
+    listen on, where port 0 picks a free one -- an address to call needs a port in
+    1..65535.  Raises InvalidArgument naming ``field``."""
+    lo = 0 if listen else 1
     if not isinstance(value, str) or ":" not in value:
         raise InvalidArgument(field, value, "host:port, e.g. 127.0.0.1:50051 or [::]:50051")
     host, _, port = value.rpartition(":")
-    if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise InvalidArgument(field, value, "host:port with a port in 0..65535")
+    if not host or not port.isdigit() or not lo <= int(port) <= 65535:
+        raise InvalidArgument(field, value, f"host:port with a port in {lo}..65535")
     return value
+
+
+def _address(field: str, value: Any) -> str:
+    return check_address(field, value)
 
 
 def _pem(field: str, value: Any, kind: str) -> Path:
@@ -192,18 +213,73 @@ def _pem(field: str, value: Any, kind: str) -> Path:
     return p
 
 
+def _path(field: str, value: Any) -> str:
+    """A path-valued setting that a higher-precedence source overrides: only its type is
+    checked (the file may exist only where that source is not used)."""
+    if not isinstance(value, (str, Path)) or not str(value):
+        raise InvalidArgument(field, value, "the path of a PEM file")
+    return str(value)
+
+
+def check_key_pair(cert_field: str, cert: Path, key_field: str, key: Path) -> None:
+    """Refuses a private key that does not belong to the certificate (or that is encrypted,
+    which grpc cannot use) at startup, before grpc would fail -- the server at bind, with
+    only a C-core log line, a client at its first handshake.  The standard library's TLS
+    (OpenSSL) checks the pair; nothing is added to the dependencies."""
+    import ssl
+
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    try:
+        # a password callback: an encrypted key fails here instead of prompting on the tty
+        ctx.load_cert_chain(str(cert), str(key), password=lambda: b"")
+    except ssl.SSLError as e:
+        raise InvalidArgument(key_field, str(key),
+                              f"the unencrypted private key of {cert_field} {str(cert)!r} "
+                              f"({e.reason or e})") from None
+    except OSError as e:
+        raise InvalidArgument(key_field, str(key), f"a readable PEM file ({e})") from None
+
+
+def _setting(key: str, value: Any, strict: bool) -> Any:
+    """One non-TLS setting checked and converted; ``strict``: it comes from the TOML file.
+    Returns None for an empty environment/flag value (= not set)."""
+    if not strict and value == "" and key in ("metrics_port", *_PLACER_KEYS):
+        return None
+    if key == "address":
+        return _address(key, value)
+    if key.endswith("_address"):  # an address the placer calls
+        return check_address(key, value, listen=False)
+    if key == "max_workers":
+        return _int(key, value, 1, _MAX_WORKERS, strict)
+    if key == "max_concurrent_rpcs":
+        return _int(key, value, 1, _MAX_RPCS, strict)
+    if key == "metrics_port":
+        return _int(key, value, 0, 65535, strict)
+    if key == "grace_s":
+        return _float(key, value, 0.0, _MAX_GRACE_S, strict)
+    if key == "plaintext":
+        return _bool(key, value, strict)
+    if key in _PLACER_KEYS:  # a PEM path: its file is read once it wins (below)
+        return _path(key, value)
+    raise InvalidArgument(key, value, "a known setting")  # pragma: no cover - keys are fixed
+
+
 def load_serve_config(service: str, *, config_path: Path | None = None,
                       env: Mapping[str, str] | None = None,
-                      overrides: Mapping[str, Any] | None = None) -> ServeConfig:
+                      overrides: Mapping[str, Any] | None = None,
+                      default_address: str | None = None) -> ServeConfig:
     """The configuration of ``service`` (one of :data:`SERVICES`) from the TOML file at
     ``config_path`` (optional), ``env`` (the process environment when None) and
     ``overrides`` (command-line values; None entries are ignored).  Keys of ``overrides``:
     ``address``, ``max_workers``, ``max_concurrent_rpcs``, ``grace_s``, ``tls_cert``,
     ``tls_key``, ``tls_client_ca``, ``plaintext``, ``metrics_port``; placer only
     ``pricing_address``, ``predictor_address``, ``upstream_ca``, ``upstream_cert``,
-    ``upstream_key``.  Raises InvalidArgument
-    on any bad value, on a half-configured TLS identity, and when neither TLS nor plaintext
-    is configured."""
+    ``upstream_key``.  ``default_address``: the address when no source sets one (default
+    ``127.0.0.1:<the service's default port>``).  Every value of every source is checked,
+    also one that a higher-precedence source overrides; the TOML file's must have the TOML
+    type (``plaintext = true``, not ``"yes"``).  Raises InvalidArgument on any bad value, on
+    a half-configured TLS identity, a private key that is not the certificate's, upstream TLS
+    files without an upstream address, and when neither TLS nor plaintext is configured."""
     if service not in SERVICES:
         raise InvalidArgument("service", service, f"one of {', '.join(SERVICES)}")
     env = os.environ if env is None else env
@@ -230,9 +306,11 @@ def load_serve_config(service: str, *, config_path: Path | None = None,
                     if not isinstance(v, dict) or set(v) - {"cert", "key", "client_ca"}:
                         raise InvalidArgument(f"config.{prefix}.tls", v,
                                               "a table with cert, key and optional client_ca")
+                    for tk, tv in v.items():
+                        _path(f"tls.{tk}", tv)
                     tls.update(v)
                 elif k not in SERVICES:
-                    raw[k] = v
+                    raw[k] = _setting(k, v, strict=True)
     env_keys = {f"ELASTICO_{service.upper()}_ADDRESS": "address",
                 "ELASTICO_MAX_WORKERS": "max_workers",
                 "ELASTICO_MAX_CONCURRENT_RPCS": "max_concurrent_rpcs",
@@ -246,7 +324,7 @@ def load_serve_config(service: str, *, config_path: Path | None = None,
                          "ELASTICO_UPSTREAM_KEY": "upstream_key"})
     for name, key in env_keys.items():
         if name in env:
-            raw[key] = env[name]
+            raw[key] = _setting(key, env[name], strict=False)
     for name, key in {"ELASTICO_TLS_CERT": "cert", "ELASTICO_TLS_KEY": "key",
                       "ELASTICO_TLS_CLIENT_CA": "client_ca"}.items():
         if name in env:
@@ -256,29 +334,22 @@ def load_serve_config(service: str, *, config_path: Path | None = None,
             continue
         if key.startswith("tls_"):
             tls[key[4:]] = v
+        elif key in _PLACER_KEYS and service != "placer" and v != "":
+            raise InvalidArgument(key, v, "only for the placer")
         else:
-            raw[key] = v
+            raw[key] = _setting(key, v, strict=False)
 
-    cfg = ServeConfig(service=service,
-                      address=_address("address", raw.get("address",
-                                                          f"127.0.0.1:{DEFAULT_PORTS[service]}")))
-    if "max_workers" in raw:
-        cfg = replace(cfg, max_workers=_int("max_workers", raw["max_workers"], 1, _MAX_WORKERS))
-    if "max_concurrent_rpcs" in raw:
-        cfg = replace(cfg, max_concurrent_rpcs=_int("max_concurrent_rpcs",
-                                                    raw["max_concurrent_rpcs"], 1, _MAX_RPCS))
-    if raw.get("metrics_port") not in (None, ""):
-        cfg = replace(cfg, metrics_port=_int("metrics_port", raw["metrics_port"], 0, 65535))
-    if "grace_s" in raw:
-        cfg = replace(cfg, grace_s=_float("grace_s", raw["grace_s"], 0.0, _MAX_GRACE_S))
-    plaintext = _bool("plaintext", raw.get("plaintext", False))
-    for key in _PLACER_KEYS:
-        if raw.get(key) in (None, ""):
+    address = raw.get("address") or default_address or f"127.0.0.1:{DEFAULT_PORTS[service]}"
+    cfg = ServeConfig(service=service, address=_address("address", address))
+    for key in ("max_workers", "max_concurrent_rpcs", "metrics_port", "grace_s"):
+        if raw.get(key) is not None:
+            cfg = replace(cfg, **{key: raw[key]})
+    plaintext = bool(raw.get("plaintext", False))
+    for key in sorted(_PLACER_KEYS):
+        if raw.get(key) is None:
             continue
-        if service != "placer":
-            raise InvalidArgument(key, raw[key], "only for the placer")
         if key.endswith("_address"):
-            cfg = replace(cfg, **{key: _address(key, raw[key])})
+            cfg = replace(cfg, **{key: raw[key]})
         else:
             cfg = replace(cfg, **{key: _pem(key, raw[key], "PRIVATE KEY" if key ==
                                             "upstream_key" else "CERTIFICATE")})
@@ -288,6 +359,13 @@ def load_serve_config(service: str, *, config_path: Path | None = None,
     if cfg.upstream_cert is not None and cfg.upstream_ca is None:
         raise InvalidArgument("upstream_ca", "missing",
                               "the CA of the pricing/predictor servers, with a client identity")
+    if cfg.upstream_cert is not None and cfg.upstream_key is not None:
+        check_key_pair("upstream_cert", cfg.upstream_cert, "upstream_key", cfg.upstream_key)
+    if cfg.upstream_ca is not None and not (cfg.pricing_address or cfg.predictor_address):
+        raise InvalidArgument("upstream_ca", str(cfg.upstream_ca),
+                              "only with a pricing_address or predictor_address to call over "
+                              "TLS (--pricing-address/--predictor-address); without one the "
+                              "placer prices and predicts in-process")
     if tls.get("client_ca") and not (tls.get("cert") or tls.get("key")):
         raise InvalidArgument("tls.client_ca", str(tls["client_ca"]),
                               "only with a server certificate and key (mutual TLS needs TLS)")
@@ -303,6 +381,7 @@ def load_serve_config(service: str, *, config_path: Path | None = None,
             key=_pem("tls.key", tls["key"], "PRIVATE KEY"),
             client_ca=(_pem("tls.client_ca", tls["client_ca"], "CERTIFICATE")
                        if tls.get("client_ca") else None)))
+        check_key_pair("tls.cert", cfg.tls.cert, "tls.key", cfg.tls.key)
     elif not plaintext:
         raise InvalidArgument(
             "tls", "not configured",

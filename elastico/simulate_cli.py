@@ -159,6 +159,11 @@ def _check(args: argparse.Namespace) -> None:
         check_output_file("--json", args.json)
     if getattr(args, "via_grpc", None) is not None and args.mode != "replay":
         raise InvalidArgument("--via-grpc", args.via_grpc, "only in --mode replay")
+    if getattr(args, "via_grpc", None):  # "" = start the services here
+        from elastico.serve_config import check_address
+
+        # before anything runs: grpc would read port 99999 modulo 65536, or resolve "garbage"
+        check_address("--via-grpc", args.via_grpc, listen=False)
 
 
 def run(args: argparse.Namespace) -> int:

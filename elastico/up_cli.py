@@ -4,11 +4,14 @@ Starts ``python -m elastico serve SERVICE`` for pricing, predictor, placer (pric
 predicting through the other two) and -- when this installation has its server -- the node
 agent, on ``base_port``, ``base_port + 1``, ... (default 50051 pricing, 50052 predictor, 50053
 placer, 50054 node agent; the node agent with ``ELASTICO_GPU_BACKEND=simulated`` unless the
-environment chooses a backend), plaintext on loopback unless TLS files are given.  Once every
-service answers the gRPC health check ``SERVING`` (over TLS: verified with ``--tls-ca``; without
-it, once each accepts connections) it prints their addresses; SIGTERM or
+environment chooses a backend), plaintext on loopback unless TLS files are given
+(``--tls-cert``/``--tls-key`` with ``--tls-ca``, the CA that signed them: the placer calls
+pricing and predictor over TLS verified with it).  The TLS files, the host and the ports are
+checked once before any child starts (exit 2).  Once every service answers the gRPC health
+check ``SERVING`` it prints their addresses; SIGTERM or
 SIGINT (Ctrl-C) stops them all (each gets SIGTERM and finishes its in-flight RPCs); if one of
-them dies, the others are stopped and ``up`` exits 1 naming it.
+them dies, the others are stopped and ``up`` exits 1 naming it.  On Linux the children get
+SIGTERM when ``up`` dies, even by SIGKILL (``PR_SET_PDEATHSIG``), so none is left running.
 
 :class:`Stack` is the same thing as a library (``elastico simulate --via-grpc`` and
 ``bench/rpc.py`` start their services with it).  An adapter (it speaks gRPC health).
@@ -17,6 +20,7 @@ them dies, the others are stopped and ``up`` exits 1 naming it.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import signal
 import subprocess
@@ -51,6 +55,29 @@ def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
         for s in socks:
             s.close()
     return ports
+
+
+def _die_with_parent():
+    """A ``preexec_fn`` giving a child SIGTERM when this process dies, however it dies (also
+    SIGKILL, which leaves no chance to stop the children): Linux's ``PR_SET_PDEATHSIG``.  The
+    signal comes when the *thread* that started the child ends, so :class:`Stack` is started
+    from a thread that lives as long as the stack (the main thread in ``up``).  None
+    elsewhere (no such call; the children then outlive a killed parent)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    # resolved here, before the fork: a child of a threaded process should not dlopen
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    parent = os.getpid()
+    pr_set_pdeathsig = 1  # <linux/prctl.h>
+
+    def preexec() -> None:
+        prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the call: nobody would signal
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return preexec
 
 
 def _healthy(address: str, timeout: float, ca: bytes | None = None) -> bool:
@@ -117,7 +144,8 @@ class Stack:
                 if s == "nodeagent" and "ELASTICO_GPU_BACKEND" not in os.environ:
                     # local mode: a simulated GPU backend unless the environment picks one
                     env = {**os.environ, "ELASTICO_GPU_BACKEND": "simulated"}
-                self.procs[s] = subprocess.Popen(self.argv(s), stdin=subprocess.DEVNULL, env=env)
+                self.procs[s] = subprocess.Popen(self.argv(s), stdin=subprocess.DEVNULL, env=env,
+                                                 preexec_fn=_die_with_parent())
             deadline = time.monotonic() + timeout_s
             if self.tls and self.ca is None:
                 def ready(address: str) -> bool:
@@ -183,8 +211,56 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="serve TLS with this certificate (default: plaintext on loopback)")
     p.add_argument("--tls-key", default=None, metavar="PEM", help="its private key")
     p.add_argument("--tls-ca", default=None, metavar="PEM",
-                   help="CA the placer verifies pricing and predictor with (with --tls-cert)")
+                   help="CA that signed --tls-cert: the placer verifies pricing and predictor "
+                        "with it, and up its health checks (required with --tls-cert)")
     p.set_defaults(func=run)
+
+
+def _check(args: argparse.Namespace, ports: dict[str, int]) -> bytes | None:
+    """Everything every child would refuse, checked once here before any starts (else each
+    child prints the same error): the TLS files (as ``serve`` reads them), the host, and that
+    each port is free.  Returns the CA's PEM (None without TLS).  Raises InvalidArgument."""
+    import socket
+
+    from elastico.serve_config import load_serve_config
+
+    tls = ({"tls_cert": args.tls_cert, "tls_key": args.tls_key} if args.tls_cert
+           else {"plaintext": True})
+    try:
+        load_serve_config("pricing", env={}, overrides={"address": f"{args.host}:0", **tls})
+        ca = None
+        if args.tls_ca is not None:
+            cfg = load_serve_config("placer", env={}, overrides={
+                "address": f"{args.host}:0", "pricing_address": f"{args.host}:1",
+                "upstream_ca": args.tls_ca, **tls})
+            ca = cfg.upstream_ca.read_bytes()
+    except InvalidArgument as e:  # serve's names of the settings -> up's flags
+        flag = {"tls.cert": "--tls-cert", "tls.key": "--tls-key", "upstream_ca": "--tls-ca",
+                "address": "--host"}.get(e.field, e.field)
+        raise InvalidArgument(flag, e.value, e.allowed.replace("tls.cert", "--tls-cert")) from None
+    except OSError as e:
+        raise InvalidArgument("--tls-ca", args.tls_ca, f"a readable PEM file ({e})") from None
+    try:
+        infos = socket.getaddrinfo(args.host.strip("[]"), None, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as e:
+        raise InvalidArgument("--host", args.host,
+                              f"an address or name of this host ({e})") from None
+    family, _, _, _, sockaddr = infos[0]
+    for service, port in ports.items():
+        with socket.socket(family, socket.SOCK_STREAM) as s:
+            # as grpc binds: a connection in TIME_WAIT does not make a port busy
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind((sockaddr[0], port) + tuple(sockaddr[2:]))
+            except OSError as e:
+                if e.errno == errno.EADDRNOTAVAIL:
+                    raise InvalidArgument("--host", args.host, f"an address of this host "
+                                          f"({e.strerror})") from None
+                raise InvalidArgument("--base-port", args.base_port,
+                                      f"ports {min(ports.values())}..{max(ports.values())} free "
+                                      f"on {args.host}: {service}'s port {port} is not "
+                                      f"({e.strerror})") from None
+    return ca
 
 
 def run(args: argparse.Namespace) -> int:
@@ -195,25 +271,26 @@ def run(args: argparse.Namespace) -> int:
     if (args.tls_cert is None) != (args.tls_key is None):
         raise InvalidArgument("--tls-key" if args.tls_key is None else "--tls-cert", "missing",
                               "both --tls-cert and --tls-key, or neither")
+    if args.tls_cert is not None and args.tls_ca is None:
+        # without it the placer would call pricing and predictor in plaintext and fail
+        raise InvalidArgument("--tls-ca", "missing", "with --tls-cert/--tls-key: the CA that "
+                              "signed that certificate, which the placer verifies pricing and "
+                              "predictor with")
+    if args.tls_ca is not None and args.tls_cert is None:
+        raise InvalidArgument("--tls-ca", args.tls_ca,
+                              "only with --tls-cert and --tls-key (plaintext needs no CA)")
     services = [s for s in ORDER if s in available()]
-    if "nodeagent" not in services:
-        print("elastico up: nodeagent skipped (this installation has no node-agent server)",
-              file=sys.stderr, flush=True)
+    ports = {s: args.base_port + ORDER.index(s) for s in services}
     tls: list[str] = []
     extra: dict[str, list[str]] = {}
     if args.tls_cert:
         tls = ["--tls-cert", args.tls_cert, "--tls-key", args.tls_key]
-        if args.tls_ca:
-            extra["placer"] = ["--upstream-ca", args.tls_ca]
-    ca = None
-    if args.tls_ca:
-        try:
-            with open(args.tls_ca, "rb") as f:
-                ca = f.read()
-        except OSError as e:
-            raise InvalidArgument("--tls-ca", args.tls_ca, f"a readable PEM file ({e})") from None
-    stack = Stack({s: args.base_port + ORDER.index(s) for s in services}, host=args.host,
-                  extra=extra, tls=tls, ca=ca)
+        extra["placer"] = ["--upstream-ca", args.tls_ca]
+    ca = _check(args, ports)
+    if "nodeagent" not in services:
+        print("elastico up: nodeagent skipped (this installation has no node-agent server)",
+              file=sys.stderr, flush=True)
+    stack = Stack(ports, host=args.host, extra=extra, tls=tls, ca=ca)
     stop = threading.Event()
     old = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
     try:

@@ -163,3 +163,10 @@ def test_inflation_mode_bad_input(tmp_path, capsys):
     _bad(tmp_path, capsys, ["simulate", "--mode", "inflation", "--workload", "nope"],
          "--workload", "nope", "default")
     _bad(tmp_path, capsys, ["simulate", "--policy", "packing", "--no-progress"], "--policy", "packing")
+
+
+@pytest.mark.parametrize("address, allowed", [
+    ("127.0.0.1:99999", "port in 1..65535"), ("127.0.0.1:0", "port in 1..65535"),
+    ("garbage", "host:port"), (":50053", "host:port")])
+def test_a_bad_via_grpc_address_exits_2_before_simulating(tmp_path, capsys, address, allowed):
+    _bad(tmp_path, capsys, SMALL + ["--via-grpc", address], f"--via-grpc: {address!r}", allowed)

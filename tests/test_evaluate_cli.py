@@ -70,3 +70,14 @@ def test_simulate_cluster_flag(capsys, tmp_path):
     err = capsys.readouterr().err
     assert "16 GPUs on 2 nodes (A100-80GB 8, A100-40GB 8)" in err
     assert out.is_file()
+
+
+@pytest.mark.parametrize("out", ["/proc/nope", "/proc/self/nope/deeper"])
+def test_an_out_folder_that_cannot_be_created_exits_2_before_any_run(capsys, out):
+    # os.access says yes to root there; only trying tells (and before the hour of runs)
+    assert main(["evaluate", "--out", out, "--gpus", "16", "--seeds", "0", "--clusters",
+                 "trace", "--policies", "exclusive", "--jobs-per-gpu", "0.1"]) == 2
+    err = capsys.readouterr().err
+    assert f"--out: '{out}' is not allowed (must be a folder that can be created" in err
+    assert "evaluate:" not in err   # no run started
+

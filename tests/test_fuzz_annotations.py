@@ -63,7 +63,8 @@ def _check_valid(ann: dict, spec: A.PodSpec, job) -> None:
     ours = {k: v for k, v in ann.items() if k.startswith(A.PREFIX)}
     assert set(ours) <= set(A.USER_KEYS)
     assert 1 <= spec.gpus <= A.MAX_GPUS and 1 <= spec.gang_size <= A.MAX_GANG
-    assert 0 < spec.gpu_fraction <= 1 and (spec.gpus == 1 or spec.gpu_fraction == 1)
+    assert A.MIN_GPU_FRACTION <= spec.gpu_fraction <= 1 and (spec.gpus == 1
+                                                             or spec.gpu_fraction == 1)
     assert math.isfinite(spec.priority) and spec.priority > 0
     assert math.isfinite(spec.slowdown_bound) and spec.slowdown_bound >= 1
     assert 0 < spec.work <= A.MAX_WORK_S
@@ -120,7 +121,7 @@ def test_one_annotation_alone(key, value):
 @pytest.mark.parametrize("key,value", [
     (A.GPU_FRACTION, "0"), (A.GPU_FRACTION, "-0.5"), (A.GPU_FRACTION, "1.5"),
     (A.GPU_FRACTION, "50m"), (A.GPU_FRACTION, "NaN"), (A.GPU_FRACTION, "inf"),
-    (A.GPU_FRACTION, ""), (A.GPUS, "0"), (A.GPUS, "99999999999999999999"), (A.GPUS, "1.0"),
+    (A.GPU_FRACTION, ""), (A.GPU_FRACTION, "1e-9"), (A.GPU_FRACTION, "0.009"), (A.GPUS, "0"), (A.GPUS, "99999999999999999999"), (A.GPUS, "1.0"),
     (A.GANG_SIZE, "1025"), (A.WORK, "1e400"), (A.WORK, "0"), (A.PRIORITY, "0"),
     (A.SLOWDOWN_BOUND, "0.99"), (A.GPU_MEMORY_GIB, "-1"), (A.GPU_MODEL, "A100"),
     (A.GPU_MODEL, "A10 "[:-1] + "0"), (A.GPU_MODEL, ""), (A.GPU_MODEL, "A100-40GB,"),

@@ -202,3 +202,15 @@ def test_the_book_holds_bound_reserved_and_terminating_pods_and_charges_conflict
     # GPUs 0..2 are taken whole, GPU 3 (the Succeeded pod's) is free
     assert [book.state.free_share(0, g) for g in range(4)] == [0.0, 0.0, 0.0, 1.0]
     assert sorted(a.job.id for a in book.running) == ["ns/bound", "ns/reserved", "ns/terminating"]
+
+
+def test_gpu_fraction_is_at_least_one_percent_exponents_allowed():
+    # MPS limits active threads in whole percent: 1 % is the finest share (docs/annotations.md)
+    assert parse({A.GPU_FRACTION: "0.01"}).gpu_fraction == 0.01
+    assert parse({A.GPU_FRACTION: "1e-2"}).gpu_fraction == 0.01    # documented exponents
+    assert parse({A.GPU_FRACTION: "25e-2"}).gpu_fraction == 0.25
+    for raw in ("1e-9", "0.0099", "0.001"):
+        with pytest.raises(InvalidArgument) as e:
+            parse({A.GPU_FRACTION: raw})
+        assert (e.value.field, e.value.value) == (A.GPU_FRACTION, raw)
+        assert "[0.01, 1]" in e.value.allowed

@@ -193,3 +193,47 @@ def test_nodeagent_command_without_a_driver_exits_2_with_the_reason():
                         "--node-name", "n1"], capture_output=True, text=True, env=env, timeout=60)
     assert p.returncode == 2, p.stderr
     assert p.stderr.startswith("elastico: error: NVML is not available: ") and "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("model", ["A100", "a100-40gb", "A100-40GB ", "V100", "RTX 4090", ""])
+def test_a_simulated_gpu_model_must_be_a_known_name_exactly(model):
+    from elastico.errors import InvalidArgument
+    with pytest.raises(InvalidArgument) as e:
+        SimulatedGpuBackend.from_spec([{"model": model, "memory_gib": 40}])
+    assert (e.value.field, e.value.value) == ("simulated_gpus[0].model", model)
+    assert "A100-40GB" in e.value.allowed and "V100M16" in e.value.allowed
+
+
+def test_known_simulated_models_include_nvml_names_and_throughput_models():
+    b = SimulatedGpuBackend.from_spec([{"model": "V100M16", "memory_gib": 16},
+                                       {"model": "NVIDIA A100-SXM4-40GB", "memory_gib": 39.5},
+                                       {"model": "H200", "memory_gib": 139.8}])
+    assert [g.model for g in b.list_gpus()] == ["V100M16", "NVIDIA A100-SXM4-40GB", "H200"]
+
+
+def _nodeagent(*argv, env=None):
+    import os
+    import subprocess
+    import sys
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("ELASTICO_")},
+           "ELASTICO_GPU_BACKEND": "simulated", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "elastico", "nodeagent", "--address",
+                           "127.0.0.1:0", "--node-name", "n1", *argv],
+                          capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_nodeagent_without_kubelets_socket_exits_2_naming_the_folder(tmp_path):
+    for folder, needle in ((tmp_path / "none", "an existing directory"),
+                           (tmp_path, f"{tmp_path / 'kubelet.sock'}")):
+        p = _nodeagent("--plaintext", "--socket-dir", str(folder))
+        assert p.returncode == 2, p.stderr
+        assert p.stderr.startswith(f"elastico: error: --socket-dir: '{folder}' is not allowed")
+        assert needle in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_nodeagent_without_tls_names_the_missing_flags():
+    p = _nodeagent()
+    assert p.returncode == 2
+    assert p.stderr.startswith("elastico: error: --tls-cert and --tls-key: 'missing' is not "
+                               "allowed (a certificate and key for NodeAgentService"), p.stderr
+    assert "None" not in p.stderr

@@ -253,7 +253,9 @@ class LoopCrash(BaseException):
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
-def test_health_is_serving_for_leader_and_standby_and_not_serving_once_the_loop_died(core, emu):
+def test_health_is_serving_for_leader_and_standby_and_not_serving_once_the_loop_died(core, emu,
+                                                                                    caplog):
+    caplog.set_level("INFO", logger="elastico.placer.kube.health")
     coord = client.CoordinationV1Api(emu.api_client())
     make_node(core, "n1")
     stops, threads, endpoints, loops = [], [], [], []
@@ -272,6 +274,10 @@ def test_health_is_serving_for_leader_and_standby_and_not_serving_once_the_loop_
             # not started: not serving, and the reason names the thread
             assert _check(ep.port) == NOT_SERVING
             assert "not running" in ep.health.problem()
+            # ...which at start is no alarm: logged as starting, not as a NOT_SERVING warning
+            assert "health: starting (NOT_SERVING until ready: the scheduler loop thread is " \
+                "not running)" in caplog.text
+            assert not [r for r in caplog.records if r.levelname == "WARNING"]
             thread.start()
             if name == "placer-a":                  # a takes the Lease before b starts
                 wait_until(lambda: metrics["placer-a"].registry.get_sample_value(
@@ -291,6 +297,9 @@ def test_health_is_serving_for_leader_and_standby_and_not_serving_once_the_loop_
         wait_until(lambda: _check(endpoints[0].port) == NOT_SERVING)
         assert "not running" in endpoints[0].health.problem()
         assert _check(endpoints[1].port) == SERVING   # ...the standby stays healthy
+        # once it had been SERVING, losing the thread is a warning
+        assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+            "health: NOT_SERVING: the scheduler loop thread is not running"]
     finally:
         for stop, thread, ep in zip(stops, threads, endpoints):
             stop.set()
@@ -418,7 +427,8 @@ def test_schedule_reads_the_placer_configuration_with_serves_precedence(tmp_path
     assert (cfg.pricing_address, cfg.predictor_address) == ("env:1", "flag:2")
     assert (cfg.address, cfg.metrics_port, cfg.upstream_ca) == ("127.0.0.1:7000", 9090, pki["ca"])
     assert cfg.security == "plaintext"               # loopback, no TLS configured
-    assert load_config(_args(), env={}).address == "127.0.0.1:50053"   # the default
+    # the default: loopback, off elastico up's ports 50051..50054 (its placer has 50053)
+    assert load_config(_args(), env={}).address == "127.0.0.1:50055"
     # off loopback the health endpoint needs TLS, or plaintext asked for
     with pytest.raises(InvalidArgument) as e:
         load_config(_args("--health-address", "0.0.0.0:50053"), env={})
@@ -434,3 +444,45 @@ def test_schedule_reads_the_placer_configuration_with_serves_precedence(tmp_path
         load_config(_args("--upstream-ca", str(pki["ca"]), "--upstream-cert",
                           str(pki["client"])), env={})
     assert e.value.field == "upstream_key"
+
+
+def _schedule(*argv, timeout=60, env=None):
+    env = {**{k: v for k, v in os.environ.items()
+              if not k.startswith(("ELASTICO_", "OTEL_", "KUBERNETES_"))}, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "elastico", "schedule", *argv],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def test_a_missing_or_broken_kubeconfig_exits_2_naming_it(tmp_path):
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("clusters: [unclosed\n")
+    listed = tmp_path / "list.yaml"
+    listed.write_text("- 1\n- 2\n")
+    for argv, needle in (([], "in-cluster config"),
+                         (["--kubeconfig", str(tmp_path / "none")], str(tmp_path / "none")),
+                         (["--kubeconfig", str(tmp_path)], str(tmp_path)),
+                         (["--kubeconfig", str(broken)], str(broken)),
+                         (["--kubeconfig", str(listed)], str(listed))):
+        r = _schedule(*argv, "--health-address", "127.0.0.1:0")
+        assert r.returncode == 2, (argv, r.stderr)
+        assert "Traceback" not in r.stderr and needle in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_a_busy_health_address_exits_2_naming_it(tmp_path):
+    # a grpc server holds the port: without SO_REUSEPORT off, a second one would share it
+    srv, port = _started(pricing_server)
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "k", "cluster": {"server": "http://127.0.0.1:9"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}]}))
+    try:
+        r = _schedule("--kubeconfig", str(kubeconfig), "--no-leader-election",
+                      "--health-address", f"127.0.0.1:{port}")
+    finally:
+        srv.stop(0)
+    assert r.returncode == 2, r.stderr
+    assert f"health address: '127.0.0.1:{port}' is not allowed (a free address" in r.stderr
+    assert "Traceback" not in r.stderr

@@ -124,6 +124,84 @@ def test_a_busy_address_or_a_key_of_another_certificate_exits_2(pki, capsys):
     assert "tls" in capsys.readouterr().err
 
 
+def test_grpc_itself_refuses_a_second_server_on_a_held_port():
+    # the race the up-front check cannot close: grpc's SO_REUSEPORT must be off
+    from elastico.grpc_server import serve_one
+
+    kw = dict(thread_name="t", max_workers=1, max_concurrent_rpcs=1, max_message_bytes=1 << 20)
+    first, port = serve_one("127.0.0.1:0", "x.Y", None, **kw)
+    first.start()
+    try:
+        with pytest.raises(RuntimeError):
+            serve_one(f"127.0.0.1:{port}", "x.Y", None, **kw)
+    finally:
+        first.stop(0)
+
+
+def test_a_second_server_on_a_port_exits_2_instead_of_sharing_it():
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ELASTICO_", "OTEL_"))}
+    first = subprocess.Popen([sys.executable, "-m", "elastico", "serve", "pricing", "--port", "0",
+                              "--plaintext"], stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        port = re.search(r"listening on 127\.0\.0\.1:(\d+)", first.stderr.readline()).group(1)
+        # with grpc's default SO_REUSEPORT the second would bind too and serve half the calls
+        second = subprocess.run([sys.executable, "-m", "elastico", "serve", "pricing", "--port",
+                                 port, "--plaintext"], capture_output=True, text=True,
+                                timeout=60, env=env)
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.wait(60)
+    assert second.returncode == 2, second.stderr
+    assert f"address: '127.0.0.1:{port}' is not allowed (a free address" in second.stderr
+    assert "Traceback" not in second.stderr
+
+
+@pytest.mark.parametrize("toml, field, allowed", [
+    ('[serve]\nplaintext = "yes"\n', "plaintext", "a TOML boolean"),
+    ('[serve]\nplaintext = 0\n', "plaintext", "a TOML boolean"),
+    ('[serve]\nplaintext = true\nmax_workers = "8"\n', "max_workers", "a TOML integer"),
+    ('[serve]\nplaintext = true\ngrace_s = "2"\n', "grace_s", "a TOML number"),
+])
+def test_toml_values_must_have_their_toml_type(tmp_path, toml, field, allowed):
+    f = tmp_path / "c.toml"
+    f.write_text(toml)
+    with pytest.raises(InvalidArgument) as e:
+        load_serve_config("pricing", config_path=f, env={})
+    assert e.value.field == field and allowed in e.value.allowed, str(e.value)
+    assert "1/0" not in e.value.allowed and "yes" not in e.value.allowed
+
+
+def test_environment_booleans_list_what_the_environment_accepts():
+    for text in ("1", "yes", "On", "true"):
+        assert load_serve_config("pricing", env={"ELASTICO_PLAINTEXT": text}).plaintext
+    for text in ("0", "no", "off", ""):  # false: TLS is then required
+        with pytest.raises(InvalidArgument) as e:
+            load_serve_config("pricing", env={"ELASTICO_PLAINTEXT": text})
+        assert (e.value.field, e.value.value) == ("tls", "not configured")
+    with pytest.raises(InvalidArgument) as e:
+        load_serve_config("pricing", env={"ELASTICO_PLAINTEXT": "maybe"})
+    assert e.value.allowed == "1, true, yes or on; 0, false, no, off or empty"
+
+
+def test_an_overridden_toml_value_is_still_checked(tmp_path, capsys):
+    f = tmp_path / "c.toml"
+    f.write_text('[serve.pricing]\naddress = 51500\n')
+    with pytest.raises(InvalidArgument) as e:
+        load_serve_config("pricing", config_path=f, env={},
+                          overrides={"address": "127.0.0.1:0", "plaintext": True})
+    assert (e.value.field, e.value.value) == ("address", 51500)
+    assert cli_main(["serve", "pricing", "--config", str(f), "--port", "0", "--plaintext"]) == 2
+    assert "address: 51500 is not allowed" in capsys.readouterr().err
+
+
+def test_a_key_of_another_certificate_is_refused_before_grpc_sees_it(pki):
+    with pytest.raises(InvalidArgument) as e:
+        load_serve_config("pricing", env={}, overrides={"tls_cert": pki["server"],
+                                                        "tls_key": pki["client_key"]})
+    assert (e.value.field, e.value.value) == ("tls.key", str(pki["client_key"]))
+    assert "private key of tls.cert" in e.value.allowed
+
+
 def test_predictor_model_dir_must_be_creatable(tmp_path, capsys):
     bad = tmp_path / "missing-parent" / "store"
     assert cli_main(["serve", "predictor", "--plaintext", "--port", "0",

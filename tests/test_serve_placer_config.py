@@ -50,7 +50,9 @@ def test_addresses_flags_beat_environment_beat_file(tmp_path):
 def test_upstream_tls_flags_beat_environment_beat_file(tmp_path, pki):
     (tmp_path / "other").mkdir()
     other = make_pki(tmp_path / "other")
-    f = _toml(tmp_path, f'[serve.placer]\nupstream_ca = "{pki["ca"]}"\n'
+    # (upstream TLS needs an upstream address to be used on)
+    f = _toml(tmp_path, f'[serve.placer]\npricing_address = "127.0.0.1:7001"\n'
+                        f'upstream_ca = "{pki["ca"]}"\n'
                         f'upstream_cert = "{pki["client"]}"\nupstream_key = "{pki["client_key"]}"\n')
     cfg = load_serve_config("placer", config_path=f, env={})
     assert (cfg.upstream_ca, cfg.upstream_cert, cfg.upstream_key) == (
@@ -66,7 +68,8 @@ def test_upstream_tls_flags_beat_environment_beat_file(tmp_path, pki):
     assert (cfg.upstream_ca, cfg.upstream_cert, cfg.upstream_key) == (
         pki["ca"], pki["stranger"], pki["stranger_key"])
     # a CA alone: TLS to the upstream services without a client identity
-    cfg = load_serve_config("placer", env={"ELASTICO_UPSTREAM_CA": str(pki["ca"])},
+    cfg = load_serve_config("placer", env={"ELASTICO_UPSTREAM_CA": str(pki["ca"]),
+                                           "ELASTICO_PLACER_PREDICTOR_ADDRESS": "h:7002"},
                             overrides=PLAIN)
     assert (cfg.upstream_ca, cfg.upstream_cert) == (pki["ca"], None)
 
@@ -165,3 +168,20 @@ def test_bad_placer_flags_exit_2_naming_the_key(capsys, pki):
                      "--upstream-ca", str(pki["client_key"])]) == 2
     err = capsys.readouterr().err
     assert "upstream_ca" in err and str(pki["client_key"]) in err
+
+
+def test_upstream_tls_needs_an_upstream_address_and_a_matching_key(pki, capsys):
+    with pytest.raises(InvalidArgument) as e:
+        load_serve_config("placer", env={}, overrides={**PLAIN, "upstream_ca": pki["ca"]})
+    assert (e.value.field, e.value.value) == ("upstream_ca", str(pki["ca"]))
+    assert "pricing_address or predictor_address" in e.value.allowed
+    assert cli_main(["serve", "placer", "--plaintext", "--port", "0",
+                     "--upstream-ca", str(pki["ca"])]) == 2
+    assert "upstream_ca" in capsys.readouterr().err
+    # a client certificate with the key of another one fails at startup, not at each call
+    with pytest.raises(InvalidArgument) as e:
+        load_serve_config("placer", env={}, overrides={
+            **PLAIN, "pricing_address": "127.0.0.1:7001", "upstream_ca": pki["ca"],
+            "upstream_cert": pki["client"], "upstream_key": pki["server_key"]})
+    assert (e.value.field, e.value.value) == ("upstream_key", str(pki["server_key"]))
+    assert "private key of upstream_cert" in e.value.allowed

@@ -20,6 +20,12 @@ def _children(pid: int) -> list[int]:
     return [int(x) for x in out.stdout.split()]
 
 
+def _running(pid: int) -> bool:
+    stat = subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], capture_output=True,
+                          text=True).stdout.strip()
+    return stat != "" and not stat.startswith("Z")
+
+
 def test_up_starts_healthy_services_and_sigterm_stops_them_all():
     base = free_ports(1)[0]
     while not all(p >= 1024 for p in range(base, base + 4)):
@@ -58,3 +64,94 @@ def test_up_starts_healthy_services_and_sigterm_stops_them_all():
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+# ---- bad flags: checked once, before any child starts --------------------------------------------
+import socket  # noqa: E402
+
+import pytest  # noqa: E402
+
+from elastico.cli import main as cli_main  # noqa: E402
+
+pytest.importorskip("cryptography.x509")
+from tls_certs import make_pki  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+def _up_error(capsys, *argv) -> str:
+    assert cli_main(["up", *argv]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err   # one message, not one per child
+    return err
+
+
+def test_incoherent_tls_flags_exit_2_naming_them(pki, capsys):
+    cert = ["--tls-cert", str(pki["server"]), "--tls-key", str(pki["server_key"])]
+    # the placer would call pricing and predictor in plaintext: every round would fail
+    assert "--tls-ca: 'missing'" in _up_error(capsys, *cert)
+    assert "--tls-ca" in _up_error(capsys, "--tls-ca", str(pki["ca"]))  # ignored before
+    err = _up_error(capsys, "--tls-cert", "/no/cert.pem", "--tls-key", str(pki["server_key"]),
+                    "--tls-ca", str(pki["ca"]))
+    assert "--tls-cert: '/no/cert.pem'" in err
+    err = _up_error(capsys, "--tls-cert", str(pki["server"]), "--tls-key",
+                    str(pki["client_key"]), "--tls-ca", str(pki["ca"]))
+    assert f"--tls-key: '{pki['client_key']}'" in err
+
+
+def test_a_bad_host_or_a_busy_port_exits_2_before_starting_anything(capsys):
+    assert "--host: 'nohost.invalid'" in _up_error(capsys, "--host", "nohost.invalid")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        err = _up_error(capsys, "--base-port", str(port - 1))
+    assert f"--base-port: {port - 1}" in err and f"port {port} is not" in err
+
+
+def test_an_up_stack_with_tls_runs_rounds_and_dies_with_up(pki):
+    from elastico.v1 import placer_pb2_grpc
+    from test_placer_tls import _request
+
+    base = free_ports(1)[0]
+    while not all(1024 <= p <= 65535 for p in range(base, base + 4)):
+        base = free_ports(1)[0]
+    proc = subprocess.Popen([sys.executable, "-m", "elastico", "up", "--base-port", str(base),
+                             "--tls-cert", str(pki["server"]), "--tls-key",
+                             str(pki["server_key"]), "--tls-ca", str(pki["ca"])],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        lines = {}
+        deadline = time.monotonic() + 240
+        while "placer" not in lines and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            name, _, addr = line.strip().partition(" ")
+            lines[name] = addr.strip()
+        assert lines.get("placer") == f"127.0.0.1:{base + 2}", proc.poll()
+        creds = grpc.ssl_channel_credentials(pki["ca"].read_bytes())
+        with grpc.secure_channel(f"localhost:{base + 2}", creds) as ch:
+            resp = placer_pb2_grpc.PlacerServiceStub(ch).RunRound(_request(), timeout=120)
+        # priced and predicted through the TLS pricing and predictor, not degraded
+        assert resp.degraded == "" and resp.pricing_iterations >= 1
+        kids = _children(proc.pid)
+        assert len(kids) >= 3
+        proc.kill()   # SIGKILL: up cannot stop its children itself
+        proc.wait(10)
+        deadline = time.monotonic() + 20
+        alive = kids
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.2)
+            alive = [k for k in kids if _running(k)]
+        assert not alive, f"children {alive} outlived a killed up"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for k in kids if "kids" in locals() else []:
+            if _running(k):
+                os.kill(k, signal.SIGKILL)

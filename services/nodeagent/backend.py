@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
 from elastico.errors import ElasticoError, Infeasible, InvalidArgument, NotFound
-from elastico.nodeagent.gpu_models import mig_table_model
+from elastico.nodeagent.gpu_models import mig_table_model, simulated_model_names
 from elastico.placer.mig import MigGpu, mig_profile
 
 __all__ = [
@@ -296,7 +296,8 @@ class SimulatedGpuBackend(_MpsLimitsOf):
     def from_spec(cls, spec: Any) -> "SimulatedGpuBackend":
         """A backend from a plain inventory spec (what ``ELASTICO_SIMULATED_GPUS`` holds as
         JSON): either an int ``n`` (n idle "A100-40GB" GPUs) or a list of objects with
-        ``model`` (str), ``memory_gib`` (GiB > 0) and optional ``uuid``, ``mig_mode``,
+        ``model`` (one of :func:`~elastico.nodeagent.gpu_models.simulated_model_names`,
+        exactly), ``memory_gib`` (GiB > 0) and optional ``uuid``, ``mig_mode``,
         ``healthy``; indices follow list order.  InvalidArgument names the bad entry."""
         if isinstance(spec, int) and not isinstance(spec, bool):
             if not 1 <= spec <= 64:
@@ -307,10 +308,14 @@ class SimulatedGpuBackend(_MpsLimitsOf):
                                   "{model, memory_gib[, uuid, mig_mode, healthy]}")
         gpus = []
         allowed = {"model", "memory_gib", "uuid", "mig_mode", "healthy"}
+        known = simulated_model_names()
         for i, item in enumerate(spec):
             if not isinstance(item, dict) or set(item) - allowed or "model" not in item:
                 raise InvalidArgument(f"simulated_gpus[{i}]", item,
                                       f"an object with model, memory_gib and optional keys of {sorted(allowed)}")
+            if item["model"] not in known:
+                raise InvalidArgument(f"simulated_gpus[{i}].model", item["model"],
+                                      f"one of {', '.join(known)} (exact names)")
             mem = item.get("memory_gib")
             if isinstance(mem, bool) or not isinstance(mem, (int, float)):
                 raise InvalidArgument(f"simulated_gpus[{i}].memory_gib", mem, "GiB > 0")

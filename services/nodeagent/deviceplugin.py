@@ -213,7 +213,8 @@ class DevicePlugin:
             self.socket.unlink()
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=8,
                                                         thread_name_prefix="elastico-deviceplugin"),
-                             interceptors=[ErrorInterceptor()])
+                             interceptors=[ErrorInterceptor()],
+                             options=[("grpc.so_reuseport", 0)])  # as elastico.grpc_server
         api_pb2_grpc.add_DevicePluginServicer_to_server(self.servicer, server)
         if server.add_insecure_port(f"unix://{self.socket}") == 0:
             raise RuntimeError(f"cannot listen on {self.socket}")

@@ -17,7 +17,7 @@ import re
 
 from elastico.placer.mig import MIG_GEOMETRY
 
-__all__ = ["mig_table_model"]
+__all__ = ["mig_table_model", "simulated_model_names"]
 
 
 def mig_table_model(name: str, memory_gib: float) -> str | None:
@@ -37,3 +37,15 @@ def mig_table_model(name: str, memory_gib: float) -> str | None:
             return "H100-80GB"
         return "H100-94GB" if memory_gib < 95 else "H100-96GB"
     return None
+
+
+def simulated_model_names() -> tuple[str, ...]:
+    """The names a simulated GPU (``ELASTICO_SIMULATED_GPUS``) may have, exactly as written:
+    ElastiCo's GPU models (the throughput model's and the MIG tables' keys) and the NVML
+    product names the scheduler maps to them (:data:`elastico.placer.kube.inventory.NVML_NAMES`)
+    -- a name outside these would advertise a GPU the scheduler never places on."""
+    from elastico.placer.kube.inventory import NVML_NAMES
+    from elastico.throughput import ThroughputModel
+
+    return tuple(sorted(set(ThroughputModel.bundled().gpu_models()) | set(MIG_GEOMETRY)
+                        | set(NVML_NAMES)))

@@ -7,7 +7,7 @@ Kubernetes API (camelCase keys), CPU/memory quantities are parsed by the caller,
 I/O, no kubernetes import.
 
 Validation is strict (issue 7): an unknown key under ``elastico.io/``, a malformed number
-(``50m``, ``NaN``, ``inf``, ``1e``), a fraction outside (0, 1], negative memory, an unknown GPU
+(``50m``, ``NaN``, ``inf``, ``1e``), a fraction outside [0.01, 1], negative memory, an unknown GPU
 model (exact names only: ``A10`` is not ``A100-40GB``, ``A100`` is nothing) raise
 :class:`elastico.errors.InvalidArgument` whose field is the annotation key and whose value is
 the raw text; the loop turns it into a ``Rejected`` Event and never schedules the pod.  Only
@@ -82,8 +82,12 @@ DEFAULT_SLOWDOWN_BOUND = {JobKind.TRAINING: 1.5, JobKind.INFERENCE: 1.5, JobKind
 MAX_GPUS = 64
 MAX_GANG = 1024
 MAX_WORK_S = 1e9
+#: Smallest ``gpu-fraction``: MPS limits a client's active threads in whole percent, so 1 % of
+#: a GPU is the finest share a pod can be given (below it the booking and the limit differ).
+MIN_GPU_FRACTION = 0.01
 
-# a plain decimal number: no units ("50m"), no NaN/inf, no underscores or spaces
+# a decimal number, optionally with an exponent ("1e4"; docs/annotations.md): no units
+# ("50m"), no NaN/inf, no underscores or spaces
 # re.ASCII: \d would also match other scripts' digits, which int()/float() accept
 _DECIMAL = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
 _INT = re.compile(r"[+-]?\d+", re.ASCII)
@@ -94,7 +98,7 @@ _MAX_INT_DIGITS = 40
 @dataclass(frozen=True)
 class PodSpec:
     """A pod's validated ``elastico.io/*`` annotations (defaults filled in).  Units:
-    ``gpu_fraction`` share of one GPU's compute (0, 1]; ``gpu_memory_gib`` GiB per GPU or
+    ``gpu_fraction`` share of one GPU's compute [:data:`MIN_GPU_FRACTION`, 1]; ``gpu_memory_gib`` GiB per GPU or
     None; ``work`` normalized-throughput seconds (:class:`elastico.model.Job`)."""
 
     workload: JobKind
@@ -147,9 +151,11 @@ def parse_pod_annotations(annotations: Mapping[str, str] | None, *, gpu_models: 
     except ValueError:
         raise InvalidArgument(WORKLOAD, raw, f"one of {[k.value for k in JobKind]}") from None
     gpus = _integer(GPUS, get(GPUS), 1, MAX_GPUS)
-    frac = _decimal(GPU_FRACTION, get(GPU_FRACTION), "a decimal fraction in (0, 1]")
-    if not 0.0 < frac <= 1.0:
-        raise InvalidArgument(GPU_FRACTION, get(GPU_FRACTION), "a decimal fraction in (0, 1]")
+    frac_allowed = (f"a decimal fraction in [{MIN_GPU_FRACTION:g}, 1] (MPS gives a pod whole "
+                    "percent of a GPU's threads)")
+    frac = _decimal(GPU_FRACTION, get(GPU_FRACTION), frac_allowed)
+    if not MIN_GPU_FRACTION <= frac <= 1.0:
+        raise InvalidArgument(GPU_FRACTION, get(GPU_FRACTION), frac_allowed)
     if gpus > 1 and frac != 1.0:
         raise InvalidArgument(GPU_FRACTION, get(GPU_FRACTION),
                               f"1 when {GPUS} is {gpus} (only a single-GPU pod shares a GPU)")

@@ -73,6 +73,7 @@ class HealthEndpoint:
         self.status = _NOT_SERVING
         self._stop = threading.Event()
         self._last_problem: str | None = None
+        self._served = False  # SERVING reached once: a problem after it is a warning
         self.update()
         self._thread = threading.Thread(target=self._watch, daemon=True, name="loop-health")
         self._thread.start()
@@ -81,10 +82,13 @@ class HealthEndpoint:
         """Re-judge the loop and publish the status (also to ``Watch`` streams); returns it."""
         why = self.health.problem()
         if why != self._last_problem:
-            if why:
+            if why and self._served:
                 log.warning("health: NOT_SERVING: %s", why)
+            elif why:  # not up yet (the thread starts after the endpoint): no alarm
+                log.info("health: starting (NOT_SERVING until ready: %s)", why)
             else:
                 log.info("health: SERVING")
+                self._served = True
             self._last_problem = why
         self.status = _NOT_SERVING if why else _SERVING
         self.servicer.set("", self.status)
