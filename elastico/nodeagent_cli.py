@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import socket
 import stat
 import sys
-import threading
 from pathlib import Path
 
 from elastico.errors import InvalidArgument
 from elastico.grpc_server import server_credentials
+from elastico.serve_cli import stop_on_signals
 from elastico.serve_config import check_key_pair
 
 __all__ = ["register", "run"]
@@ -157,26 +156,23 @@ def run(args: argparse.Namespace) -> int:
                               f"plugin's registration ({why})") from None
     print(f"elastico nodeagent: node {node}, {len(backend.list_gpus())} GPUs, "
           f"NodeAgentService on port {port}, device plugin {plugin.socket}", file=sys.stderr, flush=True)
-    stop = threading.Event()
-    old = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        while not stop.wait(10.0):
-            if mps is None:
-                continue
-            try:
-                if mps.ensure_running():
-                    print("elastico nodeagent: MPS control daemon was dead; restarted",
-                          file=sys.stderr, flush=True)
-            except MpsError as e:
-                # keep serving (whole-GPU and MIG pods need no daemon); try again next tick
-                print(f"elastico nodeagent: MPS control daemon down, restart failed: {e}; "
-                      "retrying in 10 s", file=sys.stderr, flush=True)
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-        plugin.stop()
-        publisher.stop()
-        watcher.stop()
-        server.stop(5).wait()
-        backend.close()
+    with stop_on_signals() as stop:
+        try:
+            while not stop.wait(10.0):
+                if mps is None:
+                    continue
+                try:
+                    if mps.ensure_running():
+                        print("elastico nodeagent: MPS control daemon was dead; restarted",
+                              file=sys.stderr, flush=True)
+                except MpsError as e:
+                    # keep serving (whole-GPU and MIG pods need no daemon); try again next tick
+                    print(f"elastico nodeagent: MPS control daemon down, restart failed: {e}; "
+                          "retrying in 10 s", file=sys.stderr, flush=True)
+        finally:
+            plugin.stop()
+            publisher.stop()
+            watcher.stop()
+            server.stop(5).wait()
+            backend.close()
     return 0

@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import socket
 import sys
 import threading
@@ -169,18 +168,6 @@ def load_kube_config(kubeconfig: str | None) -> None:
                               f"({reason})") from None
 
 
-def _server_credentials(cfg: ServeConfig):
-    from elastico.grpc_server import server_credentials
-
-    if cfg.tls is None:
-        return None
-    try:
-        return server_credentials(cfg.tls.cert.read_bytes(), cfg.tls.key.read_bytes(),
-                                  cfg.tls.client_ca.read_bytes() if cfg.tls.client_ca else None)
-    except OSError as e:
-        raise InvalidArgument("tls", str(e), "readable PEM files") from None
-
-
 def run(args: argparse.Namespace) -> int:
     from kubernetes import client
 
@@ -189,7 +176,8 @@ def run(args: argparse.Namespace) -> int:
     from elastico.placer.kube.leader import LeaseElector
     from elastico.placer.kube.loop import LoopConfig, SchedulerLoop, default_policy_factory
     from elastico.predictor import AnalyticSlowdown
-    from elastico.serve_cli import upstream_clients
+    from elastico.serve_cli import (
+        start_metrics_http, stop_on_signals, tls_credentials, upstream_clients)
     from elastico.telemetry import configure
     from elastico.throughput import ThroughputModel
 
@@ -233,49 +221,37 @@ def run(args: argparse.Namespace) -> int:
                               f"a free address of this host ({busy})")
     try:
         endpoint = start_health_endpoint(cfg.address, LoopHealth(loop, thread, stall_s=stall_s),
-                                         credentials=_server_credentials(cfg))
+                                         credentials=tls_credentials(cfg))
     except RuntimeError as e:  # grpc says no more than "could not bind"
         raise InvalidArgument("health address", cfg.address,
                               f"a free address of this host, with a matching TLS certificate "
                               f"and key where configured ({e})") from None
     host = cfg.address.rpartition(":")[0]
-    http = None
-    if cfg.metrics_port is not None:
-        from prometheus_client import start_http_server
-
-        try:
-            http, _ = start_http_server(cfg.metrics_port, addr=host.strip("[]"),
-                                        registry=metrics.registry)
-        except OSError as e:
-            endpoint.stop(0)
-            raise InvalidArgument("metrics_port", cfg.metrics_port, f"a free port ({e})") from None
-
-    old = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
+    http = start_metrics_http(cfg, metrics.registry, endpoint)
     upstream = ", ".join(f"{what} {addr}" for what, addr in (("pricing", cfg.pricing_address),
                                                              ("predictor", cfg.predictor_address))
                          if addr) or "in-process pricing and prediction"
-    print(f"elastico schedule: {identity} starting (policy {args.policy}; {upstream}); health on "
-          f"{host}:{endpoint.port} ({cfg.security})"
-          + (f"; metrics on http://{host}:{http.server_port}/metrics" if http else ""),
-          file=sys.stderr, flush=True)
-    thread.start()
-    rc = 0
-    try:
-        while not stop.wait(0.5):
-            if not thread.is_alive():
-                endpoint.update()  # NOT_SERVING at once, for as long as we are still here
-                log.error("the scheduler loop thread died; exiting so that it is restarted")
-                rc = 1
-                break
-    finally:
-        stop.set()
-        thread.join(30)
-        endpoint.stop()
-        if http is not None:
-            http.shutdown()
-        shutdown = getattr(tracer, "shutdown", None)
-        if shutdown is not None:
-            shutdown()
-        for s, h in old.items():
-            signal.signal(s, h)
+    with stop_on_signals(stop):
+        print(f"elastico schedule: {identity} starting (policy {args.policy}; {upstream}); "
+              f"health on {host}:{endpoint.port} ({cfg.security})"
+              + (f"; metrics on http://{host}:{http.server_port}/metrics" if http else ""),
+              file=sys.stderr, flush=True)
+        thread.start()
+        rc = 0
+        try:
+            while not stop.wait(0.5):
+                if not thread.is_alive():
+                    endpoint.update()  # NOT_SERVING at once, for as long as we are still here
+                    log.error("the scheduler loop thread died; exiting so that it is restarted")
+                    rc = 1
+                    break
+        finally:
+            stop.set()
+            thread.join(30)
+            endpoint.stop()
+            if http is not None:
+                http.shutdown()
+            shutdown = getattr(tracer, "shutdown", None)
+            if shutdown is not None:
+                shutdown()
     return rc

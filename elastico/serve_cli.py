@@ -18,8 +18,9 @@ import os
 import signal
 import sys
 import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from elastico.errors import InvalidArgument
 from elastico.grpc_server import bind_error, server_credentials
@@ -29,7 +30,8 @@ from elastico.telemetry import configure as configure_tracing
 from elastico.tracing import NOOP, Tracer
 from elastico.serve_config import DEFAULT_PORTS, SERVICES, ServeConfig, load_serve_config
 
-__all__ = ["register", "run", "start", "upstream_clients"]
+__all__ = ["register", "run", "start", "upstream_clients", "tls_credentials", "start_metrics_http",
+           "stop_on_signals"]
 
 _AVAILABLE = ("pricing", "predictor", "placer")
 
@@ -183,20 +185,58 @@ def upstream_clients(cfg: ServeConfig, tracer: Tracer):
     return pricer, slowdown
 
 
+def tls_credentials(cfg: ServeConfig):
+    """gRPC server credentials for ``cfg.tls`` (mutual TLS with a client CA), None without
+    TLS.  Used by ``elastico serve`` and ``elastico schedule``'s health endpoint.  Raises
+    InvalidArgument (field ``tls``) for an unreadable PEM file."""
+    if cfg.tls is None:
+        return None
+    try:
+        return server_credentials(cfg.tls.cert.read_bytes(), cfg.tls.key.read_bytes(),
+                                  cfg.tls.client_ca.read_bytes() if cfg.tls.client_ca else None)
+    except OSError as e:
+        raise InvalidArgument("tls", str(e), "readable PEM files") from None
+
+
+def start_metrics_http(cfg: ServeConfig, registry, server):
+    """Serves ``registry`` as Prometheus metrics on ``cfg.metrics_port`` of the host of
+    ``cfg.address``; returns the HTTP server, or None when no metrics port is configured.
+    When the port is taken, stops ``server`` (the gRPC server already started, at once) and
+    raises InvalidArgument (field ``metrics_port``)."""
+    if cfg.metrics_port is None:
+        return None
+    from prometheus_client import start_http_server
+
+    host = cfg.address.rpartition(":")[0]
+    try:
+        http, _ = start_http_server(cfg.metrics_port, addr=host.strip("[]"), registry=registry)
+    except OSError as e:
+        server.stop(0)
+        raise InvalidArgument("metrics_port", cfg.metrics_port, f"a free port ({e})") from None
+    return http
+
+
+@contextmanager
+def stop_on_signals(stop: threading.Event | None = None) -> Iterator[threading.Event]:
+    """Sets ``stop`` (a new event when None) on SIGTERM or SIGINT while the block runs, and
+    restores the previous handlers after it.  Enter it before printing a "listening" line: a
+    supervisor may send SIGTERM as soon as it reads one."""
+    stop = stop if stop is not None else threading.Event()
+    old = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield stop
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
 def start(cfg: ServeConfig, *, model_dir: Path | None = None, model: Path | None = None,
           metrics: ServiceMetrics | None = None, tracer: Tracer = NOOP,
           simulator_model: str | None = None):
     """Builds and starts the server of ``cfg``; returns ``(server, port)``.  ``metrics``: the
     Prometheus metrics it records into.  Raises InvalidArgument for a service not available
     yet or unreadable TLS files."""
-    creds = None
-    if cfg.tls is not None:
-        try:
-            creds = server_credentials(
-                cfg.tls.cert.read_bytes(), cfg.tls.key.read_bytes(),
-                cfg.tls.client_ca.read_bytes() if cfg.tls.client_ca else None)
-        except OSError as e:
-            raise InvalidArgument("tls", str(e), "readable PEM files") from None
+    creds = tls_credentials(cfg)
     busy = bind_error(cfg.address)
     if busy is not None:
         raise InvalidArgument("address", cfg.address, f"a free address of this host ({busy})")
@@ -250,31 +290,15 @@ def run(args: argparse.Namespace) -> int:
     server, port = start(cfg, model_dir=args.model_dir, model=args.model, metrics=metrics,
                          tracer=tracer, simulator_model=args.simulator_model)
     host = cfg.address.rpartition(":")[0]
-    http = None
-    if cfg.metrics_port is not None:
-        from prometheus_client import start_http_server
-        try:
-            http, _ = start_http_server(cfg.metrics_port, addr=host.strip("[]"),
-                                        registry=metrics.registry)
-        except OSError as e:
-            server.stop(0)
-            raise InvalidArgument("metrics_port", cfg.metrics_port, f"a free port ({e})") from None
-
-    # handlers before the "listening" line: a supervisor may send SIGTERM as soon as it reads it
-    stop = threading.Event()
-
-    def on_signal(signum, _frame):
-        stop.set()
-
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
-    print(f"elastico serve {cfg.service}: listening on {host}:{port} ({cfg.security}); "
-          f"tracing {'OTLP' if isinstance(tracer, OtelTracer) else 'off'}; "
-          f"max {cfg.max_concurrent_rpcs} RPCs in flight; SIGTERM/SIGINT stops with "
-          f"{cfg.grace_s:g} s grace", file=sys.stderr, flush=True)
-    if http is not None:
-        print(f"elastico serve {cfg.service}: metrics on http://{host}:{http.server_port}/metrics",
-              file=sys.stderr, flush=True)
-    try:
+    http = start_metrics_http(cfg, metrics.registry, server)
+    with stop_on_signals() as stop:
+        print(f"elastico serve {cfg.service}: listening on {host}:{port} ({cfg.security}); "
+              f"tracing {'OTLP' if isinstance(tracer, OtelTracer) else 'off'}; "
+              f"max {cfg.max_concurrent_rpcs} RPCs in flight; SIGTERM/SIGINT stops with "
+              f"{cfg.grace_s:g} s grace", file=sys.stderr, flush=True)
+        if http is not None:
+            print(f"elastico serve {cfg.service}: metrics on "
+                  f"http://{host}:{http.server_port}/metrics", file=sys.stderr, flush=True)
         while not stop.wait(0.5):
             pass
         print(f"elastico serve {cfg.service}: stopping (in-flight RPCs get {cfg.grace_s:g} s)",
@@ -284,8 +308,5 @@ def run(args: argparse.Namespace) -> int:
             http.shutdown()
         if isinstance(tracer, OtelTracer):
             tracer.shutdown()  # flushes the spans still queued
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
     print(f"elastico serve {cfg.service}: stopped", file=sys.stderr, flush=True)
     return 0

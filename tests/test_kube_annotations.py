@@ -116,16 +116,16 @@ def booking(**kw):
 
 def test_decision_annotations_for_an_mps_share_and_a_mig_instance():
     ann = A.decision_annotations(booking())
-    assert ann[A.MPS_THREADS] == "50" and ann[A.MPS_MEM_LIMIT] == "8"
+    assert ann[A.MPS_ACTIVE_THREAD_PERCENTAGE] == "50" and ann[A.MPS_PINNED_MEM_LIMIT_GIB] == "8"
     assert ann[A.GPU_UUIDS] == "GPU-b" and ann[A.PREDICTED_SLOWDOWN] == "1.2500"
     assert ann[A.MIG_PROFILE] is None and ann[A.MIG_START_SLOT] is None
     assert A.parse_booking({A.BOOKING: ann[A.BOOKING]}) == booking()
     mig = A.decision_annotations(booking(gpu_model="A100-40GB", mig_profile="3g.20gb",
                                          mig_starts=(4,), gpu_share=3 / 7, gpu_mem_gib=20.0))
     assert (mig[A.MIG_PROFILE], mig[A.MIG_START_SLOT]) == ("3g.20gb", "4")
-    assert mig[A.MPS_THREADS] is None and mig[A.MPS_MEM_LIMIT] is None
+    assert mig[A.MPS_ACTIVE_THREAD_PERCENTAGE] is None and mig[A.MPS_PINNED_MEM_LIMIT_GIB] is None
     # 0.004 of a GPU is still at least 1 % of its threads
-    assert A.decision_annotations(booking(gpu_share=0.004))[A.MPS_THREADS] == "1"
+    assert A.decision_annotations(booking(gpu_share=0.004))[A.MPS_ACTIVE_THREAD_PERCENTAGE] == "1"
 
 
 @pytest.mark.parametrize("raw", ["{", "[]", '{"node": "n1"}',

@@ -145,7 +145,8 @@ def test_a_pod_is_scheduled_with_its_decision_annotations_and_an_event(core, mak
     assert ann[A.CONFIGURATION] == "V100M16 x1 @1.00"     # a service keeps its shape
     assert ann[A.GPU_UUIDS] in uuids("n1", 4)
     assert float(ann[A.PREDICTED_SLOWDOWN]) == 1.0         # alone on its GPU
-    for absent in (A.MPS_THREADS, A.MPS_MEM_LIMIT, A.MIG_PROFILE, A.MIG_START_SLOT):
+    for absent in (A.MPS_ACTIVE_THREAD_PERCENTAGE, A.MPS_PINNED_MEM_LIMIT_GIB, A.MIG_PROFILE,
+                   A.MIG_START_SLOT):
         assert absent not in ann                           # a whole GPU: no MPS limits
     b = A.parse_booking(ann)
     assert (b.node, len(b.gpu_indices), b.gpu_share, b.cpu, b.mem_gib) == ("n1", 1, 1.0, 2.0, 8.0)
@@ -165,10 +166,10 @@ def test_an_elastic_pod_gets_every_gpu_and_the_mps_limits_of_its_configuration(c
     assert ann[A.CONFIGURATION] == b.config_name == f"V100M16 x{len(b.gpu_indices)} @{b.gpu_share:.2f}"
     assert ann[A.GPU_UUIDS].split(",") == [uuids("n1", 4)[i] for i in b.gpu_indices]
     if b.gpu_share < 1:
-        assert ann[A.MPS_THREADS] == str(round(b.gpu_share * 100))
-        assert float(ann[A.MPS_MEM_LIMIT]) == b.gpu_mem_gib
+        assert ann[A.MPS_ACTIVE_THREAD_PERCENTAGE] == str(round(b.gpu_share * 100))
+        assert float(ann[A.MPS_PINNED_MEM_LIMIT_GIB]) == b.gpu_mem_gib
     else:
-        assert A.MPS_THREADS not in ann
+        assert A.MPS_ACTIVE_THREAD_PERCENTAGE not in ann
 
 
 def test_one_unacknowledged_pod_per_node_then_the_next_after_the_ack(core, make_loop):

@@ -8,13 +8,14 @@ import json
 
 import pytest
 
+from elastico.contract import INVENTORY
 from elastico.errors import Infeasible, InvalidArgument
 from elastico.nodeagent import GpuInfo, SimulatedGpuBackend
 from elastico.nodeagent.allocation import (
     PodInfo, allocated_value, build_allocation, find_target, parse_decision)
 from elastico.nodeagent.backend import pinned_mem_limit_env
 from elastico.nodeagent.gpu_models import mig_table_model
-from elastico.nodeagent.inventory import INVENTORY_ANNOTATION, HealthWatcher, InventoryPublisher
+from elastico.nodeagent.inventory import HealthWatcher, InventoryPublisher
 from elastico.nodeagent.kubeapi import FakeNodeApi
 from elastico.nodeagent.nodeplan import ensure_mig_instance
 
@@ -107,7 +108,7 @@ def test_inventory_annotation_follows_health():
     assert w.check() is True and w.check() is False  # published once, nothing changed since
     b.set_health(0, False)
     assert w.check() is True
-    assert json.loads(api.node_annotations["n1"][INVENTORY_ANNOTATION]) == [
+    assert json.loads(api.node_annotations["n1"][INVENTORY]) == [
         {"index": 0, "uuid": "GPU-a", "model": "A100-40GB", "memory_gib": 40.0, "healthy": False, "mig_mode": False},
         {"index": 1, "uuid": "GPU-b", "model": "A100-40GB", "memory_gib": 40.0, "healthy": True, "mig_mode": True}]
     assert [c for c in api.calls if c[0] == "patch_node"] == [("patch_node", "n1")] * 2

@@ -26,6 +26,20 @@ def _running(pid: int) -> bool:
     return stat != "" and not stat.startswith("Z")
 
 
+def read_addresses(proc, timeout_s: float = 240) -> dict[str, str]:
+    """``elastico up``'s "SERVICE HOST:PORT" lines on stdout, read until the placer's (the
+    last one) or EOF or ``timeout_s``."""
+    lines: dict[str, str] = {}
+    deadline = time.monotonic() + timeout_s
+    while "placer" not in lines and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        name, _, addr = line.strip().partition(" ")
+        lines[name] = addr.strip()
+    return lines
+
+
 def test_up_starts_healthy_services_and_sigterm_stops_them_all():
     base = free_ports(1)[0]
     while not all(p >= 1024 for p in range(base, base + 4)):
@@ -33,14 +47,7 @@ def test_up_starts_healthy_services_and_sigterm_stops_them_all():
     proc = subprocess.Popen([sys.executable, "-m", "elastico", "up", "--base-port", str(base)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        lines = {}
-        deadline = time.monotonic() + 240
-        while "placer" not in lines and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            name, _, addr = line.strip().partition(" ")
-            lines[name] = addr.strip()
+        lines = read_addresses(proc)
         assert lines.get("pricing") == f"127.0.0.1:{base}", proc.stderr.read()
         assert lines["predictor"] == f"127.0.0.1:{base + 1}"
         assert lines["placer"] == f"127.0.0.1:{base + 2}"
@@ -124,14 +131,7 @@ def test_an_up_stack_with_tls_runs_rounds_and_dies_with_up(pki):
                              str(pki["server_key"]), "--tls-ca", str(pki["ca"])],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
-        lines = {}
-        deadline = time.monotonic() + 240
-        while "placer" not in lines and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            name, _, addr = line.strip().partition(" ")
-            lines[name] = addr.strip()
+        lines = read_addresses(proc)
         assert lines.get("placer") == f"127.0.0.1:{base + 2}", proc.poll()
         creds = grpc.ssl_channel_credentials(pki["ca"].read_bytes())
         with grpc.secure_channel(f"localhost:{base + 2}", creds) as ch:

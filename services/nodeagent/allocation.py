@@ -5,25 +5,12 @@ kubelet's Allocate names only device IDs, never the pod.  The placer therefore k
 ONE bound-but-unacknowledged ElastiCo pod per node, and Allocate identifies the pod by that
 invariant (:func:`find_target`): the unique pod with ``spec.nodeName`` = this node,
 ``schedulerName`` ``elastico``, the decision annotations present, not being deleted, and a
-container that requests :data:`RESOURCE_NAME` and is not yet acknowledged in
+container that requests :data:`~elastico.contract.GPU_RESOURCE` and is not yet acknowledged in
 ``elastico.io/allocated``.  Zero or several such pods -> the Allocate fails with the
 candidates named; it never guesses by order.
 
-Decision annotations (written by the placer before binding; docs/nodeagent.md):
-
-===============================================  ================================================
-``elastico.io/round-id``                         the round that decided (any non-empty text)
-``elastico.io/configuration``                    the chosen configuration's name
-``elastico.io/gpu-uuids``                        comma-separated GPU UUIDs of this node
-``elastico.io/mig-profile``                      MIG profile (with ``mig-start-slot``), MIG only
-``elastico.io/mig-start-slot``                   memory slice the MIG instance starts at
-``elastico.io/mps-active-thread-percentage``     integer 1..100, MPS-shared only
-``elastico.io/mps-pinned-device-mem-limit-gib``  GiB per GPU (> 0), MPS-shared only
-``elastico.io/predicted-slowdown``               >= 1, informational
-===============================================  ================================================
-
-After a successful Allocate the plugin records ``elastico.io/allocated: <pod uid>/<container>``
-(several containers of one pod: comma-separated, in the order kubelet allocated them).
+The decision annotations (written by the placer before binding) and ``elastico.io/allocated``
+(recorded here after a successful Allocate) are defined in :mod:`elastico.contract`.
 
 Who calls it: :mod:`elastico.nodeagent.deviceplugin`.  Whom it calls:
 :mod:`elastico.nodeagent.backend` (GPU info, the MPS memory-limit format).  Pure: plain data in,
@@ -37,38 +24,27 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence
 
+from elastico.contract import (
+    ALLOCATED, CONFIGURATION, GPU_UUIDS, MIG_PROFILE, MIG_START_SLOT,
+    MPS_ACTIVE_THREAD_PERCENTAGE, MPS_PINNED_MEM_LIMIT_GIB, PREDICTED_SLOWDOWN, ROUND_ID,
+    SCHEDULER_NAME)
 from elastico.errors import Infeasible, InvalidArgument
 from elastico.nodeagent.backend import GpuInfo, pinned_mem_limit_env
 
 __all__ = [
-    "RESOURCE_NAME", "SCHEDULER_NAME", "PREFIX", "ROUND_ID", "CONFIGURATION", "GPU_UUIDS",
-    "MIG_PROFILE", "MIG_START_SLOT", "MPS_ACTIVE_THREAD_PERCENTAGE", "MPS_PINNED_MEM_LIMIT_GIB",
-    "PREDICTED_SLOWDOWN", "ALLOCATED", "PodInfo", "Decision", "Mount", "DeviceSpec",
+    "PodInfo", "Decision", "Mount", "DeviceSpec",
     "ContainerAllocation", "AllocationTarget", "parse_decision", "acknowledged", "find_target",
     "allocated_value", "build_allocation", "device_nodes",
 ]
 
-#: The extended resource pods request (``elastico.io/gpu: 1``) and the plugin registers.
-RESOURCE_NAME = "elastico.io/gpu"
-SCHEDULER_NAME = "elastico"
-PREFIX = "elastico.io/"
-ROUND_ID = PREFIX + "round-id"
-CONFIGURATION = PREFIX + "configuration"
-GPU_UUIDS = PREFIX + "gpu-uuids"
-MIG_PROFILE = PREFIX + "mig-profile"
-MIG_START_SLOT = PREFIX + "mig-start-slot"
-MPS_ACTIVE_THREAD_PERCENTAGE = PREFIX + "mps-active-thread-percentage"
-MPS_PINNED_MEM_LIMIT_GIB = PREFIX + "mps-pinned-device-mem-limit-gib"
-PREDICTED_SLOWDOWN = PREFIX + "predicted-slowdown"
-ALLOCATED = PREFIX + "allocated"
 _REQUIRED = (ROUND_ID, CONFIGURATION, GPU_UUIDS)
 
 
 @dataclass(frozen=True)
 class PodInfo:
     """The parts of a pod Allocate needs.  ``gpu_containers``: names of the containers that
-    request :data:`RESOURCE_NAME`, init containers first, each in spec order (kubelet's
-    allocation order); ``deleting``: ``metadata.deletionTimestamp`` is set; ``phase``:
+    request :data:`~elastico.contract.GPU_RESOURCE`, init containers first, each in spec order
+    (kubelet's allocation order); ``deleting``: ``metadata.deletionTimestamp`` is set; ``phase``:
     ``status.phase``."""
 
     namespace: str

@@ -42,10 +42,11 @@ from typing import Callable, Iterator, Sequence
 import grpc
 
 from elastico.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
+from elastico.contract import ALLOCATED, GPU_RESOURCE
 from elastico.errors import InvalidArgument
 from elastico.grpc_errors import ErrorInterceptor
 from elastico.nodeagent.allocation import (
-    ALLOCATED, RESOURCE_NAME, ContainerAllocation, allocated_value, build_allocation, find_target)
+    ContainerAllocation, allocated_value, build_allocation, find_target)
 from elastico.nodeagent.backend import GpuBackend, GpuInfo
 from elastico.nodeagent.kubeapi import NodeApi
 from elastico.nodeagent.nodeplan import ensure_mig_instance
@@ -72,7 +73,7 @@ class DevicePluginConfig:
     socket_dir: str = "/var/lib/kubelet/device-plugins"
     endpoint: str = "elastico-gpu.sock"
     kubelet_socket: str = "kubelet.sock"
-    resource_name: str = RESOURCE_NAME
+    resource_name: str = GPU_RESOURCE
     devices: int = 16
     mps_pipe_dir: str = "/run/nvidia-mps"
     mps_log_dir: str = "/var/log/nvidia-mps"

@@ -23,14 +23,13 @@ import logging
 import threading
 from typing import Callable, Sequence
 
+from elastico.contract import INVENTORY
 from elastico.nodeagent.backend import GpuBackend, GpuInfo
 from elastico.nodeagent.kubeapi import NodeApi
 
-__all__ = ["INVENTORY_ANNOTATION", "inventory_json", "HealthWatcher", "InventoryPublisher"]
+__all__ = ["inventory_json", "HealthWatcher", "InventoryPublisher"]
 
 _LOG = logging.getLogger(__name__)
-
-INVENTORY_ANNOTATION = "elastico.io/gpu-inventory"
 
 
 def inventory_json(gpus: Sequence[GpuInfo]) -> str:
@@ -99,7 +98,7 @@ class HealthWatcher:
 
 
 class InventoryPublisher:
-    """Writes :data:`INVENTORY_ANNOTATION` on Node ``node`` through ``api``: on every call of
+    """Writes :data:`INVENTORY` on Node ``node`` through ``api``: on every call of
     :meth:`publish` (the health watcher's subscriber) and every ``refresh_s`` seconds."""
 
     def __init__(self, backend: GpuBackend, api: NodeApi, node: str, refresh_s: float = 60.0):
@@ -110,7 +109,7 @@ class InventoryPublisher:
 
     def publish(self, gpus: Sequence[GpuInfo] | None = None) -> str:
         value = inventory_json(self.backend.list_gpus() if gpus is None else gpus)
-        self.api.patch_node_annotations(self.node, {INVENTORY_ANNOTATION: value})
+        self.api.patch_node_annotations(self.node, {INVENTORY: value})
         self.published = value
         return value
 

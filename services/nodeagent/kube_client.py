@@ -18,8 +18,9 @@ from typing import Any, Mapping
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from elastico.contract import GPU_RESOURCE
 from elastico.errors import ElasticoError, NotFound
-from elastico.nodeagent.allocation import RESOURCE_NAME, PodInfo
+from elastico.nodeagent.allocation import PodInfo
 
 __all__ = ["KubeApiError", "KubernetesNodeApi", "pod_info"]
 
@@ -37,7 +38,7 @@ def _raise(e: ApiException, what: str) -> None:
 def _requests_gpu(c: Any) -> bool:
     res = c.resources
     for part in (getattr(res, "limits", None), getattr(res, "requests", None)):
-        if part and RESOURCE_NAME in part:
+        if part and GPU_RESOURCE in part:
             return True
     return False
 

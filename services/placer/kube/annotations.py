@@ -1,5 +1,6 @@
 """The pod-facing API: ``elastico.io/*`` annotations -> :class:`elastico.model.Job`, and the
-placer's decision -> annotations for the device plugin (docs/annotations.md is the reference).
+placer's decision -> annotations for the device plugin (docs/annotations.md is the reference;
+the keys shared with the node agent are defined in :mod:`elastico.contract`, re-exported here).
 
 Who calls it: the Kubernetes scheduler loop (:mod:`elastico.placer.kube.loop`) and the booking
 rebuild (:mod:`elastico.placer.kube.bookings`).  Pure: pods are the plain JSON dicts of the
@@ -22,6 +23,10 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Iterable, Mapping, Sequence
 
+from elastico.contract import (
+    ALLOCATED, CONFIGURATION, GPU_RESOURCE, GPU_UUIDS, MIG_PROFILE, MIG_START_SLOT,
+    MPS_ACTIVE_THREAD_PERCENTAGE, MPS_PINNED_MEM_LIMIT_GIB, PREDICTED_SLOWDOWN, PREFIX, ROUND_ID,
+    SCHEDULER_NAME)
 from elastico.errors import InvalidArgument
 from elastico.model import Configuration, Job, JobKind, Request
 from elastico.shapes import FOOTPRINT_GIB
@@ -32,11 +37,6 @@ __all__ = [
     "split_assignment", "decision_annotations", "clear_decision", "parse_booking",
 ]
 
-PREFIX = "elastico.io/"
-SCHEDULER_NAME = "elastico"
-#: The extended resource a GPU container requests (1 per container): a handle that makes
-#: kubelet call the ElastiCo device plugin; the GPUs and share come from the decision.
-GPU_RESOURCE = "elastico.io/gpu"
 #: Label grouping the pods of one job when they share no controller owner reference.
 JOB_LABEL = "elastico.io/job"
 
@@ -54,21 +54,11 @@ GANG_SIZE = PREFIX + "gang-size"
 USER_KEYS = (WORKLOAD, GPUS, GPU_FRACTION, GPU_MEMORY_GIB, GPU_MODEL, SHAPE_FAMILY, PRIORITY,
              SLOWDOWN_BOUND, WORK, JOB_TYPE, GANG_SIZE)
 
-# written by the placer before the Binding (the device plugin reads them)
-ROUND_ID = PREFIX + "round-id"
-CONFIGURATION = PREFIX + "configuration"
-GPU_UUIDS = PREFIX + "gpu-uuids"
-MIG_PROFILE = PREFIX + "mig-profile"
-MIG_START_SLOT = PREFIX + "mig-start-slot"
-MPS_THREADS = PREFIX + "mps-active-thread-percentage"
-MPS_MEM_LIMIT = PREFIX + "mps-pinned-device-mem-limit-gib"
-PREDICTED_SLOWDOWN = PREFIX + "predicted-slowdown"
-#: the whole booking as JSON: what a restarted placer rebuilds its book from
+#: Written by the placer with the decision keys of :mod:`elastico.contract`: the whole booking
+#: as JSON, what a restarted placer rebuilds its book from (the node agent does not read it).
 BOOKING = PREFIX + "booking"
-#: written by the device plugin once Allocate handed the pod its devices
-ALLOCATED = PREFIX + "allocated"
-DECISION_KEYS = (ROUND_ID, CONFIGURATION, GPU_UUIDS, MIG_PROFILE, MIG_START_SLOT, MPS_THREADS,
-                 MPS_MEM_LIMIT, PREDICTED_SLOWDOWN, BOOKING)
+DECISION_KEYS = (ROUND_ID, CONFIGURATION, GPU_UUIDS, MIG_PROFILE, MIG_START_SLOT,
+                 MPS_ACTIVE_THREAD_PERCENTAGE, MPS_PINNED_MEM_LIMIT_GIB, PREDICTED_SLOWDOWN, BOOKING)
 _KNOWN = frozenset(USER_KEYS + DECISION_KEYS + (ALLOCATED,))
 
 SHAPE_FAMILIES = ("elastic", "fixed")
@@ -338,8 +328,8 @@ def decision_annotations(b: PodBooking) -> dict[str, str | None]:
         GPU_UUIDS: ",".join(b.gpu_uuids),
         MIG_PROFILE: b.mig_profile,
         MIG_START_SLOT: ",".join(str(s) for s in b.mig_starts) if b.mig_profile else None,
-        MPS_THREADS: str(min(100, max(1, round(b.gpu_share * 100)))) if mps else None,
-        MPS_MEM_LIMIT: f"{b.gpu_mem_gib:g}" if mps else None,
+        MPS_ACTIVE_THREAD_PERCENTAGE: str(min(100, max(1, round(b.gpu_share * 100)))) if mps else None,
+        MPS_PINNED_MEM_LIMIT_GIB: f"{b.gpu_mem_gib:g}" if mps else None,
         PREDICTED_SLOWDOWN: f"{b.predicted_slowdown:.4f}",
         BOOKING: json.dumps(asdict(b), sort_keys=True, separators=(",", ":")),
     }

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Callable, Iterable, Mapping
 
+from elastico.contract import INVENTORY
 from elastico.model import Node
 
 __all__ = ["INVENTORY", "NVML_NAMES", "NodeInventory", "node_inventory", "gpu_model_name"]
 
-INVENTORY = "elastico.io/gpu-inventory"
 _GIB = Decimal(1 << 30)
 
 #: NVML product names (``nvmlDeviceGetName``) -> the GPU model names of

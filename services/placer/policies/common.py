@@ -15,7 +15,7 @@ from elastico.shapes import build_family, requested_configuration
 from elastico.throughput import ThroughputModel
 
 from ..placement import ClusterState, FailedShapes
-from ..round import ActiveJob, Decision, Status
+from ..round import ActiveJob, Decision, RoundInput, RoundResult, Status
 
 
 @dataclass
@@ -188,6 +188,31 @@ def place_fixed_shape(catalog: JobCatalog, state: ClusterState, active: ActiveJo
                             reason="placed with requested shape")
         reasons.append(out.reason)
     return Decision(job.id, Status.WAITING, None, reason="; ".join(reasons))
+
+
+def place_requested_shapes(catalog: JobCatalog, inp: RoundInput, state: ClusterState, *,
+                           whole_gpus: bool, scorer: str, typical_pods: bool = False
+                           ) -> RoundResult:
+    """A round of the requested-shape baselines (exclusive, time-slicing, FGD): running jobs
+    keep their GPUs, then the others in arrival order (ties by job id) get
+    :func:`place_fixed_shape`, sharing one list of the shapes that found no room this round
+    (the round only adds bookings).  ``typical_pods``: give ``state`` the round's typical pod
+    shapes first (:func:`round_typical_pods`, what the ``elastico`` scorer reads)."""
+    decisions: dict[str, Decision] = {}
+    pending = []
+    for a in inp.jobs:
+        if a.running:
+            decisions[a.job.id] = keep_running(a, state)
+        else:
+            pending.append(a)
+    if typical_pods and pending:
+        state.set_typical_pods(round_typical_pods(inp.jobs))
+    pending.sort(key=lambda a: (a.job.arrival_s, a.job.id))
+    failed: list = []
+    for a in pending:
+        decisions[a.job.id] = place_fixed_shape(catalog, state, a, whole_gpus=whole_gpus,
+                                                scorer=scorer, failed=failed)
+    return RoundResult(decisions, state)
 
 
 def is_service(job: Job) -> bool:

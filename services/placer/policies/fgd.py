@@ -22,8 +22,8 @@ import dataclasses
 from elastico.predictor import NoInterference
 
 from ..placement import ClusterState
-from ..round import Decision, RoundInput, RoundResult
-from .common import JobCatalog, PolicyEnv, keep_running, place_fixed_shape, round_typical_pods
+from ..round import RoundInput, RoundResult
+from .common import JobCatalog, PolicyEnv, place_requested_shapes
 
 
 class FgdPolicy:
@@ -34,21 +34,8 @@ class FgdPolicy:
         self.catalog = JobCatalog(self.env)
 
     def __call__(self, inp: RoundInput, state: ClusterState) -> RoundResult:
-        decisions: dict[str, Decision] = {}
-        pending = []
-        for a in inp.jobs:
-            if a.running:
-                decisions[a.job.id] = keep_running(a, state)
-            else:
-                pending.append(a)
-        if pending:
-            state.set_typical_pods(round_typical_pods(inp.jobs))
-        pending.sort(key=lambda a: (a.job.arrival_s, a.job.id))
-        failed: list = []
-        for a in pending:
-            decisions[a.job.id] = place_fixed_shape(self.catalog, state, a, whole_gpus=False,
-                                                    scorer="elastico", failed=failed)
-        return RoundResult(decisions, state)
+        return place_requested_shapes(self.catalog, inp, state, whole_gpus=False, scorer="elastico",
+                                      typical_pods=True)
 
     def forget(self, job_id: str) -> None:
         self.catalog.forget(job_id)

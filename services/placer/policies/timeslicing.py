@@ -17,8 +17,8 @@ import dataclasses
 from elastico.predictor import NoInterference
 
 from ..placement import ClusterState
-from ..round import Decision, RoundInput, RoundResult
-from .common import JobCatalog, PolicyEnv, keep_running, place_fixed_shape
+from ..round import RoundInput, RoundResult
+from .common import JobCatalog, PolicyEnv, place_requested_shapes
 
 
 class TimeSlicingPolicy:
@@ -30,19 +30,7 @@ class TimeSlicingPolicy:
         self.catalog = JobCatalog(self.env)
 
     def __call__(self, inp: RoundInput, state: ClusterState) -> RoundResult:
-        decisions: dict[str, Decision] = {}
-        pending = []
-        for a in inp.jobs:
-            if a.running:
-                decisions[a.job.id] = keep_running(a, state)
-            else:
-                pending.append(a)
-        pending.sort(key=lambda a: (a.job.arrival_s, a.job.id))
-        failed: list = []
-        for a in pending:
-            decisions[a.job.id] = place_fixed_shape(self.catalog, state, a, whole_gpus=False,
-                                                    scorer="bestfit", failed=failed)
-        return RoundResult(decisions, state)
+        return place_requested_shapes(self.catalog, inp, state, whole_gpus=False, scorer="bestfit")
 
     def forget(self, job_id: str) -> None:
         self.catalog.forget(job_id)

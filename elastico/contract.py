@@ -1,0 +1,57 @@
+"""The pod and Node contract between the placer and the node agent: the one place the
+``elastico.io/*`` names they exchange are defined (docs/annotations.md sections 3 and 5,
+docs/nodeagent.md).
+
+Written by the placer on a pod before its Binding, read by the node agent's device plugin in
+``Allocate``:
+
+===============================================  ================================================
+:data:`ROUND_ID` ``round-id``                    the round that decided (any non-empty text)
+:data:`CONFIGURATION` ``configuration``          the chosen configuration's name
+:data:`GPU_UUIDS` ``gpu-uuids``                  comma-separated GPU UUIDs of the pod's node
+:data:`MIG_PROFILE` ``mig-profile``              MIG profile (with ``mig-start-slot``), MIG only
+:data:`MIG_START_SLOT` ``mig-start-slot``        memory slice the MIG instance starts at
+``mps-active-thread-percentage``                 integer 1..100, MPS-shared only
+``mps-pinned-device-mem-limit-gib``              GiB per GPU (> 0), MPS-shared only
+:data:`PREDICTED_SLOWDOWN` ``predicted-slowdown``  >= 1, informational
+===============================================  ================================================
+
+Written by the node agent: :data:`ALLOCATED` on the pod once Allocate handed out its devices
+(``<pod uid>/<container>``, comma-separated for several containers), and :data:`INVENTORY` on
+its Node (the GPU list the placer builds its model nodes from).  Pods request
+:data:`GPU_RESOURCE` and name :data:`SCHEDULER_NAME`.
+
+Who imports it: :mod:`elastico.placer.kube.annotations` (writes the decision),
+:mod:`elastico.placer.kube.inventory`, :mod:`elastico.nodeagent.allocation` (reads it) and
+:mod:`elastico.nodeagent.inventory`.  Pure constants: no imports beyond the standard library.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "PREFIX", "SCHEDULER_NAME", "GPU_RESOURCE", "ROUND_ID", "CONFIGURATION", "GPU_UUIDS",
+    "MIG_PROFILE", "MIG_START_SLOT", "MPS_ACTIVE_THREAD_PERCENTAGE", "MPS_PINNED_MEM_LIMIT_GIB",
+    "PREDICTED_SLOWDOWN", "ALLOCATED", "INVENTORY",
+]
+
+PREFIX = "elastico.io/"
+#: ``spec.schedulerName`` of the pods the placer schedules.
+SCHEDULER_NAME = "elastico"
+#: The extended resource a GPU container requests (1 per container) and the device plugin
+#: registers: a handle that makes kubelet call the plugin; the GPUs and share come from the
+#: decision.
+GPU_RESOURCE = PREFIX + "gpu"
+
+ROUND_ID = PREFIX + "round-id"
+CONFIGURATION = PREFIX + "configuration"
+GPU_UUIDS = PREFIX + "gpu-uuids"
+MIG_PROFILE = PREFIX + "mig-profile"
+MIG_START_SLOT = PREFIX + "mig-start-slot"
+MPS_ACTIVE_THREAD_PERCENTAGE = PREFIX + "mps-active-thread-percentage"
+MPS_PINNED_MEM_LIMIT_GIB = PREFIX + "mps-pinned-device-mem-limit-gib"
+PREDICTED_SLOWDOWN = PREFIX + "predicted-slowdown"
+
+ALLOCATED = PREFIX + "allocated"
+#: On the Node: a JSON list, one object per GPU (:mod:`elastico.nodeagent.inventory` writes
+#: it, :mod:`elastico.placer.kube.inventory` reads it).
+INVENTORY = PREFIX + "gpu-inventory"
