@@ -8,6 +8,7 @@ import pytest
 
 from elastico.errors import InvalidArgument
 from elastico.pricing import kernel, solve
+from elastico.pricing.validation import check_offsets
 
 U = np.array([0.0, 3.0, 5.0, 0.0, 4.0])
 D = np.array([[0.0, 0.0], [1.0, 0.0], [2.0, 1.0], [0.0, 0.0], [1.0, 1.0]])
@@ -63,3 +64,10 @@ def test_kernel_select_validates_and_matches_hand_numbers():
         kernel.select(OFF, U, D, np.array([-1.0, 1.0]), CAP)
     with pytest.raises(InvalidArgument, match=r"^dtype: 'int8' "):
         kernel.select(OFF, U, D, np.array([1.0, 1.0]), CAP, dtype="int8")
+
+
+def test_integral_float_offsets_beyond_int64_are_refused_by_value():
+    # 1e300 is integral as a float; casting it to int64 would wrap and blame another entry
+    with pytest.raises(InvalidArgument) as e:
+        check_offsets(np.array([0.0, 1e300]))
+    assert e.value.field == "offsets[1]" and "1e+300" in str(e.value)

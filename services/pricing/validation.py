@@ -64,6 +64,10 @@ def check_offsets(offsets: Any, m: int | None = None) -> np.ndarray:
     integral_floats = a.dtype.kind == "f" and bool(np.all(np.isfinite(a)) and np.all(a == np.round(a)))
     if a.dtype.kind not in "iu" and not integral_floats:  # integral floats come from JSON
         raise InvalidArgument("offsets.dtype", str(a.dtype), "must be integers")
+    if integral_floats and a.size and float(np.max(np.abs(a))) >= 2.0**62:
+        # beyond int64: the cast would wrap to garbage and blame the wrong entry
+        i = int(np.argmax(np.abs(a)))
+        raise InvalidArgument(f"offsets[{i}]", _plain(a[i]), "integers below 2**62")
     off = np.ascontiguousarray(a, dtype=np.int64)
     if off[0] != 0:
         raise InvalidArgument("offsets[0]", _plain(off[0]), "must be 0")
