@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from elastico import trace
-from elastico.model import Configuration
+from elastico.model import Configuration, Node
 from elastico.placer.fragmentation import FragmentationModel, NodeSummaries, typical_pods
 from elastico.placer.placement import ClusterState
 from elastico.predictor import AnalyticSlowdown, JobProfile
@@ -111,3 +111,57 @@ def test_a_trace_round_places_identically_with_and_without_the_cache():
             cs.check_invariants()
     assert out[0] == out[1]
     assert sum(a is not None for a in out[0]) > 100  # the round filled the cluster: a real test
+
+
+@settings(max_examples=150, deadline=None)
+@given(shapes, st.lists(st.lists(st.integers(0, 1000), min_size=1, max_size=8), min_size=1, max_size=4),
+       st.integers(0, 8000), st.integers(1, 1000), st.sampled_from([0, 1000, 4000]))
+def test_node_increase_is_gpu_increase_for_every_gpu_that_can_take_the_pod(shape_list, rows, cpu, m, cpu_m):
+    # the one-node Python path against the batched numpy one; GPUs more than a rounding step
+    # short of m cannot take the pod and get inf (placement never reads them)
+    width = max(len(r) for r in rows)
+    grid = np.array([r + [0] * (width - len(r)) for r in rows])
+    ns = NodeSummaries(FragmentationModel(typical(shape_list), ("V100",)), grid,
+                       [cpu] * len(rows), [0] * len(rows))
+    ref = ns.gpu_increase(np.arange(len(rows)), m, cpu_m)
+    for n in range(len(rows)):
+        got = ns.node_increase(n, m, cpu_m)
+        for j, o in enumerate(grid[n].tolist()):
+            if o < m - 1:
+                assert got[j] == np.inf
+            else:
+                assert np.isclose(got[j], ref[n, j], rtol=0, atol=1e-9), (n, j)
+
+
+@settings(max_examples=150, deadline=None)
+@given(shapes, st.lists(st.integers(0, 1000), min_size=1, max_size=8), st.integers(0, 8000))
+def test_node_summaries_update_counts_exactly_like_counts(shape_list, row, cpu):
+    fm = FragmentationModel(typical(shape_list), ("V100",))
+    ns = NodeSummaries(fm, np.zeros((2, len(row)), dtype=np.int64), [0, 0], [0, 0])
+    assert ns.key(1) == ((0,) * len(row), 0, 0, ns.F[1])
+    ns.update(1, row, cpu)
+    assert ns.key(1) == (tuple(row), cpu, 0, ns.F[1])  # the state key follows the update
+    cnt, S = fm.counts(np.array([row]))
+    assert ns.cnt[1].tolist() == cnt[0].tolist() and ns.S[1].tolist() == S[0].tolist()
+    assert ns.L[1] == sum(row)
+    assert np.isclose(ns.F[1], fm.fragmentation(np.array([cpu]), np.array([row]), np.array([0]))[0],
+                      rtol=1e-12, atol=1e-9)
+
+
+def test_health_changes_reach_the_eligible_gpus_of_a_state_and_not_of_its_copy():
+    # the per-model mask of healthy MPS GPUs is kept between placements: a GPU marked
+    # unhealthy must leave it at once, in the state marked only
+    node = Node("n0", "V100", 2, 16.0, 16.0, 64.0)
+    cfg = Configuration("c", "V100", 1, 1.0, 1.0, 0.0, 0.0, 1.0)
+    prof = JobProfile("t", "training", 0.5, 1.0)
+    for scorer in ("bestfit", "elastico"):
+        cs = ClusterState([node])
+        assert cs.place("a", cfg, prof, 1.5, scorer=scorer).assignment.gpu_indices == (0,)
+        cs.release("a")
+        other = cs.copy()
+        cs.mark_unhealthy(0, 0)
+        assert cs.place("b", cfg, prof, 1.5, scorer=scorer).assignment.gpu_indices == (1,)
+        assert not cs.place("c", cfg, prof, 1.5, scorer=scorer).placed  # GPU 0 is out
+        assert other.place("b", cfg, prof, 1.5, scorer=scorer).assignment.gpu_indices == (0,)
+        cs.mark_healthy(0, 0)
+        assert cs.place("c", cfg, prof, 1.5, scorer=scorer).assignment.gpu_indices == (0,)

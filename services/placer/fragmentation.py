@@ -35,6 +35,8 @@ least: ``Delta = F(before) - F(after)`` (``pkg/simulator/plugin/fgd_score.go``).
 
 from __future__ import annotations
 
+import math
+from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -45,6 +47,7 @@ from elastico.errors import InvalidArgument
 __all__ = ["MILLI", "TypicalPods", "typical_pods", "FragmentationModel", "NodeSummaries"]
 
 MILLI = 1000  # milli-GPU per GPU
+_LIVE_SIZE = 4096  # (free milli-CPU, model) pairs whose admitted typical pods are kept
 
 
 @dataclass(frozen=True)
@@ -200,10 +203,11 @@ class NodeSummaries:
     For B nodes: ``rows`` [B, G] free milli-GPU per GPU (0-padded), ``cpu`` [B] free milli-CPU,
     ``model`` [B] model index, and from them ``cnt``/``S`` [B, K] (:meth:`FragmentationModel.counts`),
     ``L`` [B] total free milli-GPU and ``F`` [B] fragmentation (milli-GPU).  :meth:`update`
-    recomputes one node after a booking touched it, O(G x K) instead of O(B x G x K), in
-    plain Python: for one node of a few GPUs numpy's per-call cost is most of the work.
-    :meth:`gpu_increase` gives, for some nodes, the fragmentation increase of a pod taking
-    each of their GPUs.
+    recomputes one node after a booking touched it, O(G log K + K + T) instead of
+    O(B x G x K), in plain Python: for one node of a few GPUs numpy's per-call cost is most of
+    the work.  :meth:`gpu_increase` gives, for some nodes, the fragmentation increase of a pod
+    taking each of their GPUs; :meth:`node_increase` the same for one node in plain Python,
+    and :meth:`key` the node state it depends on.
     """
 
     def __init__(self, fm: FragmentationModel, rows: np.ndarray, cpu: np.ndarray, model: np.ndarray):
@@ -215,31 +219,108 @@ class NodeSummaries:
         self.L = self.rows.sum(axis=1)
         self.F = fm.from_counts(self.cpu, self.L, self.cnt, self.S, self.model)
         self._pods: list | None = None  # built by the first update()
+        self._keys: list[tuple] | None = None  # see key(); built on first use
+        # the typical GPU pods a node's free CPU and model admit, by (CPU, model): depends on
+        # nothing else, so copies share it
+        self._live: dict[tuple[int, int], list] = {}
 
     def update(self, n: int, row, cpu: int) -> None:
         """Node ``n`` now has free milli-GPU ``row`` [G] and ``cpu`` free milli-CPU.  Same
         counts as :meth:`FragmentationModel.counts`; ``F`` as ``from_counts`` up to the order
         of the floating-point sum (a few ulps)."""
-        if self._pods is None:  # the typical GPU pods as Python tuples: (threshold index,
-            fm = self.fm         # GPUs, milli-CPU, frequency, access by model)
-            self._thr = fm.thresholds.tolist()
-            self._pods = list(zip(fm._k.tolist(), fm._n.tolist(), fm._c.tolist(), fm._p.tolist(),
-                                  fm._access.T.tolist()))
+        if self._pods is None:
+            self._python_tables()
         vals = [int(v) for v in row]
         self.rows[n] = vals
         self.cpu[n] = cpu
-        cnt = [0] * len(self._thr)
-        S = [0] * len(self._thr)
-        for i, m in enumerate(self._thr):
-            for v in vals:
-                if v >= m:
-                    cnt[i] += 1
-                    S[i] += v
+        # cnt[i] / S[i]: GPUs with v >= thr[i], counted and summed -- each v lands once at
+        # bisect_right(thr, v) (the first threshold above it), then suffix sums
+        thr = self._thr
+        K = len(thr)
+        at_c = [0] * (K + 1)
+        at_s = [0] * (K + 1)
+        for v in vals:
+            i = bisect_right(thr, v)
+            at_c[i] += 1
+            at_s[i] += v
+        cnt = [0] * K
+        S = [0] * K
+        c_run = s_run = 0
+        for i in range(K - 1, -1, -1):
+            c_run += at_c[i + 1]
+            s_run += at_s[i + 1]
+            cnt[i] = c_run
+            S[i] = s_run
         L = sum(vals)
         self.cnt[n], self.S[n], self.L[n] = cnt, S, L
         model = int(self.model[n])
-        self.F[n] = L - sum(p * S[k] for k, g, c, p, acc in self._pods
-                            if cnt[k] >= g and cpu >= c and acc[model])
+        live = self._live_pods(cpu, model)
+        # the same terms in the same order as filtering every pod here
+        self.F[n] = F = L - sum(p * S[k] for k, g, p in live if cnt[k] >= g)
+        if self._keys is not None:
+            self._keys[n] = (tuple(vals), cpu, model, F)
+
+    def _live_pods(self, cpu: int, model: int) -> list[tuple[int, int, float]]:
+        """(threshold index, GPUs, frequency) of the typical GPU pods that ``cpu`` free
+        milli-CPU and the model admit, in typical-pod order (kept per pair, at most
+        ``_LIVE_SIZE`` pairs)."""
+        live = self._live.get((cpu, model))
+        if live is None:
+            if len(self._live) >= _LIVE_SIZE:
+                self._live.clear()
+            live = self._live[(cpu, model)] = [(k, g, p) for k, g, c, p, acc in self._pods
+                                               if cpu >= c and acc[model]]
+        return live
+
+    def _python_tables(self) -> None:
+        """The typical GPU pods as Python tuples (threshold index, GPUs, milli-CPU, frequency,
+        access by model) and the thresholds as a list, for the one-node paths."""
+        fm = self.fm
+        self._thr = fm.thresholds.tolist()
+        self._pods = list(zip(fm._k.tolist(), fm._n.tolist(), fm._c.tolist(), fm._p.tolist(),
+                              fm._access.T.tolist()))
+
+    def node_increase(self, n: int, m: int, cpu_m: int) -> list[float]:
+        """:meth:`gpu_increase` for the one node ``n``, [G] as a list, in plain Python: for
+        one node of a few GPUs (what a booking leaves stale) numpy's per-call cost is most of
+        the work.  The increase depends on a GPU only through its free milli-GPU, so it is
+        worked out once per distinct value; the same numbers as :meth:`gpu_increase` up to
+        the order of the floating-point sum (a few ulps), except that a GPU with less than
+        ``m - 1`` free (it cannot take the pod even up to the rounding of shares to
+        milli-GPU; padding GPUs too) gets ``inf`` without any work."""
+        if self._pods is None:
+            self._python_tables()
+        vals = self.rows[n].tolist()
+        F, cpu, model = float(self.F[n]), int(self.cpu[n]), int(self.model[n])
+        out: dict[int, float] = {o: math.inf for o in vals if o < m - 1}
+        todo = [o for o in dict.fromkeys(vals) if o not in out]
+        if todo:
+            cpu -= cpu_m
+            # the pods the node's CPU and model admit whatever the GPUs hold, in order
+            live = self._live_pods(cpu, model)
+            thr = self._thr
+            cnt, S, L = self.cnt[n].tolist(), self.S[n].tolist(), int(self.L[n])
+            for o in todo:
+                w = o - m if o > m else 0
+                # FragmentationModel.shift for one GPU going from o to w (w <= o)
+                c1 = [c - (w < t <= o) for c, t in zip(cnt, thr)]
+                s1 = [s - (o if o >= t else 0) + (w if w >= t else 0) for s, t in zip(S, thr)]
+                # FragmentationModel.from_counts: F = L - sum_t p_t [t fits] S_t
+                fit = 0.0
+                for k, g, p in live:
+                    if c1[k] >= g:
+                        fit += p * s1[k]
+                out[o] = float(L - (o - w)) - fit - F
+        return [out[o] for o in vals]
+
+    def key(self, n: int) -> tuple:
+        """Node ``n``'s state: (free milli-GPU per GPU, free milli-CPU, model index, F).
+        :meth:`node_increase` is a function of it and the shape (cnt, S and L follow from the
+        GPUs), so nodes in one state -- empty ones, above all -- may share its answers."""
+        if self._keys is None:
+            self._keys = [(tuple(r), c, mo, f) for r, c, mo, f in
+                          zip(self.rows.tolist(), self.cpu.tolist(), self.model.tolist(), self.F.tolist())]
+        return self._keys[n]
 
     def gpu_increase(self, nodes: np.ndarray, m: int, cpu_m: int) -> np.ndarray:
         """[B, G] fragmentation increase (milli-GPU) of a pod taking ``m`` milli-GPU of GPU g
@@ -263,4 +344,6 @@ class NodeSummaries:
         new.__dict__.update(self.__dict__)
         for name in ("rows", "cpu", "cnt", "S", "L", "F"):
             setattr(new, name, getattr(self, name).copy())
+        if self._keys is not None:
+            new._keys = list(self._keys)
         return new

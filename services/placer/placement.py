@@ -97,7 +97,25 @@ def elastico_cost(frag_increase_gpus, interference_gpus, node_position,
     return np.asarray(frag_increase_gpus) + weight * np.asarray(interference_gpus) \
         + consolidation * np.asarray(node_position)
 _WHOLE = 1.0 - 1e-12
+
+
+def _loss(shares: list[float], slowdowns: list[float]) -> float:
+    """:func:`interference_loss` of Python lists, bit for bit: below 8 terms numpy's sum is
+    the plain left-to-right sum (its pairwise sum unrolls only from 8 on; Python's own
+    ``sum`` of floats is compensated from 3.12 on, so not that)."""
+    if len(shares) >= 8:
+        return interference_loss(shares, slowdowns)
+    total = 0.0
+    for s, g in zip(shares, slowdowns):
+        total += s * (1.0 - 1.0 / g)
+    return total
+
+
 _DELTA_CACHE_SHAPES = 256  # job shapes whose per-GPU fragmentation increase is kept
+#: up to this many stale nodes, their increases are worked out in plain Python (one booking
+#: leaves one node stale; numpy's per-call cost dominates at that size)
+_PYTHON_STALE_NODES = 64
+_DELTA_MEMO_SIZE = 1 << 14  # (node state, shape) pairs kept by ClusterState._cached_deltas
 
 
 @dataclass(frozen=True)
@@ -280,6 +298,12 @@ class ClusterState:
         # a share_gpus gang packed onto one GPU (each copy is one resident)
         self._gpu_jobs: list[dict[str, tuple[float, float, int]]] = [{} for _ in range(G)]
         self._healthy = np.ones(G, dtype=bool)
+        # per GPU model code: healthy MPS GPUs of that model (built on demand; replaced, never
+        # changed, when a GPU's health changes, so copies may share the arrays)
+        self._mps_base: dict[int, np.ndarray] = {}
+        self._node_cpu_cap = self._node_cpu + EPS   # capacity + tolerance, the same sums
+        self._node_mem_cap = self._node_mem + EPS   # every check would form
+        self._gpu_mem_cap = self._gpu_cap_mem + EPS
         for ni, nd in enumerate(self.nodes):
             for gi in nd.unhealthy_gpus:
                 if not (isinstance(gi, (int, np.integer)) and 0 <= gi < nd.num_gpus):
@@ -291,7 +315,13 @@ class ClusterState:
         self._frag_cache: NodeSummaries | None = None  # built on first use, see _frag_summaries
         self._frag_cache_on = bool(frag_cache)
         self._node_version = np.zeros(n, dtype=np.int64)  # bumped on every booking change
-        self._delta_cache: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+        # per job shape: (increase [G], free milli-GPU after [G], node versions seen [N])
+        self._delta_cache: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._slots: np.ndarray | None = None  # see _node_slots
+        self._offset_list: list[int] = self._offset.tolist()
+        # (node state, shape) -> that node's rows of a _delta_cache entry; a pure function of
+        # the key for one set of typical pods, so copies share it
+        self._delta_memo: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
         for pair in mig_gpus:
             try:
                 ni, gi = (int(x) for x in pair)
@@ -309,6 +339,7 @@ class ClusterState:
             # the model's SM slices (7 on A100/H100/H200, 4 on A30; mig.py tables)
             self._mig_cs[f] = next(iter(MIG_PROFILES[model].values())).gpu_compute_slices
             self._mig[f] = MigGpu(model)
+        self._mig_nodes = frozenset(int(self._gpu_node[f]) for f in self._mig)  # nodes with MIG GPUs
         self._jobs: dict[str, tuple[Assignment, JobProfile, float]] = {}
 
     def copy(self) -> "ClusterState":
@@ -325,11 +356,12 @@ class ClusterState:
         new._node_jobs = [d.copy() for d in self._node_jobs]
         new._gpu_jobs = [d.copy() for d in self._gpu_jobs]
         new._mig = {f: m.copy() for f, m in self._mig.items()}
+        new._mps_base = dict(self._mps_base)
         new._jobs = dict(self._jobs)
         if self._frag_cache is not None:
             new._frag_cache = self._frag_cache.copy()
         new._node_version = self._node_version.copy()
-        new._delta_cache = {k: (d.copy(), v.copy()) for k, (d, v) in self._delta_cache.items()}
+        new._delta_cache = {k: tuple(a.copy() for a in e) for k, e in self._delta_cache.items()}
         return new
 
     # ----------------------------------------------------------------------------- health
@@ -340,12 +372,14 @@ class ClusterState:
         GPU that does not exist."""
         f = self._flat(node_index, gpu_index)
         self._healthy[f] = False
+        self._mps_base = {}
         self._frag_touch(node_index)
         return list(self._gpu_jobs[f])
 
     def mark_healthy(self, node_index: int, gpu_index: int) -> None:
         """Return a GPU to service (NotFound for a GPU that does not exist)."""
         self._healthy[self._flat(node_index, gpu_index)] = True
+        self._mps_base = {}
         self._frag_touch(node_index)
 
     def is_healthy(self, node_index: int, gpu_index: int) -> bool:
@@ -366,6 +400,7 @@ class ClusterState:
         self._frag_model = None if typical is None else FragmentationModel(typical, tuple(self._models))
         self._frag_cache = None
         self._delta_cache = {}
+        self._delta_memo = {}
 
     # ----------------------------------------------------------------------------- queries
     def _flat(self, node_index: int, gpu_index: int) -> int:
@@ -521,19 +556,20 @@ class ClusterState:
         return None if table is None else table.get(config.mig_profile)
 
     def _host_ok(self, config: Configuration) -> np.ndarray:
-        return (self._node_cpu_used + config.cpu <= self._node_cpu + EPS) & (
-            self._node_mem_used + config.mem_gib <= self._node_mem + EPS
+        return (self._node_cpu_used + config.cpu <= self._node_cpu_cap) & (
+            self._node_mem_used + config.mem_gib <= self._node_mem_cap
         )
 
-    def _eligible(self, config: Configuration) -> tuple[np.ndarray, np.ndarray] | str:
-        """(eligible flat GPU mask, leftover free share per GPU after placement) or a reason."""
+    def _eligible(self, config: Configuration, leftover: bool = True) -> tuple[np.ndarray, np.ndarray | None] | str:
+        """(eligible flat GPU mask, leftover free share per GPU after placement -- None unless
+        ``leftover``) or a reason."""
         model = config.gpu_model
         code = self._models.get(model) if model is not None else None
         if code is None:
             return f"no node with GPU model {model}"
-        same = self._gpu_model == code
         share = config.gpu_share
         if config.mig_profile is not None:
+            same = self._gpu_model == code
             p = self._mig_profile(config)
             if p is None or not (same & self._is_mig).any():
                 return f"no MIG-mode GPU of model {model}"
@@ -544,18 +580,20 @@ class ClusterState:
             elig = same & self._is_mig & self._healthy & fits & mem_ok & (self._mig_comp + p.compute_slices <= self._mig_cs)
             left = (self._mig_cs - self._mig_comp - p.compute_slices) / self._mig_cs
             return elig, left
-        if not (same & ~self._is_mig).any():
-            return f"no MPS (non-MIG) GPU of model {model}"
+        base = self._mps_base.get(code)
+        if base is None:
+            same = self._gpu_model == code
+            if not (same & ~self._is_mig).any():  # MIG mode is fixed at construction
+                return f"no MPS (non-MIG) GPU of model {model}"
+            base = self._mps_base[code] = same & ~self._is_mig & self._healthy
         elig = (
-            same
-            & ~self._is_mig
-            & self._healthy
+            base
             & (self._used_share + share <= 1.0 + EPS)
-            & (self._used_mem + config.gpu_mem_gib <= self._gpu_cap_mem + EPS)
+            & (self._used_mem + config.gpu_mem_gib <= self._gpu_mem_cap)
         )
         if share >= _WHOLE:
             elig &= self._n_res == 0
-        return elig, 1.0 - self._used_share - share
+        return elig, (1.0 - self._used_share - share) if leftover else None
 
     def _gpu_phrase(self, config: Configuration) -> str:
         k, m = config.num_gpus, config.gpu_model
@@ -630,7 +668,7 @@ class ClusterState:
         host = self._host_ok(config)
         if node_mask is not None:
             host = host & node_mask
-        e = self._eligible(config)
+        e = self._eligible(config, leftover=scorer != "elastico")
         if isinstance(e, str):
             return PlaceOutcome(None, e)
         elig, leftover = e
@@ -638,11 +676,12 @@ class ClusterState:
             elig = elig & ~gpu_excl
         k = config.num_gpus
         idx = np.flatnonzero(elig & host[self._gpu_node])
-        if idx.size == 0 or np.bincount(self._gpu_node[idx]).max() < k:
+        per_node = np.bincount(self._gpu_node[idx]) if idx.size else None
+        if per_node is None or per_node.max() < k:
             reason = self._candidates(config) if node_mask is None and gpu_excl is None else ""
             return PlaceOutcome(None, reason if isinstance(reason, str) and reason else "no candidate node")
         if scorer == "elastico":
-            return self._place_elastico(job_id, config, profile, float(slowdown_bound), model, idx)
+            return self._place_elastico(job_id, config, profile, float(slowdown_bound), model, idx, per_node)
         node_of = self._gpu_node[idx]
         local = self._gpu_local[idx]
         left = np.round(leftover[idx], 9)
@@ -746,21 +785,25 @@ class ClusterState:
         to MPS GPU ``g``: (ok, new job's slowdown, violation, dI in GPUs)."""
         if self._n_res[g] == 0:
             return True, 1.0, (0.0, ""), 0.0
-        ok, s_new, viol = self._check_bounds(g, profile, bound, model)
-        if not ok:
-            return False, s_new, viol, math.inf
-        profiles, _ = self._gpu_profiles(g)
+        # _check_bounds, sharing its slowdowns with dI; the bound test in plain Python (a
+        # GPU has a handful of residents: numpy's per-call cost would dominate)
+        profiles, bounds = self._gpu_profiles(g)
+        after = np.asarray(model.gpu_slowdowns(profiles + [profile]), float)
+        sig = after.tolist()
+        if any(s > b + EPS for s, b in zip(sig, bounds + [bound])):
+            return (False, *self._check_bounds(g, profile, bound, model)[1:], math.inf)
         shares = [v[0] for v in self._gpu_jobs[g].values() for _ in range(v[2])]
         before = model.gpu_slowdowns(profiles) if len(profiles) >= 2 else np.ones(len(profiles))
-        after = model.gpu_slowdowns(profiles + [profile])
-        dI = interference_loss(shares + [share], after) - interference_loss(shares, before)
-        return True, s_new, viol, max(0.0, dI)
+        dI = _loss(shares + [share], sig) - _loss(shares, np.asarray(before, float).tolist())
+        return True, sig[-1], (0.0, ""), max(0.0, dI)
 
     def _place_elastico(self, job_id: str, config: Configuration, profile: JobProfile,
-                        bound: float, model: SlowdownModel, idx: np.ndarray) -> PlaceOutcome:
+                        bound: float, model: SlowdownModel, idx: np.ndarray,
+                        per_node: np.ndarray) -> PlaceOutcome:
         """The ``elastico`` scorer (:func:`elastico_cost`; docs/placement.md, "Scorers").
 
-        ``idx``: eligible flat GPUs on nodes with the host resources.  Per candidate GPU the
+        ``idx``: eligible flat GPUs on nodes with the host resources, in flat order;
+        ``per_node``: ``np.bincount(self._gpu_node[idx])``, how many of them each node has.  Per candidate GPU the
         fragmentation increase of taking it (FGD's measure, typical pods from
         :meth:`set_typical_pods`); per node the k GPUs of least cost; nodes visited by their
         cost without interference (a lower bound for single-GPU jobs, since dI >= 0), then
@@ -780,20 +823,21 @@ class ClusterState:
         if fm is None:
             fm = FragmentationModel(typical_pods([cpu_m], [max(1, min(m, MILLI))], [k]), tuple(self._models))
         node_of = self._gpu_node[idx]
-        local = self._gpu_local[idx]
-        # idx is in flat (node-major) order, so node_of is sorted: one run per node
-        first = np.flatnonzero(np.concatenate(([True], node_of[1:] != node_of[:-1])))
-        uniq = node_of[first]
-        counts = np.empty_like(first)
-        counts[:-1] = first[1:] - first[:-1]
-        counts[-1] = idx.size - first[-1]
+        # idx is in flat (node-major) order, so node_of is sorted: one run per node, of
+        # per_node[n] GPUs, the runs in node order
+        uniq = np.flatnonzero(per_node)
+        counts = per_node[uniq]
+        first = np.cumsum(counts) - counts
         if cached:
             src = self._frag_summaries()        # rows indexed by node
             rix = uniq
-            old = src.rows[node_of, local]
-            d_gpu = self._cached_deltas(src, uniq, m, cpu_m)[node_of, local]
-            new = np.maximum(old - m, 0)
+            d_all, new_all = self._cached_deltas(src, uniq, m, cpu_m)
+            d_gpu, new = d_all[idx], new_all[idx]
+            # per node, GPUs by (cost, least free after, index): lexsort is stable and idx
+            # is in flat order, so ties keep the GPU index order
+            order = np.lexsort((new, d_gpu, node_of))
         else:
+            local = self._gpu_local[idx]
             rows, cpu = self._frag_rows(uniq)
             src = NodeSummaries(fm, rows, cpu, self._node_model[uniq])   # rows indexed by run
             rix = np.arange(uniq.size)
@@ -803,8 +847,8 @@ class ClusterState:
             c1, s1 = fm.shift(src.cnt[inv], src.S[inv], old, new)
             after = fm.from_counts(src.cpu[inv] - cpu_m, src.L[inv] - (old - new), c1, s1, src.model[inv])
             d_gpu = np.round((after - src.F[inv]) / MILLI, 9)
-        # per node, GPUs by (cost, least free after, index)
-        order = np.lexsort((local, new, d_gpu, node_of))
+            # per node, GPUs by (cost, least free after, index)
+            order = np.lexsort((local, new, d_gpu, node_of))
 
         def set_cost(r: int, gpus: list[int]) -> float:
             """Exact fragmentation increase (GPUs) of the node in row ``r`` of ``src`` taking
@@ -821,16 +865,17 @@ class ClusterState:
             after = fm.from_counts(np.array([src.cpu[r] - cpu_m]), np.array([left]), c, sm, src.model[r:r + 1])[0]
             return round(float(after - src.F[r]) / MILLI, 9)
 
-        if k == 1:
-            ok_runs = np.arange(uniq.size)
-            opt = d_gpu[order[first]]
+        if k == 1:  # every run qualifies: ok_runs would be arange(uniq.size)
+            ok_runs, runs = None, uniq
+            opt = np.minimum.reduceat(d_gpu, first)  # each run's least increase
         else:
             ok_runs = np.flatnonzero(counts >= k)
+            runs = uniq[ok_runs]
             opt = np.array([set_cost(int(rix[u]), idx[order[first[u]:first[u] + k]].tolist())
                             for u in ok_runs.tolist()])
         # elastico_cost(opt, 0.0, position), inlined: this runs once per placement
-        opt_key = np.round(opt + CONSOLIDATION_GPU * uniq[ok_runs], 9)
-        visit = np.lexsort((uniq[ok_runs], opt_key))
+        opt_key = np.round(opt + CONSOLIDATION_GPU * runs, 9)
+        visit = np.lexsort((runs, opt_key))
         is_mig = mp is not None
         best = None
         best_choice = None
@@ -838,7 +883,7 @@ class ClusterState:
         for i in visit.tolist():
             if best is not None and best[0] <= opt_key[i]:
                 break
-            u = int(ok_runs[i])
+            u = i if ok_runs is None else int(ok_runs[i])
             cands = []
             # GPUs come by increasing dF and a GPU's cost is >= its dF: for one GPU, the rest
             # of the node cannot beat the least cost once dF passes it
@@ -865,7 +910,9 @@ class ClusterState:
             gpus = [c[3] for c in chosen]
             # one GPU: its fragmentation increase is d_gpu, already worked out
             dF = float(d_gpu[chosen[0][6]]) if k == 1 else set_cost(int(rix[u]), gpus)
-            cost = round(float(elastico_cost(dF, sum(c[4] for c in chosen), uniq[u])), 9)
+            # elastico_cost(dF, dI, position) in Python floats: the same IEEE operations
+            cost = round(dF + INTERFERENCE_WEIGHT * sum(c[4] for c in chosen)
+                         + CONSOLIDATION_GPU * int(uniq[u]), 9)
             key = (cost, int(uniq[u]))
             if best is None or key < best:
                 best, best_choice = key, (int(uniq[u]), gpus, max(c[5] for c in chosen))
@@ -1209,17 +1256,24 @@ class ClusterState:
             # per-call cost dominates at this size; round() rounds half to even like np.round)
             lo, hi = int(self._offset[n]), int(self._offset[n + 1])
             row = [0] * fc.rows.shape[1]
-            for j, (ok, mig, cs, comp, used) in enumerate(zip(
-                    self._healthy[lo:hi].tolist(), self._is_mig[lo:hi].tolist(), self._mig_cs[lo:hi].tolist(),
-                    self._mig_comp[lo:hi].tolist(), self._used_share[lo:hi].tolist())):
-                if ok:
-                    row[j] = round(((cs - comp) / cs if mig else 1.0 - used) * MILLI)
+            if n in self._mig_nodes:
+                for j, (ok, mig, cs, comp, used) in enumerate(zip(
+                        self._healthy[lo:hi].tolist(), self._is_mig[lo:hi].tolist(), self._mig_cs[lo:hi].tolist(),
+                        self._mig_comp[lo:hi].tolist(), self._used_share[lo:hi].tolist())):
+                    if ok:
+                        row[j] = round(((cs - comp) / cs if mig else 1.0 - used) * MILLI)
+            else:
+                for j, (ok, used) in enumerate(zip(self._healthy[lo:hi].tolist(),
+                                                   self._used_share[lo:hi].tolist())):
+                    if ok:
+                        row[j] = round((1.0 - used) * MILLI)
             fc.update(n, row, round(float(self._node_cpu[n] - self._node_cpu_used[n]) * 1000))
 
-    def _cached_deltas(self, fc: NodeSummaries, nodes: np.ndarray, m: int, cpu_m: int) -> np.ndarray:
-        """[N, W] fragmentation increase (GPUs, rounded to 1e-9) of taking ``m`` milli-GPU and
-        ``cpu_m`` milli-CPU, by node and GPU (the layout of ``fc.rows``), valid for the GPUs
-        of ``nodes``: kept per shape and recomputed only for nodes booked since
+    def _cached_deltas(self, fc: NodeSummaries, nodes: np.ndarray, m: int, cpu_m: int
+                       ) -> tuple[np.ndarray, np.ndarray]:
+        """([G] fragmentation increase (GPUs, rounded to 1e-9) of taking ``m`` milli-GPU and
+        ``cpu_m`` milli-CPU, by flat GPU; [G] the GPU's free milli-GPU after), valid for the
+        GPUs of ``nodes``: kept per shape and recomputed only for nodes booked since
         (``_node_version``), so a round's placement costs O(GPUs of the touched nodes) of
         fragmentation work, not O(cluster)."""
         key = (m, cpu_m)
@@ -1227,14 +1281,43 @@ class ClusterState:
         if entry is None:
             if len(self._delta_cache) >= _DELTA_CACHE_SHAPES:
                 self._delta_cache.clear()
-            entry = (np.zeros(fc.rows.shape), np.full(len(self.nodes), -1, dtype=np.int64))
+            G = self._gpu_node.size
+            # one spare slot: the padding GPUs of fc.rows' layout write there (_node_slots)
+            entry = (np.zeros(G + 1), np.zeros(G + 1, dtype=np.int64), np.full(len(self.nodes), -1, dtype=np.int64))
             self._delta_cache[key] = entry
-        d_all, seen = entry
+        d_all, new_all, seen = entry
         stale = nodes[seen[nodes] != self._node_version[nodes]]
+        if stale.size > _PYTHON_STALE_NODES:
+            slots = self._node_slots(fc.rows.shape[1])[stale]
+            d_all[slots] = np.round(fc.gpu_increase(stale, m, cpu_m) / MILLI, 9)
+            new_all[slots] = np.maximum(fc.rows[stale] - m, 0)
+        elif stale.size:
+            memo = self._delta_memo
+            if len(memo) >= _DELTA_MEMO_SIZE:
+                memo.clear()
+            off = self._offset_list
+            for n in stale.tolist():
+                key = (fc.key(n), m, cpu_m)
+                hit = memo.get(key)
+                if hit is None:  # the same numbers as the batched branch, one node
+                    hit = memo[key] = (np.round(np.array(fc.node_increase(n, m, cpu_m)) / MILLI, 9),
+                                       np.maximum(fc.rows[n] - m, 0))
+                lo, hi = off[n], off[n + 1]
+                d_all[lo:hi] = hit[0][:hi - lo]
+                new_all[lo:hi] = hit[1][:hi - lo]
         if stale.size:
-            d_all[stale] = np.round(fc.gpu_increase(stale, m, cpu_m) / MILLI, 9)
             seen[stale] = self._node_version[stale]
-        return d_all
+        return d_all, new_all
+
+    def _node_slots(self, width: int) -> np.ndarray:
+        """[N, width] flat GPU index of each node's GPU j (the layout of the fragmentation
+        rows), G for padding."""
+        slots = self._slots
+        if slots is None or slots.shape[1] != width:
+            j = np.arange(width)[None, :]
+            ng = np.diff(self._offset)[:, None]
+            slots = self._slots = np.where(j < ng, self._offset[:-1, None] + j, self._gpu_node.size)
+        return slots
 
     def place_unless_dominated(self, job_id: str, config: Configuration, profile: JobProfile,
                                slowdown_bound: float,
