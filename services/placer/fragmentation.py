@@ -47,7 +47,6 @@ from elastico.errors import InvalidArgument
 __all__ = ["MILLI", "TypicalPods", "typical_pods", "FragmentationModel", "NodeSummaries"]
 
 MILLI = 1000  # milli-GPU per GPU
-_LIVE_SIZE = 4096  # (free milli-CPU, model) pairs whose admitted typical pods are kept
 
 
 @dataclass(frozen=True)
@@ -220,8 +219,9 @@ class NodeSummaries:
         self.F = fm.from_counts(self.cpu, self.L, self.cnt, self.S, self.model)
         self._pods: list | None = None  # built by the first update()
         self._keys: list[tuple] | None = None  # see key(); built on first use
-        # the typical GPU pods a node's free CPU and model admit, by (CPU, model): depends on
-        # nothing else, so copies share it
+        # the typical GPU pods a node's free CPU and model admit, by (how many of the pods'
+        # distinct milli-CPU needs the free CPU meets, model): depends on nothing else, so
+        # copies share it; at most (T + 1) x models entries
         self._live: dict[tuple[int, int], list] = {}
 
     def update(self, n: int, row, cpu: int) -> None:
@@ -262,14 +262,14 @@ class NodeSummaries:
 
     def _live_pods(self, cpu: int, model: int) -> list[tuple[int, int, float]]:
         """(threshold index, GPUs, frequency) of the typical GPU pods that ``cpu`` free
-        milli-CPU and the model admit, in typical-pod order (kept per pair, at most
-        ``_LIVE_SIZE`` pairs)."""
-        live = self._live.get((cpu, model))
+        milli-CPU and the model admit, in typical-pod order.  Free CPU matters only through
+        which of the pods' CPU needs it meets, so the lists are kept per (that level, model):
+        free CPU takes a new value at nearly every booking, the level seldom."""
+        level = bisect_right(self._cpu_cuts, cpu)
+        live = self._live.get((level, model))
         if live is None:
-            if len(self._live) >= _LIVE_SIZE:
-                self._live.clear()
-            live = self._live[(cpu, model)] = [(k, g, p) for k, g, c, p, acc in self._pods
-                                               if cpu >= c and acc[model]]
+            live = self._live[(level, model)] = [(k, g, p) for k, g, c, p, acc in self._pods
+                                                 if cpu >= c and acc[model]]
         return live
 
     def _python_tables(self) -> None:
@@ -277,6 +277,7 @@ class NodeSummaries:
         access by model) and the thresholds as a list, for the one-node paths."""
         fm = self.fm
         self._thr = fm.thresholds.tolist()
+        self._cpu_cuts = sorted(set(fm._c.tolist()))  # the pods' distinct milli-CPU needs
         self._pods = list(zip(fm._k.tolist(), fm._n.tolist(), fm._c.tolist(), fm._p.tolist(),
                               fm._access.T.tolist()))
 
@@ -290,8 +291,7 @@ class NodeSummaries:
         milli-GPU; padding GPUs too) gets ``inf`` without any work."""
         if self._pods is None:
             self._python_tables()
-        vals = self.rows[n].tolist()
-        F, cpu, model = float(self.F[n]), int(self.cpu[n]), int(self.model[n])
+        vals, cpu, model, F = self.key(n)
         out: dict[int, float] = {o: math.inf for o in vals if o < m - 1}
         todo = [o for o in dict.fromkeys(vals) if o not in out]
         if todo:
@@ -302,9 +302,11 @@ class NodeSummaries:
             cnt, S, L = self.cnt[n].tolist(), self.S[n].tolist(), int(self.L[n])
             for o in todo:
                 w = o - m if o > m else 0
-                # FragmentationModel.shift for one GPU going from o to w (w <= o)
-                c1 = [c - (w < t <= o) for c, t in zip(cnt, thr)]
-                s1 = [s - (o if o >= t else 0) + (w if w >= t else 0) for s, t in zip(S, thr)]
+                # FragmentationModel.shift for one GPU going from o to w (w <= o): the
+                # thresholds (sorted) up to w lose o - w of S, those in (w, o] lose the GPU
+                a, b = bisect_right(thr, w), bisect_right(thr, o)
+                c1 = cnt[:a] + [c - 1 for c in cnt[a:b]] + cnt[b:]
+                s1 = [s - o + w for s in S[:a]] + [s - o for s in S[a:b]] + S[b:]
                 # FragmentationModel.from_counts: F = L - sum_t p_t [t fits] S_t
                 fit = 0.0
                 for k, g, p in live:

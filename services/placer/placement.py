@@ -111,6 +111,14 @@ def _loss(shares: list[float], slowdowns: list[float]) -> float:
     return total
 
 
+def _round9(x: float) -> float:
+    """``np.round(x, 9)`` for one Python float, the same IEEE operations (numpy scales by
+    1e9, rounds half to even, scales back; ``round`` of a float rounds half to even too),
+    without numpy's per-call cost; infinities pass through.  Only the sign of a zero result
+    may differ, which no comparison sees."""
+    return round(x * 1e9) / 1e9 if math.isfinite(x) else x
+
+
 _DELTA_CACHE_SHAPES = 256  # job shapes whose per-GPU fragmentation increase is kept
 #: up to this many stale nodes, their increases are worked out in plain Python (one booking
 #: leaves one node stale; numpy's per-call cost dominates at that size)
@@ -1296,15 +1304,23 @@ class ClusterState:
             if len(memo) >= _DELTA_MEMO_SIZE:
                 memo.clear()
             off = self._offset_list
+            # gathered in lists and written once: per-node numpy slice writes cost more
+            slots: list[int] = []
+            d_vals: list[float] = []
+            new_vals: list[int] = []
             for n in stale.tolist():
-                key = (fc.key(n), m, cpu_m)
+                state = fc.key(n)
+                key = (state, m, cpu_m)
                 hit = memo.get(key)
                 if hit is None:  # the same numbers as the batched branch, one node
-                    hit = memo[key] = (np.round(np.array(fc.node_increase(n, m, cpu_m)) / MILLI, 9),
-                                       np.maximum(fc.rows[n] - m, 0))
+                    hit = memo[key] = ([_round9(d / MILLI) for d in fc.node_increase(n, m, cpu_m)],
+                                       [o - m if o > m else 0 for o in state[0]])
                 lo, hi = off[n], off[n + 1]
-                d_all[lo:hi] = hit[0][:hi - lo]
-                new_all[lo:hi] = hit[1][:hi - lo]
+                slots.extend(range(lo, hi))
+                d_vals.extend(hit[0][:hi - lo])
+                new_vals.extend(hit[1][:hi - lo])
+            d_all[slots] = d_vals
+            new_all[slots] = new_vals
         if stale.size:
             seen[stale] = self._node_version[stale]
         return d_all, new_all
