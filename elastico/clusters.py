@@ -33,6 +33,7 @@ from typing import Any, Sequence
 
 from elastico.errors import InvalidArgument
 from elastico.model import Node
+from elastico.trace import MAX_QUANTITY
 
 __all__ = ["ClusterSpec", "Pool", "TRACE", "load_cluster", "parse_cluster", "bundled_clusters"]
 
@@ -43,9 +44,6 @@ _TOP = {"name": True, "description": False, "pools": True}
 _POOL = {"gpu_model": True, "gpus_per_node": True, "cpu_cores": True, "mem_gib": True,
          "fraction": True, "gpu_mem_gib": False}
 MAX_GPUS_PER_NODE = 64
-#: upper bound of cores and GiB (1e15, elastico.trace.MAX_QUANTITY's reasoning): far above any
-#: real node, far below where sums over a cluster lose precision
-MAX_QUANTITY = 1e15
 
 
 @dataclass(frozen=True)

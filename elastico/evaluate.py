@@ -87,7 +87,7 @@ def tasks_for(specs: Sequence[ClusterSpec], gpus: Sequence[int], policies: Seque
 def _inputs():
     """Trace nodes and pods, the throughput model and the slowdown models (once per process)."""
     from elastico import trace
-    from elastico.predictor.learned import MeasuredSlowdown, kfold_by_job_type
+    from elastico.predictor.learned import kfold_by_job_type
     from elastico.predictor.observations import bundled_observations
     from elastico.throughput import ThroughputModel
 
@@ -130,9 +130,8 @@ def run_one(task: Task) -> RunOutput:
     res = simulate(nodes, wl.jobs, policy, restart_s=task.settings.restart_s,
                    activity=lambda j, c, _cat=policy.catalog: _cat.profile(j, c).gpu_activity,
                    truth=truth)
-    kinds = {k: v for k, v in wl.kinds.items()}
     run = {"cluster": task.cluster, "gpus": task.gpus, "policy": task.policy, "seed": task.seed,
-           "load": wl.offered_load, "jobs": len(wl.jobs), "kinds": kinds,
+           "load": wl.offered_load, "jobs": len(wl.jobs), "kinds": dict(wl.kinds),
            **res.metrics,
            "truth_pairs_unmeasured": (truth.misses / truth.lookups) if truth.lookups else 0.0,
            "wall_s": round(time.perf_counter() - t0, 2)}

@@ -218,8 +218,9 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
             gain = r * run
             l.job.done = min(l.job.work, l.job.done + gain)
             records[jid].progress += gain
-            busy_all += _busy(l.activity, l.config.num_gpus, slow.get(jid, 1.0)) * run
-            busy_int += _busy(l.activity, l.config.num_gpus, slow.get(jid, 1.0)) * min(
+            busy = _busy(l.activity, l.config.num_gpus, slow.get(jid, 1.0))
+            busy_all += busy * run
+            busy_int += busy * min(
                 run, max(0.0, min(next_t, w_hi) - max(t, l.restart_until, w_lo)))
         timeline["busy"].append(busy_int / in_win if in_win > 0 else 0.0)
         timeline["busy_all"].append(busy_all / (next_t - t) if next_t > t else 0.0)

@@ -1337,7 +1337,7 @@ class ClusterState:
 
     def place_unless_dominated(self, job_id: str, config: Configuration, profile: JobProfile,
                                slowdown_bound: float,
-                               failed: "FailedShapes | list[Configuration]",
+                               failed: "FailedShapes",
                                slowdown_model: SlowdownModel | None = None,
                                scorer: str = "bestfit") -> PlaceOutcome:
         """:meth:`place`, except that a shape which :func:`dominates` one in ``failed`` is
@@ -1345,8 +1345,7 @@ class ClusterState:
         depends on the job) is appended to ``failed``.  Valid while the cluster only fills up
         -- within one round, before any release -- since a larger shape cannot fit where a
         smaller one did not."""
-        f = (failed.first_dominated(config) if isinstance(failed, FailedShapes)
-             else next((f for f in failed if dominates(config, f)), None))
+        f = failed.first_dominated(config)
         if f is not None:
             return PlaceOutcome(None, f"no room: a smaller or equal shape "
                                       f"({f.num_gpus} x {f.gpu_share:g} {f.gpu_model}) "

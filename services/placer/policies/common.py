@@ -162,7 +162,7 @@ def keep_running(active: ActiveJob, state: ClusterState) -> Decision:
 
 def place_fixed_shape(catalog: JobCatalog, state: ClusterState, active: ActiveJob,
                       *, whole_gpus: bool, scorer: str,
-                      failed: FailedShapes | list[Configuration] | None = None) -> Decision:
+                      failed: FailedShapes | None = None) -> Decision:
     """Place a job with its requested shape on the first allowed GPU model where it fits.
 
     Used for ``service`` jobs by every policy and for all jobs by ``exclusive``.  ``failed``:
@@ -208,7 +208,7 @@ def place_requested_shapes(catalog: JobCatalog, inp: RoundInput, state: ClusterS
     if typical_pods and pending:
         state.set_typical_pods(round_typical_pods(inp.jobs))
     pending.sort(key=lambda a: (a.job.arrival_s, a.job.id))
-    failed: list = []
+    failed = FailedShapes()
     for a in pending:
         decisions[a.job.id] = place_fixed_shape(catalog, state, a, whole_gpus=whole_gpus,
                                                 scorer=scorer, failed=failed)

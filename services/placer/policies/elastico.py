@@ -156,6 +156,7 @@ class ElasticoPolicy:
                 u_cur[i] = util[offsets[i] + k]
                 rem_t[i] = a.job.remaining / max(a.config.throughput, 1e-9)
         switch = pricing_switch_cost(u_cur, rem_t, self.env.restart_s)
+        charged = charge_switch(util, offsets, current, switch)  # what the solver prices
 
         # 4. pricing
         init = self.prices if self.prices is not None and len(self.prices) == len(cap) else None
@@ -168,14 +169,13 @@ class ElasticoPolicy:
                                       primal_every=self.env.pricing_max_iterations,
                                       current=current, switch_cost=switch)
             else:
-                res = greedy_choice(charge_switch(util, offsets, current, switch), demand,
-                                    offsets, cap, current)
+                res = greedy_choice(charged, demand, offsets, cap, current)
             span.set_attribute("pricing.iterations", res.iterations)
             span.set_attribute("pricing.gap", res.gap)
             span.set_attribute("pricing.changed", int(res.changed.sum()))
             for name, p in zip(self.space.names, res.prices):
                 span.set_attribute(f"pricing.price.{name}", float(p))
-        util = charge_switch(util, offsets, current, switch)  # what the solver priced
+        util = charged
         self.prices = np.asarray(res.prices, dtype=float)
         reduced = util - demand @ self.prices
 
