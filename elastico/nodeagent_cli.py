@@ -66,8 +66,8 @@ def _credentials(args: argparse.Namespace):
     try:
         # a key of another certificate: refused here, not by grpc at bind with a C-core log
         check_key_pair("--tls-cert", Path(args.tls_cert), "--tls-key", Path(args.tls_key))
-        return server_credentials(open(args.tls_cert, "rb").read(), open(args.tls_key, "rb").read(),
-                                  open(args.tls_client_ca, "rb").read() if args.tls_client_ca else None)
+        return server_credentials(Path(args.tls_cert).read_bytes(), Path(args.tls_key).read_bytes(),
+                                  Path(args.tls_client_ca).read_bytes() if args.tls_client_ca else None)
     except OSError as e:
         raise InvalidArgument("tls", str(e), "readable PEM files") from None
 
@@ -95,7 +95,7 @@ def _check_socket_dir(socket_dir: str, kubelet_socket: str) -> None:
 def run(args: argparse.Namespace) -> int:
     import grpc
 
-    from elastico.nodeagent.backend import backend_from_env
+    from elastico.nodeagent.backend import SimulatedGpuBackend, backend_from_env
     from elastico.nodeagent.deviceplugin import DevicePlugin, DevicePluginConfig, DevicePluginServicer
     from elastico.nodeagent.inventory import HealthWatcher, InventoryPublisher
     from elastico.nodeagent.kube_client import KubernetesNodeApi
@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         backend.close()
         raise
     mps = None
-    if args.mps and env.get("ELASTICO_GPU_BACKEND", "nvml") != "simulated":
+    if args.mps and not isinstance(backend, SimulatedGpuBackend):
         mps = MpsManager(args.mps_pipe_dir, args.mps_log_dir)
         mps.start()
     api = KubernetesNodeApi()

@@ -43,6 +43,7 @@ __all__ = [
     "MpsLimits",
     "MigDevice",
     "GpuBackend",
+    "pinned_mem_amount",
     "pinned_mem_limit_env",
     "SimulatedGpuBackend",
     "NvmlGpuBackend",
@@ -82,10 +83,6 @@ class GpuInfo:
     memory_total_gib: float
     healthy: bool = True
     mig_mode: bool = False
-
-    @property
-    def name(self) -> str:
-        return self.model
 
     @property
     def mig_model(self) -> str | None:
@@ -168,17 +165,24 @@ class GpuBackend(Protocol):
     def close(self) -> None: ...
 
 
+def pinned_mem_amount(gib: float) -> str:
+    """An MPS pinned device memory amount (``<n>G`` / ``<n>M``, as the environment variable and
+    the control daemon's ``set_default_device_pinned_mem_limit`` take it): whole GiB in G
+    (``16G``); a fraction in whole MiB, rounded down so the limit never exceeds the booking
+    (2.5 GiB -> ``2560M``).  InvalidArgument unless ``gib`` is finite and > 0."""
+    if not (isinstance(gib, (int, float)) and math.isfinite(gib) and gib > 0):
+        raise InvalidArgument("pinned_mem_limit_gib", gib, "GiB > 0")
+    return f"{int(gib)}G" if float(gib).is_integer() else f"{int(gib * 1024)}M"
+
+
 def pinned_mem_limit_env(gib: float, devices: int) -> str:
     """``CUDA_MPS_PINNED_DEVICE_MEM_LIMIT`` for ``devices`` visible devices with ``gib`` GiB
     each: NVIDIA's ``<device ordinal>=<amount><unit>`` list (MPS docs, "Environment Variables":
-    e.g. ``0=1G,1=2G``; unit G or M), ordinals 0..devices-1 as the container enumerates them.
-    Whole GiB are written in G (``16G``); a fraction in whole MiB, rounded down so the limit
-    never exceeds the booking (2.5 GiB -> ``2560M``)."""
-    if not (isinstance(gib, (int, float)) and math.isfinite(gib) and gib > 0):
-        raise InvalidArgument("pinned_mem_limit_gib", gib, "GiB > 0")
+    e.g. ``0=1G,1=2G``; amounts by :func:`pinned_mem_amount`), ordinals 0..devices-1 as the
+    container enumerates them."""
+    amount = pinned_mem_amount(gib)
     if devices < 1:
         raise InvalidArgument("devices", devices, ">= 1")
-    amount = f"{int(gib)}G" if float(gib).is_integer() else f"{int(gib * 1024)}M"
     return ",".join(f"{i}={amount}" for i in range(devices))
 
 

@@ -92,6 +92,13 @@ def handle_health(n: int, gpus: Sequence[GpuInfo]) -> list[str]:
     return [HEALTHY if i < k else UNHEALTHY for i in range(n)]
 
 
+def _options() -> api_pb2.DevicePluginOptions:
+    """What the plugin offers kubelet: no PreStartContainer, a GetPreferredAllocation (sent
+    in Register and answered by GetDevicePluginOptions alike)."""
+    return api_pb2.DevicePluginOptions(pre_start_required=False,
+                                       get_preferred_allocation_available=True)
+
+
 def _response(a: ContainerAllocation) -> api_pb2.ContainerAllocateResponse:
     return api_pb2.ContainerAllocateResponse(
         envs=dict(a.envs),
@@ -138,8 +145,7 @@ class DevicePluginServicer(api_pb2_grpc.DevicePluginServicer):
 
     # -- RPCs -------------------------------------------------------------------------------
     def GetDevicePluginOptions(self, request, context):
-        return api_pb2.DevicePluginOptions(pre_start_required=False,
-                                           get_preferred_allocation_available=True)
+        return _options()
 
     def ListAndWatch(self, request, context) -> Iterator[api_pb2.ListAndWatchResponse]:
         with self._cond:
@@ -234,8 +240,7 @@ class DevicePlugin:
         with grpc.insecure_channel(f"unix://{self.kubelet}") as ch:
             api_pb2_grpc.RegistrationStub(ch).Register(api_pb2.RegisterRequest(
                 version=API_VERSION, endpoint=self.cfg.endpoint, resource_name=self.cfg.resource_name,
-                options=api_pb2.DevicePluginOptions(pre_start_required=False,
-                                                     get_preferred_allocation_available=True)),
+                options=_options()),
                 timeout=timeout_s)
         self.registrations += 1
         self._kubelet_id = self._kubelet_identity()

@@ -31,7 +31,8 @@ environment).
 
 Every command goes through a :class:`CommandRunner` so tests drive the manager with a fake
 (no NVIDIA binary here).  Who calls it: the node agent (``elastico nodeagent``, node plans).
-Whom it calls: the runner only.  No gRPC, no Kubernetes.
+Whom it calls: the runner, and :func:`elastico.nodeagent.backend.pinned_mem_amount` (the memory
+amount format).  No gRPC, no Kubernetes.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from pathlib import Path
 from typing import Mapping, Protocol, Sequence
 
 from elastico.errors import ElasticoError, InvalidArgument
+from elastico.nodeagent.backend import pinned_mem_amount
 
 __all__ = ["CommandResult", "CommandRunner", "SubprocessRunner", "MpsError", "MpsManager",
            "CONTROL_BINARY"]
@@ -201,9 +203,7 @@ class MpsManager:
     def set_default_device_pinned_mem_limit(self, device_index: int, gib: float) -> None:
         if isinstance(device_index, bool) or not isinstance(device_index, int) or device_index < 0:
             raise InvalidArgument("device_index", device_index, "a GPU index >= 0")
-        if not (isinstance(gib, (int, float)) and math.isfinite(gib) and gib > 0):
-            raise InvalidArgument("pinned_mem_limit_gib", gib, "GiB > 0")
-        amount = f"{int(gib)}G" if float(gib).is_integer() else f"{int(gib * 1024)}M"
+        amount = pinned_mem_amount(gib)
         with self._lock:
             self.control(f"set_default_device_pinned_mem_limit {device_index} {amount}")
             self._default_mem[device_index] = amount

@@ -23,7 +23,7 @@ Who calls it: :mod:`elastico.nodeagent.server` (ApplyNodePlan) and
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Sequence
 
 from elastico.errors import Infeasible, InvalidArgument
@@ -74,22 +74,22 @@ class AppliedPlan:
 
     steps: tuple[tuple[int, MigStep], ...] = ()
     clients: tuple[str, ...] = ()
-    created: tuple[MigDevice, ...] = field(default=())
+    created: tuple[MigDevice, ...] = ()
 
 
 def _current(backend: GpuBackend, index: int) -> list[MigInstance]:
     return [MigInstance(d.profile, d.start, d.busy, d.has_ci) for d in backend.mig_devices(index)]
 
 
-def prepare(backend: GpuBackend, plan: NodePlan, *, field_prefix: str = "") -> PreparedPlan:
+def prepare(backend: GpuBackend, plan: NodePlan) -> PreparedPlan:
     """Validates ``plan`` against ``backend``'s GPUs (module docstring); nothing changes.
-    ``field_prefix`` is put before field names in errors (``"mps_limits"`` style paths are
-    the caller's: the gRPC adapter passes its own names through the plan's order)."""
+    Errors name fields by the plan's order (``mps_limits[<client k>]``); the gRPC adapter
+    maps them to its wire entries."""
     gpus = {g.index: g for g in backend.list_gpus()}
     scratch = _MpsBook()  # validates exactly as the backend's own book will
     seen: set[str] = set()
     for i, lim in enumerate(plan.mps):
-        where = f"{field_prefix}mps_limits[{i}]"
+        where = f"mps_limits[{i}]"
         if lim.client_id in seen:
             raise InvalidArgument(f"{where}.client_id", lim.client_id, "each client once per plan")
         seen.add(lim.client_id)
@@ -101,7 +101,7 @@ def prepare(backend: GpuBackend, plan: NodePlan, *, field_prefix: str = "") -> P
     mig: list[tuple[int, MigPlan]] = []
     done: set[int] = set()
     for i, tgt in enumerate(plan.mig):
-        where = f"{field_prefix}mig_geometries[{i}]"
+        where = f"mig_geometries[{i}]"
         g = gpus.get(tgt.gpu_index)
         if g is None:
             raise InvalidArgument(f"{where}.gpu_index", tgt.gpu_index, f"an index of this node's GPUs {sorted(gpus)}")
