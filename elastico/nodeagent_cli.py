@@ -13,6 +13,7 @@ An adapter (grpc through the servers it starts): registered by :mod:`elastico.cl
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import socket
 import stat
@@ -99,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     from elastico.nodeagent.deviceplugin import DevicePlugin, DevicePluginConfig, DevicePluginServicer
     from elastico.nodeagent.inventory import HealthWatcher, InventoryPublisher
     from elastico.nodeagent.kube_client import KubernetesNodeApi
-    from elastico.nodeagent.mps import MpsError, MpsManager
+    from elastico.nodeagent.mps import MpsManager
     from elastico.nodeagent.server import build_server
 
     if not 1 <= args.devices <= 1024:
@@ -114,65 +115,51 @@ def run(args: argparse.Namespace) -> int:
     env = dict(os.environ)
     if args.backend:
         env["ELASTICO_GPU_BACKEND"] = args.backend
-    backend = backend_from_env(env)  # BackendUnavailable -> "elastico: error: ..." and exit 2
-    try:
+    # every part started is stopped in reverse order, on a clean stop and on a failed start
+    with contextlib.ExitStack() as started:
+        backend = backend_from_env(env)  # BackendUnavailable -> "elastico: error: ..." and exit 2
+        started.callback(backend.close)
         _check_socket_dir(args.socket_dir, plugin_cfg.kubelet_socket)
-    except InvalidArgument:
-        backend.close()
-        raise
-    mps = None
-    if args.mps and not isinstance(backend, SimulatedGpuBackend):
-        mps = MpsManager(args.mps_pipe_dir, args.mps_log_dir)
-        mps.start()
-    api = KubernetesNodeApi()
-    watcher = HealthWatcher(backend)
-    publisher = InventoryPublisher(backend, api, node, args.inventory_refresh_s)
-    servicer = DevicePluginServicer(backend, api, plugin_cfg)
-    watcher.subscribe(publisher.publish)
-    watcher.subscribe(servicer.update)
-    try:
-        server, port = build_server(args.address, backend=backend, node_name=node,
-                                    credentials=creds)
-    except RuntimeError as e:  # grpc could not bind
-        backend.close()
-        raise InvalidArgument("--address", args.address, f"a free address of this host ({e})") \
-            from None
-    server.start()
-    watcher.start()
-    publisher.start()
-    plugin = DevicePlugin(servicer)
-    try:
-        plugin.start()
-    except (grpc.RpcError, RuntimeError) as e:
-        # kubelet's socket went away since the check, or kubelet refused the registration
-        plugin.stop()
-        publisher.stop()
-        watcher.stop()
-        server.stop(0).wait()
-        backend.close()
-        why = (f"{e.code().name}: {e.details()}" if isinstance(e, grpc.Call) else str(e))
-        raise InvalidArgument("--socket-dir", args.socket_dir,
-                              f"kubelet's device-plugin folder, with kubelet accepting the "
-                              f"plugin's registration ({why})") from None
-    print(f"elastico nodeagent: node {node}, {len(backend.list_gpus())} GPUs, "
-          f"NodeAgentService on port {port}, device plugin {plugin.socket}", file=sys.stderr, flush=True)
-    with stop_on_signals() as stop:
+        mps = None
+        if args.mps and not isinstance(backend, SimulatedGpuBackend):
+            mps = MpsManager(args.mps_pipe_dir, args.mps_log_dir)
+            mps.start()
+        api = KubernetesNodeApi()
+        watcher = HealthWatcher(backend)
+        publisher = InventoryPublisher(backend, api, node, args.inventory_refresh_s)
+        servicer = DevicePluginServicer(backend, api, plugin_cfg)
+        watcher.subscribe(publisher.publish)
+        watcher.subscribe(servicer.update)
         try:
-            while not stop.wait(10.0):
-                if mps is None:
-                    continue
-                try:
-                    if mps.ensure_running():
-                        print("elastico nodeagent: MPS control daemon was dead; restarted",
-                              file=sys.stderr, flush=True)
-                except MpsError as e:
-                    # keep serving (whole-GPU and MIG pods need no daemon); try again next tick
-                    print(f"elastico nodeagent: MPS control daemon down, restart failed: {e}; "
-                          "retrying in 10 s", file=sys.stderr, flush=True)
-        finally:
-            plugin.stop()
-            publisher.stop()
-            watcher.stop()
-            server.stop(5).wait()
-            backend.close()
+            server, port = build_server(args.address, backend=backend, node_name=node,
+                                        credentials=creds)
+        except RuntimeError as e:  # grpc could not bind
+            raise InvalidArgument("--address", args.address,
+                                  f"a free address of this host ({e})") from None
+        server.start()
+        started.callback(lambda: server.stop(5).wait())
+        watcher.start()
+        started.callback(watcher.stop)
+        publisher.start()
+        started.callback(publisher.stop)
+        plugin = DevicePlugin(servicer)
+        started.callback(plugin.stop)
+        try:
+            plugin.start()
+        except (grpc.RpcError, RuntimeError) as e:
+            # kubelet's socket went away since the check, or kubelet refused the registration
+            why = (f"{e.code().name}: {e.details()}" if isinstance(e, grpc.Call) else str(e))
+            raise InvalidArgument("--socket-dir", args.socket_dir,
+                                  f"kubelet's device-plugin folder, with kubelet accepting the "
+                                  f"plugin's registration ({why})") from None
+        print(f"elastico nodeagent: node {node}, {len(backend.list_gpus())} GPUs, "
+              f"NodeAgentService on port {port}, device plugin {plugin.socket}",
+              file=sys.stderr, flush=True)
+        with stop_on_signals() as stop:
+            if mps is not None:
+                mps.watch(stop, 10.0, lambda msg: print(f"elastico nodeagent: {msg}",
+                                                        file=sys.stderr, flush=True))
+            else:
+                while not stop.wait(10.0):
+                    pass
     return 0

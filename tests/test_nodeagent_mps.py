@@ -3,6 +3,8 @@ sends, the pipe/log directories in its environment, dead-daemon detection and re
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from elastico.errors import InvalidArgument
@@ -83,6 +85,34 @@ def test_dead_daemon_is_detected_and_restarted(mps):
     fake.running = False  # the daemon died
     assert not m.alive()
     assert m.ensure_running() is True and m.restarts == 1 and m.alive()
+
+
+def test_watch_restarts_a_dead_daemon_and_survives_a_failed_restart(mps):
+    m, fake = mps
+    m.start()
+    stop = threading.Event()
+    ticks = []
+
+    def log(msg):
+        ticks.append(msg)
+        if len(ticks) == 2:
+            stop.set()
+
+    fake.running = False  # the daemon died
+    calls = {"n": 0}
+    real_run = fake.run
+
+    def run(argv, *, stdin, env):  # the first restart attempt fails, the second works
+        if list(argv[1:]) == ["-d"]:
+            calls["n"] += 1
+            fake.start_fails = calls["n"] == 1
+        return real_run(argv, stdin=stdin, env=env)
+
+    fake.run = run
+    m.watch(stop, interval_s=0.001, log=log)
+    assert "restart failed" in ticks[0] and "already running" in ticks[0]
+    assert ticks[1] == "MPS control daemon was dead; restarted"
+    assert m.alive() and m.restarts == 1
 
 
 def test_failures_say_what_the_daemon_said(mps):

@@ -43,7 +43,7 @@ import subprocess
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Protocol, Sequence
+from typing import Callable, Mapping, Protocol, Sequence
 
 from elastico.errors import ElasticoError, InvalidArgument
 from elastico.nodeagent.backend import pinned_mem_amount
@@ -163,6 +163,18 @@ class MpsManager:
             self.restarts += 1
             self._reapply()
             return True
+
+    def watch(self, stop: threading.Event, interval_s: float = 10.0,
+              log: Callable[[str], None] = print) -> None:
+        """Every ``interval_s`` seconds until ``stop`` is set: :meth:`ensure_running`, telling
+        ``log`` when the daemon had to be restarted or could not be.  A failed restart does not
+        end the watch -- whole-GPU and MIG pods need no daemon, and the next tick tries again."""
+        while not stop.wait(interval_s):
+            try:
+                if self.ensure_running():
+                    log("MPS control daemon was dead; restarted")
+            except MpsError as e:
+                log(f"MPS control daemon down, restart failed: {e}; retrying in {interval_s:g} s")
 
     def _reapply(self) -> None:
         if self._default_pct is not None:
