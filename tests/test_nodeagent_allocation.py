@@ -112,3 +112,19 @@ def test_inventory_annotation_follows_health():
         {"index": 0, "uuid": "GPU-a", "model": "A100-40GB", "memory_gib": 40.0, "healthy": False, "mig_mode": False},
         {"index": 1, "uuid": "GPU-b", "model": "A100-40GB", "memory_gib": 40.0, "healthy": True, "mig_mode": True}]
     assert [c for c in api.calls if c[0] == "patch_node"] == [("patch_node", "n1")] * 2
+
+
+def test_an_unreachable_api_server_is_a_kube_api_error_naming_the_call():
+    # urllib3 gives up after its retries; the caller gets one line, not a MaxRetryError
+    from kubernetes import client
+
+    from elastico.nodeagent.kube_client import KubeApiError, KubernetesNodeApi
+
+    cfg = client.Configuration()
+    cfg.host = "http://127.0.0.1:9"  # discard port: nothing listens
+    cfg.retries = 0
+    api = KubernetesNodeApi(client.CoreV1Api(client.ApiClient(cfg)))
+    with pytest.raises(KubeApiError, match="patch node n1: Kubernetes API unreachable"):
+        api.patch_node_annotations("n1", {"a": "b"})
+    with pytest.raises(KubeApiError, match="list pods on node n1: Kubernetes API unreachable"):
+        api.list_node_pods("n1")

@@ -24,6 +24,7 @@ import threading
 from typing import Callable, Sequence
 
 from elastico.contract import INVENTORY
+from elastico.errors import ElasticoError
 from elastico.nodeagent.backend import GpuBackend, GpuInfo
 from elastico.nodeagent.kubeapi import NodeApi
 
@@ -73,6 +74,8 @@ class HealthWatcher:
         for fn in subs:
             try:
                 fn(gpus)
+            except ElasticoError as e:  # e.g. the API server is down: one line, not a traceback
+                _LOG.warning("health subscriber failed: %s", e)
             except Exception:  # one bad subscriber must not stop health reporting
                 _LOG.exception("health subscriber failed")
         return True
@@ -117,6 +120,9 @@ class InventoryPublisher:
         while not self._stop.wait(self.refresh_s):
             try:
                 self.publish()
+            except ElasticoError as e:
+                _LOG.warning("publishing the GPU inventory on node %s failed; retrying: %s",
+                             self.node, e)
             except Exception:
                 _LOG.exception("publishing the GPU inventory on node %s failed; retrying", self.node)
 

@@ -13,8 +13,10 @@ An adapter: imports ``kubernetes``; exempt from the layering rule (tests/test_la
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import contextlib
+from typing import Any, Iterator, Mapping
 
+import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
@@ -29,10 +31,19 @@ class KubeApiError(ElasticoError):
     """The Kubernetes API refused or failed a call (status and reason in the message)."""
 
 
-def _raise(e: ApiException, what: str) -> None:
-    if e.status == 404:
-        raise NotFound(f"{what}: not found") from None
-    raise KubeApiError(f"{what}: Kubernetes API error {e.status} {e.reason}: {(e.body or '')[:300]}") from None
+@contextlib.contextmanager
+def _calling(what: str) -> Iterator[None]:
+    """Turns the client's errors into NotFound / KubeApiError naming ``what``: an HTTP error
+    status, and an API server that cannot be reached at all (urllib3 gives up after its retries)."""
+    try:
+        yield
+    except ApiException as e:
+        if e.status == 404:
+            raise NotFound(f"{what}: not found") from None
+        raise KubeApiError(f"{what}: Kubernetes API error {e.status} {e.reason}: "
+                           f"{(e.body or '')[:300]}") from None
+    except urllib3.exceptions.HTTPError as e:
+        raise KubeApiError(f"{what}: Kubernetes API unreachable: {getattr(e, 'reason', e)}") from None
 
 
 def _requests_gpu(c: Any) -> bool:
@@ -71,10 +82,8 @@ class KubernetesNodeApi:
         self.api = api
 
     def list_node_pods(self, node: str) -> list[PodInfo]:
-        try:
+        with _calling(f"list pods on node {node}"):
             pods = self.api.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}")
-        except ApiException as e:
-            _raise(e, f"list pods on node {node}")
         return [pod_info(p) for p in pods.items]
 
     def patch_pod_annotations(self, namespace: str, name: str, annotations: Mapping[str, str],
@@ -82,13 +91,9 @@ class KubernetesNodeApi:
         meta: dict[str, Any] = {"annotations": dict(annotations)}
         if uid is not None:
             meta["uid"] = uid
-        try:
+        with _calling(f"patch pod {namespace}/{name}"):
             self.api.patch_namespaced_pod(name, namespace, {"metadata": meta})
-        except ApiException as e:
-            _raise(e, f"patch pod {namespace}/{name}")
 
     def patch_node_annotations(self, node: str, annotations: Mapping[str, str]) -> None:
-        try:
+        with _calling(f"patch node {node}"):
             self.api.patch_node(node, {"metadata": {"annotations": dict(annotations)}})
-        except ApiException as e:
-            _raise(e, f"patch node {node}")
