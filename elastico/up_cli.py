@@ -25,7 +25,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 
@@ -264,7 +263,7 @@ def _check(args: argparse.Namespace, ports: dict[str, int]) -> bytes | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from elastico.serve_cli import available
+    from elastico.serve_cli import available, stop_on_signals
 
     if not 1 <= args.base_port <= 65535 - 3:
         raise InvalidArgument("--base-port", args.base_port, "a port in 1..65532")
@@ -291,28 +290,26 @@ def run(args: argparse.Namespace) -> int:
         print("elastico up: nodeagent skipped (this installation has no node-agent server)",
               file=sys.stderr, flush=True)
     stack = Stack(ports, host=args.host, extra=extra, tls=tls, ca=ca)
-    stop = threading.Event()
-    old = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        stack.start()
-        for s in services:
-            print(f"{s:<10} {stack.address(s)}", flush=True)
-        print("elastico up: all services healthy; Ctrl-C or SIGTERM stops them",
-              file=sys.stderr, flush=True)
-        while not stop.wait(0.5):
-            dead = stack.dead()
-            if dead:
-                stack.stop()
-                raise ServiceDied(f"{dead[0]} exited with status {dead[1]}; stopped the others")
-        print("elastico up: stopping", file=sys.stderr, flush=True)
-        stack.stop()
-    except ServiceDied as e:
-        print(f"elastico up: {e}", file=sys.stderr, flush=True)
-        return 1
-    finally:
-        stack.stop()
-        for s, h in old.items():
-            signal.signal(s, h)
+    with stop_on_signals() as stop:
+        try:
+            stack.start()
+            for s in services:
+                print(f"{s:<10} {stack.address(s)}", flush=True)
+            print("elastico up: all services healthy; Ctrl-C or SIGTERM stops them",
+                  file=sys.stderr, flush=True)
+            while not stop.wait(0.5):
+                dead = stack.dead()
+                if dead:
+                    stack.stop()
+                    raise ServiceDied(f"{dead[0]} exited with status {dead[1]}; "
+                                      "stopped the others")
+            print("elastico up: stopping", file=sys.stderr, flush=True)
+            stack.stop()
+        except ServiceDied as e:
+            print(f"elastico up: {e}", file=sys.stderr, flush=True)
+            return 1
+        finally:
+            stack.stop()
     print("elastico up: stopped", file=sys.stderr, flush=True)
     return 0
 

@@ -33,6 +33,7 @@ import numpy as np
 from elastico.errors import ElasticoError, InvalidArgument
 from elastico.model import Node
 from elastico.predictor import AnalyticSlowdown, JobProfile, SlowdownModel
+from elastico.predictor.profile import OPTIONAL_FIELDS
 from elastico.pricing import PricingResult
 from elastico.telemetry import instrument_channel
 from elastico.tracing import NOOP, Tracer
@@ -152,11 +153,6 @@ class RemotePricer:
                      else np.zeros(n, dtype=bool)))
 
 
-_OPTIONAL = ("model_family", "batch_size", "precision", "sharing", "mps_share", "solo_tput",
-             "sm_activity", "dram_activity", "pcie_rx_gbs", "pcie_tx_gbs", "tensor_activity",
-             "power_frac")
-
-
 class RemoteSlowdownModel:
     """:class:`~elastico.predictor.SlowdownModel` over ``PredictorService.PredictSlowdown``.
 
@@ -196,7 +192,7 @@ class RemoteSlowdownModel:
     def _message(self, p: JobProfile) -> predictor_pb2.JobProfile:
         m = self._msgs.get(p)
         if m is None:
-            kw = {k: getattr(p, k) for k in _OPTIONAL if getattr(p, k) is not None}
+            kw = {k: getattr(p, k) for k in OPTIONAL_FIELDS if getattr(p, k) is not None}
             m = predictor_pb2.JobProfile(job_type=p.job_type, kind=p.kind,
                                          gpu_activity=p.gpu_activity, mem_gib=p.mem_gib, **kw)
             if len(self._msgs) > self.cache_limit:
@@ -269,7 +265,6 @@ class RoundSummary:
         self.prices = np.array(resp.prices, dtype=np.float64)
         self.resource_names = tuple(resp.resource_names)
         self.iterations = resp.pricing_iterations
-        self.round_id = resp.round_id
 
 
 class RemotePlacerPolicy:

@@ -155,9 +155,9 @@ class PlacerServicer(placer_pb2_grpc.PlacerServiceServicer):
                 context.abort(grpc.StatusCode.UNAVAILABLE,
                               f"round abandoned, nothing applied: {e}")
             ids = frozenset(by_id)
-            for jid in session.last_ids - ids:
-                forget = getattr(policy, "forget", None)
-                if forget is not None:
+            forget = getattr(policy, "forget", None)
+            if forget is not None:
+                for jid in session.last_ids - ids:
                     forget(jid)
             session.last_ids = ids
             self._rounds += 1

@@ -29,7 +29,7 @@ from .placement import Assignment, ClusterState, Part
 from .round import ActiveJob, Decision, Status
 
 __all__ = ["config_to_message", "config_from_message", "node_to_message", "nodes_from_messages",
-           "job_to_message", "job_from_message", "jobs_from_messages", "booking_to_message",
+           "job_to_message", "job_from_message", "jobs_from_messages",
            "assignment_from_message", "book_all", "decision_to_message",
            "decision_from_message", "merge_packed_doubles", "JobDecoder", "DecisionDecoder",
            "fill_job", "fill_config", "fill_booking", "fill_decision", "KIND_TO_WIRE"]
@@ -263,14 +263,10 @@ def _check_unique(out: Sequence[ActiveJob], where: str) -> None:
 
 
 # ------------------------------------------------------------------------------ bookings
-def booking_to_message(a: Assignment, config: Configuration | None = None,
-                       slowdown: float = 1.0) -> placer_pb2.Placement:
-    return fill_booking(placer_pb2.Placement(), a, config, slowdown)
-
-
 def fill_booking(m: placer_pb2.Placement, a: Assignment, config: Configuration | None = None,
                  slowdown: float = 1.0) -> placer_pb2.Placement:
-    """:func:`booking_to_message` written into an empty ``m`` in place; returns ``m``."""
+    """Writes the booking ``a`` (of ``config``, with its predicted ``slowdown``) into an
+    empty ``m`` in place (e.g. ``request.bookings.add()``); returns ``m``."""
     m.job_id, m.predicted_slowdown = a.job_id, slowdown
     m.gpu_share, m.gpu_mem_gib = a.gpu_share, a.gpu_mem_gib
     for p in a.parts:
