@@ -33,7 +33,7 @@ Rounds (the placer service, and an in-process ``run_round(..., metrics=...)``):
                                                            (GPUs x SM activity / slowdown) /
                                                            cluster GPUs, fraction
 ``elastico_pricing_price{resource}``            gauge      the round's shadow prices
-``elastico_predictor_fallbacks_total``          counter    placer calls to the predictor that
+``elastico_placer_predictor_fallbacks_total``  counter    placer calls to the predictor that
                                                            the analytic model answered instead
 ``elastico_rounds_degraded_total``              counter    rounds that ran degraded
 ==============================================  =========  ======================================
@@ -112,7 +112,7 @@ class ServiceMetrics:
                                      "slowdown) / cluster GPUs after the last round (fraction)",
                                      registry=r)
         self.predictor_fallbacks = Counter(
-            "elastico_predictor_fallbacks",
+            "elastico_placer_predictor_fallbacks",
             "Placer calls to the predictor answered by the analytic model instead "
             "(predictor unreachable, slow or failing)", registry=r)
         self.rounds_degraded = Counter("elastico_rounds_degraded",

@@ -238,7 +238,7 @@ def test_a_stopped_predictor_degrades_the_round_to_the_analytic_model():
     assert deg.degraded.startswith("predictor UNAVAILABLE")
     placed = [d for d in deg.decisions if d.HasField("placement")]
     assert placed and {d.status for d in placed} == {"degraded"}
-    assert metrics.registry.get_sample_value("elastico_predictor_fallbacks_total") >= 1
+    assert metrics.registry.get_sample_value("elastico_placer_predictor_fallbacks_total") >= 1
     assert metrics.registry.get_sample_value("elastico_rounds_degraded_total") == 1
 
 

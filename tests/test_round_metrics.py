@@ -152,7 +152,7 @@ def test_a_served_placer_counts_each_degraded_round_once_and_every_fallback_call
                 assert remote.fallback_calls >= 1
                 fallbacks += remote.fallback_calls
                 assert get("elastico_rounds_degraded_total") == k + 1
-                assert get("elastico_predictor_fallbacks_total") == fallbacks
+                assert get("elastico_placer_predictor_fallbacks_total") == fallbacks
             # one job alone: no pair to predict, so the predictor is not asked, not degraded
             resp = stub.RunRound(_request([ActiveJob(_job(0, share=0.25))], now=200.0),
                                  timeout=60)
@@ -160,7 +160,7 @@ def test_a_served_placer_counts_each_degraded_round_once_and_every_fallback_call
     finally:
         server.stop(0)
     assert get("elastico_rounds_degraded_total") == 3
-    assert get("elastico_predictor_fallbacks_total") == fallbacks
+    assert get("elastico_placer_predictor_fallbacks_total") == fallbacks
     assert get("elastico_round_duration_seconds_count") == 4
 
 
@@ -247,7 +247,7 @@ def test_the_scheduler_loops_registry_exposes_every_documented_loop_metric():
 def test_the_served_placer_exposes_every_documented_metric_with_its_type_and_labels():
     documented = _documented_metrics()
     assert {"elastico_round_duration_seconds", "elastico_round_jobs", "elastico_gpu_allocation",
-            "elastico_predictor_fallbacks_total", "elastico_rpc_total"} <= set(documented)
+            "elastico_placer_predictor_fallbacks_total", "elastico_rpc_total"} <= set(documented)
     proc = subprocess.Popen([sys.executable, "-m", "elastico", "serve", "placer", "--port", "0",
                              "--plaintext", "--metrics-port", "0", "--grace-s", "5"],
                             stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,

@@ -215,7 +215,7 @@ def test_predictor_down_still_schedules_by_the_analytic_model_and_marks_the_roun
                          for a in calls)
     r = metrics.registry
     assert r.get_sample_value("elastico_rounds_degraded_total") == 1
-    assert r.get_sample_value("elastico_predictor_fallbacks_total") >= 1
+    assert r.get_sample_value("elastico_placer_predictor_fallbacks_total") >= 1
     assert r.get_sample_value("elastico_round_jobs", {"status": "degraded"}) == len(placed)
 
     # the predictor comes back: a later round asks it again (each round starts undegraded;

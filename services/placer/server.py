@@ -15,7 +15,7 @@ PredictorService).  The caller's deadline bounds every call of the round
 ``DEADLINE_EXCEEDED`` and nothing of the round applies -- the caller keeps its previous
 allocation.  A predictor that fails makes the round *degraded*: the analytic model answers,
 jobs placed in that round get status ``degraded``, the response and the span say why, and
-``elastico_predictor_fallbacks_total`` counts it.
+``elastico_placer_predictor_fallbacks_total`` counts it.
 
 State: only warm caches, per (policy, knobs, cluster): the policy instance (shape families,
 warm-start prices, dwell times), keyed by job id; a job absent from a round's request is
