@@ -11,7 +11,6 @@ predictor, placer and node-agent servers, and the scheduler loop's health endpoi
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import time
 from concurrent import futures
@@ -23,6 +22,7 @@ from grpc_reflection.v1alpha import reflection
 
 from elastico.grpc_errors import ErrorInterceptor, UnaryInterceptor
 from elastico.metrics import ServiceMetrics
+from elastico.serve_config import is_loopback  # re-exported: callers import it from here too
 from elastico.telemetry import server_interceptor
 from elastico.tracing import NOOP, Tracer
 
@@ -30,19 +30,6 @@ __all__ = ["serve_one", "abort_if_expired", "server_credentials", "channel_crede
            "MetricsInterceptor", "is_loopback", "bind_error"]
 
 _LOG = logging.getLogger(__name__)
-
-
-def is_loopback(address: str) -> bool:
-    """Whether ``host:port`` listens on the loopback interface only (``127.0.0.0/8``, ``::1``,
-    ``localhost``).  ``0.0.0.0``, ``[::]``, a host name or a routable address are reachable
-    from other hosts."""
-    host = address.rpartition(":")[0].strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:  # a host name: it may resolve to anything
-        return False
 
 
 def bind_error(address: str) -> str | None:

@@ -21,9 +21,8 @@ import sys
 from pathlib import Path
 
 from elastico.errors import InvalidArgument
-from elastico.grpc_server import server_credentials
-from elastico.serve_cli import stop_on_signals
-from elastico.serve_config import check_key_pair
+from elastico.serve_cli import stop_on_signals, tls_credentials
+from elastico.serve_config import TlsConfig, check_key_pair
 
 __all__ = ["register", "run"]
 
@@ -64,13 +63,10 @@ def _credentials(args: argparse.Namespace):
         raise InvalidArgument(" and ".join(missing), "missing",
                               "a certificate and key for NodeAgentService (--tls-cert/--tls-key "
                               "or ELASTICO_TLS_CERT/ELASTICO_TLS_KEY), or --plaintext")
-    try:
-        # a key of another certificate: refused here, not by grpc at bind with a C-core log
-        check_key_pair("--tls-cert", Path(args.tls_cert), "--tls-key", Path(args.tls_key))
-        return server_credentials(Path(args.tls_cert).read_bytes(), Path(args.tls_key).read_bytes(),
-                                  Path(args.tls_client_ca).read_bytes() if args.tls_client_ca else None)
-    except OSError as e:
-        raise InvalidArgument("tls", str(e), "readable PEM files") from None
+    # a key of another certificate: refused here, not by grpc at bind with a C-core log
+    check_key_pair("--tls-cert", Path(args.tls_cert), "--tls-key", Path(args.tls_key))
+    return tls_credentials(TlsConfig(Path(args.tls_cert), Path(args.tls_key),
+                                     Path(args.tls_client_ca) if args.tls_client_ca else None))
 
 
 def _check_socket_dir(socket_dir: str, kubelet_socket: str) -> None:
@@ -97,14 +93,14 @@ def run(args: argparse.Namespace) -> int:
     import grpc
 
     from elastico.nodeagent.backend import SimulatedGpuBackend, backend_from_env
-    from elastico.nodeagent.deviceplugin import DevicePlugin, DevicePluginConfig, DevicePluginServicer
+    from elastico.nodeagent.deviceplugin import (
+        DevicePlugin, DevicePluginConfig, DevicePluginServicer, check_devices)
     from elastico.nodeagent.inventory import HealthWatcher, InventoryPublisher
     from elastico.nodeagent.kube_client import KubernetesNodeApi
     from elastico.nodeagent.mps import MpsManager
     from elastico.nodeagent.server import build_server
 
-    if not 1 <= args.devices <= 1024:
-        raise InvalidArgument("--devices", args.devices, "a handle count in 1..1024")
+    check_devices(args.devices, "--devices")
     if not args.inventory_refresh_s > 0:
         raise InvalidArgument("--inventory-refresh-s", args.inventory_refresh_s, "seconds > 0")
     node = args.node_name or socket.gethostname()

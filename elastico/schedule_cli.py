@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from elastico.errors import InvalidArgument
-from elastico.serve_config import ServeConfig, load_serve_config
+from elastico.serve_config import ServeConfig, load_serve_config, overrides_from_args
 
 __all__ = ["register", "run", "load_config"]
 
@@ -114,29 +114,10 @@ def load_config(args: argparse.Namespace, env: Any = None) -> ServeConfig:
     """The placer's :class:`~elastico.serve_config.ServeConfig` from ``args`` (the parsed
     command line), ``env`` (None = the process environment) and ``args.config``; a loopback
     health address with no TLS configured gets plaintext (module docstring)."""
-    overrides = {"address": args.health_address, "tls_cert": args.tls_cert,
-                 "tls_key": args.tls_key, "tls_client_ca": args.tls_client_ca,
-                 "plaintext": args.plaintext, "metrics_port": args.metrics_port,
-                 "pricing_address": args.pricing_address,
-                 "predictor_address": args.predictor_address, "upstream_ca": args.upstream_ca,
-                 "upstream_cert": args.upstream_cert, "upstream_key": args.upstream_key}
-    try:
-        return load_serve_config("placer", config_path=args.config, env=env, overrides=overrides,
-                                 default_address=DEFAULT_HEALTH_ADDRESS)
-    except InvalidArgument as e:
-        if e.field != "tls" or e.value != "not configured":
-            raise
-        cfg = load_serve_config("placer", config_path=args.config, env=env,
-                                overrides={**overrides, "plaintext": True},
-                                default_address=DEFAULT_HEALTH_ADDRESS)
-        from elastico.grpc_server import is_loopback
-
-        if not is_loopback(cfg.address):
-            raise InvalidArgument(
-                "health address", cfg.address,
-                "a loopback address, or TLS for the health endpoint (--tls-cert/--tls-key, "
-                "ELASTICO_TLS_CERT/KEY or [serve.tls]), or --plaintext") from None
-        return cfg
+    return load_serve_config("placer", config_path=args.config, env=env,
+                             overrides=overrides_from_args(args, args.health_address),
+                             default_address=DEFAULT_HEALTH_ADDRESS,
+                             plaintext_on_loopback="health address")
 
 
 def load_kube_config(kubeconfig: str | None) -> None:
@@ -221,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
                               f"a free address of this host ({busy})")
     try:
         endpoint = start_health_endpoint(cfg.address, LoopHealth(loop, thread, stall_s=stall_s),
-                                         credentials=tls_credentials(cfg))
+                                         credentials=tls_credentials(cfg.tls))
     except RuntimeError as e:  # grpc says no more than "could not bind"
         raise InvalidArgument("health address", cfg.address,
                               f"a free address of this host, with a matching TLS certificate "

@@ -20,7 +20,7 @@ import sys
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 from elastico.errors import InvalidArgument
 from elastico.grpc_server import bind_error, server_credentials
@@ -28,7 +28,8 @@ from elastico.metrics import ServiceMetrics
 from elastico.telemetry import OtelTracer
 from elastico.telemetry import configure as configure_tracing
 from elastico.tracing import NOOP, Tracer
-from elastico.serve_config import DEFAULT_PORTS, SERVICES, ServeConfig, load_serve_config
+from elastico.serve_config import (
+    DEFAULT_PORTS, SERVICES, ServeConfig, TlsConfig, load_serve_config, overrides_from_args)
 
 __all__ = ["register", "run", "start", "upstream_clients", "tls_credentials", "start_metrics_http",
            "stop_on_signals"]
@@ -116,15 +117,9 @@ def _config(args: argparse.Namespace) -> ServeConfig:
                         ("--simulator-model", args.simulator_model)):
         if value is not None and args.service != "predictor":
             raise InvalidArgument(flag, str(value), "only with the predictor")
-    overrides: dict[str, Any] = {
-        "address": args.address if args.port is None else f"127.0.0.1:{args.port}",
-        "max_workers": args.max_workers, "max_concurrent_rpcs": args.max_concurrent_rpcs,
-        "grace_s": args.grace_s, "tls_cert": args.tls_cert, "tls_key": args.tls_key,
-        "tls_client_ca": args.tls_client_ca, "plaintext": args.plaintext,
-        "metrics_port": args.metrics_port, "pricing_address": args.pricing_address,
-        "predictor_address": args.predictor_address, "upstream_ca": args.upstream_ca,
-        "upstream_cert": args.upstream_cert, "upstream_key": args.upstream_key}
-    return load_serve_config(args.service, config_path=args.config, overrides=overrides)
+    address = args.address if args.port is None else f"127.0.0.1:{args.port}"
+    return load_serve_config(args.service, config_path=args.config,
+                             overrides=overrides_from_args(args, address))
 
 
 def _simulator_core(kind: str):
@@ -185,15 +180,15 @@ def upstream_clients(cfg: ServeConfig, tracer: Tracer):
     return pricer, slowdown
 
 
-def tls_credentials(cfg: ServeConfig):
-    """gRPC server credentials for ``cfg.tls`` (mutual TLS with a client CA), None without
-    TLS.  Used by ``elastico serve`` and ``elastico schedule``'s health endpoint.  Raises
-    InvalidArgument (field ``tls``) for an unreadable PEM file."""
-    if cfg.tls is None:
+def tls_credentials(tls: TlsConfig | None):
+    """gRPC server credentials for ``tls`` (mutual TLS with a client CA), None without TLS.
+    Used by ``elastico serve``, ``elastico schedule``'s health endpoint and ``elastico
+    nodeagent``.  Raises InvalidArgument (field ``tls``) for an unreadable PEM file."""
+    if tls is None:
         return None
     try:
-        return server_credentials(cfg.tls.cert.read_bytes(), cfg.tls.key.read_bytes(),
-                                  cfg.tls.client_ca.read_bytes() if cfg.tls.client_ca else None)
+        return server_credentials(tls.cert.read_bytes(), tls.key.read_bytes(),
+                                  tls.client_ca.read_bytes() if tls.client_ca else None)
     except OSError as e:
         raise InvalidArgument("tls", str(e), "readable PEM files") from None
 
@@ -236,7 +231,7 @@ def start(cfg: ServeConfig, *, model_dir: Path | None = None, model: Path | None
     """Builds and starts the server of ``cfg``; returns ``(server, port)``.  ``metrics``: the
     Prometheus metrics it records into.  Raises InvalidArgument for a service not available
     yet or unreadable TLS files."""
-    creds = tls_credentials(cfg)
+    creds = tls_credentials(cfg.tls)
     busy = bind_error(cfg.address)
     if busy is not None:
         raise InvalidArgument("address", cfg.address, f"a free address of this host ({busy})")

@@ -40,6 +40,7 @@ raises :class:`elastico.errors.InvalidArgument` naming the field, the value and 
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 import re
@@ -56,7 +57,7 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 __all__ = ["SERVICES", "DEFAULT_PORTS", "TlsConfig", "ServeConfig", "load_serve_config",
-           "check_key_pair", "check_address"]
+           "overrides_from_args", "check_key_pair", "check_address", "is_loopback"]
 
 #: The services ``elastico serve`` runs, with their default loopback ports (issue 6, local mode).
 DEFAULT_PORTS: Mapping[str, int] = {"pricing": 50051, "predictor": 50052, "placer": 50053,
@@ -66,6 +67,11 @@ SERVICES = tuple(DEFAULT_PORTS)
 #: Placer-only settings: the services it calls and the TLS it calls them with.
 _PLACER_KEYS = frozenset({"pricing_address", "predictor_address", "upstream_ca",
                           "upstream_cert", "upstream_key"})
+#: The settings a command line may override (:func:`load_serve_config`'s ``overrides``), each
+#: from the flag of the same name; ``address`` is the command's own (``--address``/``--port``,
+#: ``--health-address``).
+_OVERRIDE_KEYS = ("max_workers", "max_concurrent_rpcs", "grace_s", "tls_cert", "tls_key",
+                  "tls_client_ca", "plaintext", "metrics_port", *sorted(_PLACER_KEYS))
 _MAX_WORKERS = 256
 _MAX_RPCS = 100_000
 _MAX_GRACE_S = 3600.0
@@ -192,6 +198,22 @@ def check_address(field: str, value: Any, *, listen: bool = True) -> str:
     return value
 
 
+def is_loopback(address: str) -> bool:
+    """Whether ``host:port`` listens on the loopback interface only (``127.0.0.0/8``, ``::1``,
+    ``localhost``), or is a unix socket (grpc's ``unix:PATH``, ``unix-abstract:NAME``), which
+    only this host reaches.  ``0.0.0.0``, ``[::]``, a host name or a routable address are
+    reachable from other hosts."""
+    if address.startswith(("unix:", "unix-abstract:")):
+        return True
+    host = address.rpartition(":")[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: it may resolve to anything
+        return False
+
+
 def _address(field: str, value: Any) -> str:
     return check_address(field, value)
 
@@ -267,7 +289,8 @@ def _setting(key: str, value: Any, strict: bool) -> Any:
 def load_serve_config(service: str, *, config_path: Path | None = None,
                       env: Mapping[str, str] | None = None,
                       overrides: Mapping[str, Any] | None = None,
-                      default_address: str | None = None) -> ServeConfig:
+                      default_address: str | None = None,
+                      plaintext_on_loopback: str | None = None) -> ServeConfig:
     """The configuration of ``service`` (one of :data:`SERVICES`) from the TOML file at
     ``config_path`` (optional), ``env`` (the process environment when None) and
     ``overrides`` (command-line values; None entries are ignored).  Keys of ``overrides``:
@@ -275,11 +298,16 @@ def load_serve_config(service: str, *, config_path: Path | None = None,
     ``tls_key``, ``tls_client_ca``, ``plaintext``, ``metrics_port``; placer only
     ``pricing_address``, ``predictor_address``, ``upstream_ca``, ``upstream_cert``,
     ``upstream_key``.  ``default_address``: the address when no source sets one (default
-    ``127.0.0.1:<the service's default port>``).  Every value of every source is checked,
-    also one that a higher-precedence source overrides; the TOML file's must have the TOML
-    type (``plaintext = true``, not ``"yes"``).  Raises InvalidArgument on any bad value, on
-    a half-configured TLS identity, a private key that is not the certificate's, upstream TLS
-    files without an upstream address, and when neither TLS nor plaintext is configured."""
+    ``127.0.0.1:<the service's default port>``).  ``plaintext_on_loopback``: the address's
+    name in errors (e.g. ``"health address"``); given, a loopback address
+    (:func:`is_loopback`) with neither TLS nor plaintext configured serves plaintext (nothing
+    off the host can reach it) and any other address is refused naming it.  Every value of
+    every source is checked, also one that a higher-precedence source overrides; the TOML
+    file's must have the TOML type (``plaintext = true``, not ``"yes"``).  Raises
+    InvalidArgument on any bad value, on a half-configured TLS identity, a private key that
+    is not the certificate's, upstream TLS files without an upstream address, and when
+    neither TLS nor plaintext is configured (and the address is not a loopback one given
+    ``plaintext_on_loopback``)."""
     if service not in SERVICES:
         raise InvalidArgument("service", service, f"one of {', '.join(SERVICES)}")
     env = os.environ if env is None else env
@@ -382,9 +410,23 @@ def load_serve_config(service: str, *, config_path: Path | None = None,
             client_ca=(_pem("tls.client_ca", tls["client_ca"], "CERTIFICATE")
                        if tls.get("client_ca") else None)))
         check_key_pair("tls.cert", cfg.tls.cert, "tls.key", cfg.tls.key)
+    elif not plaintext and plaintext_on_loopback is not None:
+        if not is_loopback(cfg.address):
+            raise InvalidArgument(
+                plaintext_on_loopback, cfg.address,
+                "a loopback address, or TLS (--tls-cert/--tls-key, ELASTICO_TLS_CERT/KEY or "
+                "[serve.tls]), or --plaintext")
+        plaintext = True
     elif not plaintext:
         raise InvalidArgument(
             "tls", "not configured",
             "a certificate and key (--tls-cert/--tls-key, ELASTICO_TLS_CERT/KEY or [serve.tls]; "
             "add a client CA for mutual TLS), or --plaintext to serve unencrypted")
     return replace(cfg, plaintext=plaintext)
+
+
+def overrides_from_args(args: Any, address: str | None) -> dict[str, Any]:
+    """:func:`load_serve_config`'s ``overrides`` from a parsed command line (``args``, e.g. an
+    ``argparse.Namespace``): each settable key from the attribute of the same name (None
+    where the command has no such flag or it was not given), and ``address``."""
+    return {"address": address, **{k: getattr(args, k, None) for k in _OVERRIDE_KEYS}}

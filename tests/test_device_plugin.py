@@ -8,7 +8,6 @@ from __future__ import annotations
 import queue
 import shutil
 import tempfile
-import threading
 import time
 from concurrent import futures
 from pathlib import Path
@@ -88,6 +87,24 @@ def test_register_reaches_kubelet_with_resource_and_socket(env):
     assert req.options.get_preferred_allocation_available and not req.options.pre_start_required
     opts = env.stub.GetDevicePluginOptions(api_pb2.Empty(), timeout=TIMEOUT)
     assert opts.get_preferred_allocation_available
+
+
+def test_the_plugin_socket_is_a_shared_server_without_a_plaintext_warning(env, caplog):
+    """Built by elastico.grpc_server.serve_one like every service: health checking answers
+    for the plugin's service, and a unix socket (only this host reaches it) is not warned
+    about as plaintext reachable from other hosts."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    from elastico.nodeagent.deviceplugin import SERVICE_NAME
+
+    assert SERVICE_NAME == "v1beta1.DevicePlugin"
+    with grpc.insecure_channel(f"unix://{env.plugin.socket}") as ch:
+        resp = health_pb2_grpc.HealthStub(ch).Check(
+            health_pb2.HealthCheckRequest(service=SERVICE_NAME), timeout=TIMEOUT)
+    assert resp.status == health_pb2.HealthCheckResponse.SERVING
+    with caplog.at_level("WARNING", logger="elastico.grpc_server"):
+        env.plugin._restart()  # serves the socket again, as after a kubelet restart
+    assert not [r for r in caplog.records if "PLAINTEXT" in r.getMessage()]
 
 
 def test_list_and_watch_streams_devices_then_a_health_change(env):

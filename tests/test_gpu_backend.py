@@ -130,3 +130,126 @@ def test_nvml_on_this_machine_never_crashes():
     else:
         b.list_gpus()
         b.close()
+
+
+# ---- NVML through a fake pynvml that counts its calls ------------------------------------------
+#: The fake's GPU-instance profiles of an A100-40GB: NVML profile id -> NVML's name for it.
+FAKE_GI_PROFILES = {0: b"MIG 1g.5gb", 1: b"MIG 2g.10gb", 2: b"MIG 3g.20gb", 3: b"MIG 4g.20gb",
+                    4: b"MIG 7g.40gb"}
+
+
+def fake_pynvml(n_gpus: int, mig_gpus: set[int]):
+    """A pynvml module with ``n_gpus`` A100-40GB boards (those in ``mig_gpus`` in MIG mode),
+    the NVML calls :class:`NvmlGpuBackend` makes to list GPUs and to create a MIG instance,
+    and ``calls``: a Counter of every call by name, ``handles``: the indices asked for
+    handles, in order, ``created``: ``(gpu, profile id, start, size)`` of each instance."""
+    import collections
+    import ctypes
+
+    calls: collections.Counter = collections.Counter()
+    handles: list[int] = []
+    created: list[tuple[int, int, int, int]] = []
+    gis: dict[int, list[tuple[int, int, int]]] = {i: [] for i in range(n_gpus)}  # (profile, start, id)
+    ns = types.SimpleNamespace
+
+    def gi_handle(gpu, gi_id):
+        return gpu * 1000 + gi_id
+
+    def nvmlDeviceGetHandleByIndex(i):
+        handles.append(i)
+        return i
+
+    def nvmlDeviceGetTotalEccErrors(h, kind, counter):
+        raise RuntimeError("NVML_ERROR_NOT_SUPPORTED")  # ECC off: nothing to read
+
+    def nvmlDeviceGetGpuInstanceProfileInfo(h, p):
+        return ns(id=p, name=FAKE_GI_PROFILES[p], instanceCount=7)
+
+    def nvmlDeviceCreateGpuInstanceWithPlacement(h, profile_id, placement):
+        gi_id = len(gis[h]) + 1
+        gis[h].append((profile_id, placement.start, gi_id))
+        created.append((h, profile_id, placement.start, placement.size))
+        return gi_handle(h, gi_id)
+
+    def nvmlDeviceGetGpuInstances(h, profile_id, arr, count_ref):
+        mine = [gi_handle(h, gi_id) for p, _, gi_id in gis[h] if p == profile_id]
+        for k, g in enumerate(mine):
+            arr[k] = g
+        count_ref._obj.value = len(mine)
+
+    def nvmlGpuInstanceGetInfo(gi):
+        gpu, gi_id = divmod(gi, 1000)
+        start = next(s for _, s, i in gis[gpu] if i == gi_id)
+        return ns(id=gi_id, placement=ns(start=start))
+
+    api = dict(
+        nvmlInit=lambda: None,
+        nvmlShutdown=lambda: None,
+        nvmlDeviceGetCount=lambda: n_gpus,
+        nvmlDeviceGetHandleByIndex=nvmlDeviceGetHandleByIndex,
+        nvmlDeviceGetUUID=lambda h: f"GPU-{h:04d}".encode(),
+        nvmlDeviceGetName=lambda h: b"NVIDIA A100-SXM4-40GB",
+        nvmlDeviceGetMemoryInfo=lambda h: ns(total=40 * 2**30, used=0),
+        nvmlDeviceGetMigMode=lambda h: (int(h in mig_gpus), int(h in mig_gpus)),
+        nvmlDeviceGetTotalEccErrors=nvmlDeviceGetTotalEccErrors,
+        nvmlDeviceGetGpuInstanceProfileInfo=nvmlDeviceGetGpuInstanceProfileInfo,
+        nvmlDeviceCreateGpuInstanceWithPlacement=nvmlDeviceCreateGpuInstanceWithPlacement,
+        nvmlGpuInstanceGetComputeInstanceProfileInfo=lambda gi, p, engine: ns(id=p),
+        nvmlGpuInstanceCreateComputeInstance=lambda gi, p: None,
+        nvmlDeviceGetMaxMigDeviceCount=lambda h: 0,
+        nvmlDeviceGetGpuInstances=nvmlDeviceGetGpuInstances,
+        nvmlGpuInstanceGetInfo=nvmlGpuInstanceGetInfo,
+    )
+    fake = types.ModuleType("pynvml")
+    for name, fn in api.items():
+        def counted(*args, _fn=fn, _name=name):
+            calls[_name] += 1
+            return _fn(*args)
+        setattr(fake, name, counted)
+
+    class Placement:
+        start = size = 0
+
+    consts = dict(NVML_MEMORY_ERROR_TYPE_UNCORRECTED=1, NVML_VOLATILE_ECC=0,
+                  NVML_GPU_INSTANCE_PROFILE_COUNT=len(FAKE_GI_PROFILES),
+                  NVML_COMPUTE_INSTANCE_PROFILE_COUNT=0,
+                  NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED=0,
+                  NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE=2,
+                  c_nvmlGpuInstance_t=ctypes.c_int, c_nvmlGpuInstancePlacement_t=Placement)
+    for name, v in consts.items():
+        setattr(fake, name, v)
+    return fake, calls, handles, created
+
+
+@pytest.fixture
+def fake_nvml(monkeypatch):
+    """An NvmlGpuBackend over :func:`fake_pynvml` with 4 GPUs, GPU 2 in MIG mode, and the
+    fake's call records."""
+    fake, calls, handles, created = fake_pynvml(4, mig_gpus={2})
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    b = NvmlGpuBackend()
+    yield b, calls, handles, created
+    b.close()
+
+
+def test_nvml_list_gpus_reads_the_count_once(fake_nvml):
+    b, calls, handles, _ = fake_nvml
+    gpus = b.list_gpus()
+    assert [(g.index, g.uuid, g.mig_mode, g.mig_model) for g in gpus] == [
+        (0, "GPU-0000", False, "A100-40GB"), (1, "GPU-0001", False, "A100-40GB"),
+        (2, "GPU-0002", True, "A100-40GB"), (3, "GPU-0003", False, "A100-40GB")]
+    assert calls["nvmlDeviceGetCount"] == 1  # not once more per GPU
+    assert handles == [0, 1, 2, 3]
+
+
+def test_nvml_create_mig_instance_reads_only_its_gpu(fake_nvml):
+    b, calls, handles, created = fake_nvml
+    d = b.create_mig_instance(2, "3g.20gb", 4)
+    assert (d.gpu_index, d.profile, d.start) == (2, "3g.20gb", 4)
+    # NVML profile 2 (3g.20gb) placed at memory slice 4, 4 memory slices wide
+    assert created == [(2, 2, 4, 4)]
+    assert calls["nvmlDeviceGetCount"] == 1  # the index check
+    assert handles == [2]  # no other GPU is read
+    assert calls["nvmlDeviceGetName"] == calls["nvmlDeviceGetUUID"] == 1
+    with pytest.raises(InvalidArgument, match="gpu_index"):
+        b.create_mig_instance(1, "3g.20gb", 4)  # GPU 1 is not in MIG mode

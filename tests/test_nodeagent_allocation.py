@@ -89,6 +89,21 @@ def test_ensure_mig_instance_replaces_idle_overlap_and_refuses_busy():
     assert [(x.profile, x.start) for x in b.mig_devices(0)] == [("4g.20gb", 0), ("3g.20gb", 4)]
 
 
+def test_ensure_mig_instance_replaces_an_idle_instance_the_geometry_rules_exclude():
+    # A100-40GB has one media extension: a second 1g.5gb+me cannot stand beside the first
+    # although their slices are apart (memory 0 and 6), so the idle one goes; the plain 1g
+    # at 2 stays
+    b = SimulatedGpuBackend([GpuInfo(0, "GPU-m", "A100-40GB", 40.0, mig_mode=True)])
+    b.create_mig_instance(0, "1g.5gb+me", 0)
+    b.create_mig_instance(0, "1g.5gb", 2)
+    ensure_mig_instance(b, 0, "1g.5gb+me", 6)
+    assert [(x.profile, x.start) for x in b.mig_devices(0)] == [("1g.5gb", 2), ("1g.5gb+me", 6)]
+    b.set_mig_busy(0, 6, True)
+    with pytest.raises(InvalidArgument, match="busy 1g.5gb\\+me at 6"):
+        ensure_mig_instance(b, 0, "1g.5gb+me", 0)
+    assert [(x.profile, x.start) for x in b.mig_devices(0)] == [("1g.5gb", 2), ("1g.5gb+me", 6)]
+
+
 @pytest.mark.parametrize("name,mem,want", [
     ("NVIDIA A100-SXM4-40GB", 40.0, "A100-40GB"), ("NVIDIA A100 80GB PCIe", 79.2, "A100-80GB"),
     ("NVIDIA H100 80GB HBM3", 79.6, "H100-80GB"), ("NVIDIA H100 NVL", 93.6, "H100-94GB"),

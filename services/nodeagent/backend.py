@@ -494,37 +494,44 @@ class NvmlGpuBackend(_MpsLimitsOf):
         except Exception as e:
             raise BackendUnavailable(f"NVML call {what} failed: {type(e).__name__}: {e}") from None
 
+    def _count(self) -> int:
+        return self._call("nvmlDeviceGetCount", self._nvml.nvmlDeviceGetCount)
+
+    def _handle_at(self, index: int):
+        """The handle of GPU ``index``, known to be in range."""
+        return self._call("nvmlDeviceGetHandleByIndex", self._nvml.nvmlDeviceGetHandleByIndex, index)
+
     def _handle(self, index: int):
-        count = self._call("nvmlDeviceGetCount", self._nvml.nvmlDeviceGetCount)
+        count = self._count()
         if not (isinstance(index, int) and 0 <= index < count):
             raise NotFound(f"gpu index {index}: not on this node (have 0..{count - 1})")
-        return self._call("nvmlDeviceGetHandleByIndex", self._nvml.nvmlDeviceGetHandleByIndex, index)
+        return self._handle_at(index)
 
     @staticmethod
     def _text(v: Any) -> str:
         return v.decode() if isinstance(v, bytes) else str(v)
 
     def list_gpus(self) -> list[GpuInfo]:
+        return [self._gpu_info(i, self._handle_at(i)) for i in range(self._count())]
+
+    def _gpu_info(self, i: int, h) -> GpuInfo:
+        """GPU ``i`` (handle ``h``) as :meth:`list_gpus` lists it; reads its ECC count too."""
         nv = self._nvml
-        out = []
-        for i in range(self._call("nvmlDeviceGetCount", nv.nvmlDeviceGetCount)):
-            h = self._handle(i)
-            healthy = True
-            try:
-                uuid = self._text(nv.nvmlDeviceGetUUID(h))
-                name = self._text(nv.nvmlDeviceGetName(h))
-                total = nv.nvmlDeviceGetMemoryInfo(h).total / _GIB
-            except Exception:
-                uuid, name, total, healthy = f"unknown-{i}", "unknown", 0.0, False
-            try:
-                mig = bool(nv.nvmlDeviceGetMigMode(h)[0])
-            except Exception:  # not MIG-capable (NVML_ERROR_NOT_SUPPORTED)
-                mig = False
-            self._check_ecc(i, h)
-            with self._lock:
-                healthy = healthy and i not in self._unhealthy
-            out.append(GpuInfo(i, uuid, name, float(total), healthy, mig))
-        return out
+        healthy = True
+        try:
+            uuid = self._text(nv.nvmlDeviceGetUUID(h))
+            name = self._text(nv.nvmlDeviceGetName(h))
+            total = nv.nvmlDeviceGetMemoryInfo(h).total / _GIB
+        except Exception:
+            uuid, name, total, healthy = f"unknown-{i}", "unknown", 0.0, False
+        try:
+            mig = bool(nv.nvmlDeviceGetMigMode(h)[0])
+        except Exception:  # not MIG-capable (NVML_ERROR_NOT_SUPPORTED)
+            mig = False
+        self._check_ecc(i, h)
+        with self._lock:
+            healthy = healthy and i not in self._unhealthy
+        return GpuInfo(i, uuid, name, float(total), healthy, mig)
 
     def unhealthy_reasons(self) -> dict[int, str]:
         """GPU index -> why it was marked unhealthy (XID number or ECC count)."""
@@ -551,7 +558,7 @@ class NvmlGpuBackend(_MpsLimitsOf):
                 for i in range(nv.nvmlDeviceGetCount()):
                     try:
                         nv.nvmlDeviceRegisterEvents(
-                            self._handle(i),
+                            self._handle_at(i),
                             nv.nvmlEventTypeXidCriticalError | nv.nvmlEventTypeDoubleBitEccError,
                             events)
                     except Exception:  # event type not supported on this GPU: ECC polling only
@@ -667,8 +674,10 @@ class NvmlGpuBackend(_MpsLimitsOf):
         return out
 
     def mig_devices(self, index: int) -> list[MigDevice]:
+        return self._mig_devices(index, self._handle(index))
+
+    def _mig_devices(self, index: int, h) -> list[MigDevice]:
         nv = self._nvml
-        h = self._handle(index)
         try:
             if not nv.nvmlDeviceGetMigMode(h)[0]:
                 return []
@@ -692,7 +701,7 @@ class NvmlGpuBackend(_MpsLimitsOf):
     def create_mig_instance(self, index: int, profile: str, start: int) -> MigDevice:
         nv = self._nvml
         h = self._handle(index)
-        g = self.list_gpus()[index]
+        g = self._gpu_info(index, h)
         if not g.mig_mode or g.mig_model is None:
             raise InvalidArgument("gpu_index", index, "a GPU in MIG mode with a MIG table")
         p = mig_profile(g.mig_model, profile)
@@ -721,7 +730,7 @@ class NvmlGpuBackend(_MpsLimitsOf):
                 pass
             raise Infeasible(f"gpu {index}: cannot create the compute instance of {profile} "
                              f"at slot {start}: {e}") from None
-        for d in self.mig_devices(index):
+        for d in self._mig_devices(index, h):
             if d.start == start:
                 return d
         raise BackendUnavailable(f"gpu {index}: {profile} at slot {start} was created but NVML does not list it")
@@ -729,7 +738,7 @@ class NvmlGpuBackend(_MpsLimitsOf):
     def destroy_mig_instance(self, index: int, start: int) -> None:
         nv = self._nvml
         h = self._handle(index)
-        for d in self.mig_devices(index):
+        for d in self._mig_devices(index, h):
             if d.start == start and d.busy:
                 raise Infeasible(f"gpu {index}: MIG instance at slot {start} is busy")
         for _name, gi, info in self._gpu_instances(h):

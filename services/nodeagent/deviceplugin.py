@@ -25,8 +25,10 @@ map to status codes through :class:`elastico.grpc_errors.ErrorInterceptor`: no m
 ``FAILED_PRECONDITION`` naming the candidates, malformed decision -> ``INVALID_ARGUMENT``.
 
 Who calls it: ``elastico nodeagent`` (:mod:`elastico.nodeagent_cli`); kubelet over the socket.
-Whom it calls: grpc, the generated ``elastico.deviceplugin.v1beta1`` modules, the pure modules
-of this package.  An adapter (exempt from the layering rule).
+Whom it calls: grpc (the socket's server is :func:`elastico.grpc_server.serve_one`'s, like every
+service's: it also answers gRPC health checking and reflection there), the generated
+``elastico.deviceplugin.v1beta1`` modules, the pure modules of this package.  An adapter
+(exempt from the layering rule).
 """
 
 from __future__ import annotations
@@ -34,7 +36,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
@@ -44,30 +45,43 @@ import grpc
 from elastico.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
 from elastico.contract import ALLOCATED, GPU_RESOURCE
 from elastico.errors import InvalidArgument
-from elastico.grpc_errors import ErrorInterceptor
+from elastico.grpc_server import serve_one
 from elastico.nodeagent.allocation import (
     ContainerAllocation, allocated_value, build_allocation, find_target)
 from elastico.nodeagent.backend import GpuBackend, GpuInfo
 from elastico.nodeagent.kubeapi import NodeApi
 from elastico.nodeagent.nodeplan import ensure_mig_instance
 
-__all__ = ["API_VERSION", "DevicePluginConfig", "DevicePluginServicer", "DevicePlugin",
-           "handle_ids", "handle_health"]
+__all__ = ["API_VERSION", "MAX_DEVICES", "DevicePluginConfig", "DevicePluginServicer",
+           "DevicePlugin", "check_devices", "handle_ids", "handle_health"]
 
 _LOG = logging.getLogger(__name__)
 
 #: The device plugin API version kubelet expects in RegisterRequest.version.
 API_VERSION = "v1beta1"
 HEALTHY, UNHEALTHY = "Healthy", "Unhealthy"
+#: Full name of the service, as health checking and reflection know it.
+SERVICE_NAME: str = api_pb2.DESCRIPTOR.services_by_name["DevicePlugin"].full_name
+#: kubelet's messages are small (a device list, one Allocate); grpc's default receive limit.
+MAX_MESSAGE_BYTES = 4 * 2**20
+#: Most virtual handles advertised (``DevicePluginConfig.devices``, ``--devices``).
+MAX_DEVICES = 1024
+
+
+def check_devices(n: int, field: str = "devices") -> int:
+    """``n`` as a handle count, 1..:data:`MAX_DEVICES`; InvalidArgument naming ``field``."""
+    if not 1 <= n <= MAX_DEVICES:
+        raise InvalidArgument(field, n, f"a handle count in 1..{MAX_DEVICES}")
+    return n
 
 
 @dataclass(frozen=True)
 class DevicePluginConfig:
     """``socket_dir``: kubelet's device-plugin directory; ``endpoint``: this plugin's socket
     file name in it; ``kubelet_socket``: kubelet's registration socket name there;
-    ``devices``: virtual handles advertised (1..1024); ``mps_pipe_dir`` / ``mps_log_dir``:
-    host MPS directories given to MPS clients; ``watch_s``: seconds between checks for a
-    kubelet restart."""
+    ``devices``: virtual handles advertised (1..:data:`MAX_DEVICES`); ``mps_pipe_dir`` /
+    ``mps_log_dir``: host MPS directories given to MPS clients; ``watch_s``: seconds between
+    checks for a kubelet restart."""
 
     node_name: str
     socket_dir: str = "/var/lib/kubelet/device-plugins"
@@ -114,8 +128,7 @@ class DevicePluginServicer(api_pb2_grpc.DevicePluginServicer):
 
     def __init__(self, backend: GpuBackend, api: NodeApi, cfg: DevicePluginConfig, *,
                  exists: Callable[[str], bool] = os.path.exists):
-        if not 1 <= cfg.devices <= 1024:
-            raise InvalidArgument("devices", cfg.devices, "a handle count in 1..1024")
+        check_devices(cfg.devices)
         self.backend, self.api, self.cfg, self.exists = backend, api, cfg, exists
         self._cond = threading.Condition()
         self._version = 0
@@ -218,13 +231,11 @@ class DevicePlugin:
     def _serve(self) -> None:
         if self.socket.exists() or self.socket.is_symlink():
             self.socket.unlink()
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=8,
-                                                        thread_name_prefix="elastico-deviceplugin"),
-                             interceptors=[ErrorInterceptor()],
-                             options=[("grpc.so_reuseport", 0)])  # as elastico.grpc_server
-        api_pb2_grpc.add_DevicePluginServicer_to_server(self.servicer, server)
-        if server.add_insecure_port(f"unix://{self.socket}") == 0:
-            raise RuntimeError(f"cannot listen on {self.socket}")
+        server, _ = serve_one(
+            f"unix://{self.socket}", SERVICE_NAME,
+            lambda srv: api_pb2_grpc.add_DevicePluginServicer_to_server(self.servicer, srv),
+            thread_name="elastico-deviceplugin", max_workers=8, max_concurrent_rpcs=32,
+            max_message_bytes=MAX_MESSAGE_BYTES, label="device plugin")
         server.start()
         self._server = server
 

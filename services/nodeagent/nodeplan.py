@@ -28,7 +28,7 @@ from typing import Sequence
 
 from elastico.errors import Infeasible, InvalidArgument
 from elastico.nodeagent.backend import GpuBackend, MigDevice, _MpsBook
-from elastico.placer.mig import check_geometry, mig_profile
+from elastico.placer.mig import check_geometry, geometry_problems, mig_profile
 from elastico.placer.mig_plan import MigInstance, MigPlan, MigStep, StepOp, plan_repartition
 
 __all__ = ["ClientLimit", "MigTarget", "NodePlan", "PreparedPlan", "AppliedPlan", "prepare",
@@ -164,9 +164,9 @@ def ensure_mig_instance(backend: GpuBackend, index: int, profile: str, start: in
     if start not in p.starts:
         raise InvalidArgument("mig_start_slot", start, f"a valid start of {profile} {list(p.starts)}")
     current = _current(backend, index)
+    # the placer's geometry rules decide which instances may stay beside the new one
     keep = [(c.profile, c.start) for c in current
-            if not (mig_profile(gpu.mig_model, c.profile).mask(c.start) & p.mask(start))
-            and not (mig_profile(gpu.mig_model, c.profile).compute_mask(c.start) & p.compute_mask(start))]
+            if not geometry_problems(gpu.mig_model, [(c.profile, c.start), (profile, start)])]
     target = keep + [(profile, start)]
     plan = plan_repartition(gpu.mig_model, current, target)
     if not plan.ok:

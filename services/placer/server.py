@@ -53,6 +53,7 @@ from .policies import POLICIES, PolicyEnv, make_policy
 from .policies.common import JobCatalog
 from .remote import DependencyUnavailable, RoundDeadlineExceeded, round_deadline
 from .round import MarkDegraded, RoundInput, run_round
+from .upkeep import finish_round, start_round
 
 __all__ = ["SERVICE_NAME", "PlacerServicer", "build_server", "MAX_RESTART_S"]
 
@@ -140,9 +141,7 @@ class PlacerServicer(placer_pb2_grpc.PlacerServiceServicer):
             policy = session.policy
             state = session.empty.copy()
             wire.book_all(state, request.bookings, by_id, policy.catalog.profile)
-            reset = getattr(self.slowdown, "reset", None)
-            if reset is not None:
-                reset()
+            start_round(self.slowdown)
             inp = RoundInput(request.now, nodes, state, jobs)
             try:
                 with round_deadline(context.time_remaining()):
@@ -154,20 +153,14 @@ class PlacerServicer(placer_pb2_grpc.PlacerServiceServicer):
             except DependencyUnavailable as e:
                 context.abort(grpc.StatusCode.UNAVAILABLE,
                               f"round abandoned, nothing applied: {e}")
-            ids = frozenset(by_id)
-            forget = getattr(policy, "forget", None)
-            if forget is not None:
-                for jid in session.last_ids - ids:
-                    forget(jid)
-            session.last_ids = ids
             self._rounds += 1
             round_id = f"r{self._rounds:06d}"
             slow = result.state.predicted_slowdowns(self.slowdown)
-            fallbacks = getattr(self.slowdown, "fallback_calls", 0)
+            # after the slowdowns above: they count among the round's fallback calls
+            session.last_ids = finish_round(policy, self.slowdown, session.last_ids, by_id,
+                                            self._metrics)
         if self._metrics is not None:
             self._metrics.observe_round(inp, result, slow)
-            if fallbacks:
-                self._metrics.observe_predictor_fallback(fallbacks)
         res = result.pricing
         names = resource_space_for(nodes).names if res is not None else ()
         resp = placer_pb2.RunRoundResponse(

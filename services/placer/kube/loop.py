@@ -67,6 +67,7 @@ from elastico.placer.policies.common import JobCatalog
 from elastico.placer.remote import DependencyUnavailable, RoundDeadlineExceeded, round_deadline
 from elastico.placer.round import (ActiveJob, Decision, MarkDegraded, Policy, RoundInput, Status,
                                    run_round)
+from elastico.placer.upkeep import finish_round, start_round
 from elastico.predictor import AnalyticSlowdown, SlowdownModel
 from elastico.shapes import requested_configuration
 from elastico.throughput import ThroughputModel
@@ -237,7 +238,7 @@ class SchedulerLoop:
         self._policy: Policy | None = None
         self._policy_nodes: tuple | None = None
         self._catalog: JobCatalog | None = None
-        self._jobs_seen: set[str] = set()
+        self._jobs_seen: frozenset[str] = frozenset()
         self.events = _CountedEvents(core, self.config.identity, metrics=metrics,
                                      interval_s=self.config.event_interval_s, leading=self.leading)
         self._node_reasons: dict[str, str] = {}
@@ -314,7 +315,7 @@ class SchedulerLoop:
             self._catalog = JobCatalog(PolicyEnv(nodes=nodes, throughput=self.throughput,
                                                  slowdown=self.slowdown))
             self._policy_nodes = sig
-            self._jobs_seen = set()
+            self._jobs_seen = frozenset()
         return self._policy
 
     def run_round(self) -> RoundReport:
@@ -337,9 +338,7 @@ class SchedulerLoop:
     def _lead_round(self) -> RoundReport:
         now = self.clock()
         report = RoundReport(leader=True, round_id=f"{self.config.identity}/{self._epoch}/{next(self._seq)}")
-        reset = getattr(self.slowdown, "reset", None)
-        if reset is not None:
-            reset()  # a remote predictor is tried again each round
+        start_round(self.slowdown)  # a remote predictor is tried again each round
         invs = self._inventory()
         by_node = {i.node.name: i for i in invs}
         policy = self._policy_for(invs)
@@ -370,8 +369,6 @@ class SchedulerLoop:
                 report.abandoned = str(e)
                 log.warning("round %s abandoned, nothing applied: %s", report.round_id, e)
                 return report
-            if self.metrics is not None and getattr(self.slowdown, "fallback_calls", 0):
-                self.metrics.observe_predictor_fallback(self.slowdown.fallback_calls)
             why = getattr(self.slowdown, "degraded", "")
             for jid, d in gangs.items():
                 if why and d.status is Status.PLACED:
@@ -390,12 +387,8 @@ class SchedulerLoop:
                     for key in names:
                         report.waiting[key] = why
                         self.events.emit(pods[key], "Waiting", f"{d.status.value}: {why}", now)
-        forget = getattr(policy, "forget", None)
-        ids = {a.job.id for a in active}
-        if forget is not None:
-            for gone in self._jobs_seen - ids:
-                forget(gone)
-        self._jobs_seen = ids
+        self._jobs_seen = finish_round(policy, self.slowdown, self._jobs_seen,
+                                       (a.job.id for a in active), self.metrics)
         self._bind_reserved(report, now)
         self.events.prune((p.get("metadata") or {}).get("uid") for p in pods.values())
         return report
