@@ -23,7 +23,7 @@ DEFAULT_GPUS = "64,512"
 DEFAULT_CLUSTERS = "trace,a100-mig"
 DEFAULT_SEEDS = "0,1,2,3,4"
 DEFAULT_JOBS_PER_GPU = 2.0
-DEFAULT_POLICIES = ("exclusive", "time-slicing", "fgd", "elastico", "elastico-no-rst",
+DEFAULT_POLICIES = ("exclusive", "time-slicing", "fgd", "gavel", "elastico", "elastico-no-rst",
                     "elastico-no-esp", "elastico-no-iac")
 MAX_GPUS = 6212  # the trace's whole cluster
 

@@ -8,6 +8,8 @@ called once per round as ``policy(round_input, state) -> RoundResult`` (see
 * ``time-slicing`` -- naive sharing: requested shapes packed onto shared GPUs, no
   interference awareness.
 * ``fgd`` -- requested shapes placed by FGD's fragmentation measure (ATC'23).
+* ``gavel`` -- Gavel's heterogeneity-aware max-min fairness (OSDI'20) with its round-based
+  mechanism, whole GPUs; services placed first as ``exclusive`` places them.
 * ``elastico`` -- Resource Shape Transformation + Elastic Shadow Pricing + interference-aware
   placement; ablations ``elastico-no-rst`` (requested shape only), ``elastico-no-esp``
   (greedy instead of prices), ``elastico-no-iac`` (placer predicts no interference).
@@ -19,14 +21,17 @@ from .common import PolicyEnv
 from .elastico import ElasticoNoEsp, ElasticoNoIac, ElasticoNoRst, ElasticoPolicy
 from .exclusive import ExclusivePolicy
 from .fgd import FgdPolicy
+from .gavel import GavelPolicy
 from .timeslicing import TimeSlicingPolicy
 
 POLICIES = {"exclusive": ExclusivePolicy, "time-slicing": TimeSlicingPolicy, "fgd": FgdPolicy,
+            "gavel": GavelPolicy,
             "elastico": ElasticoPolicy, "elastico-no-rst": ElasticoNoRst,
             "elastico-no-esp": ElasticoNoEsp, "elastico-no-iac": ElasticoNoIac}
 
 __all__ = ["POLICIES", "PolicyEnv", "ElasticoPolicy", "ElasticoNoRst", "ElasticoNoEsp",
-           "ElasticoNoIac", "ExclusivePolicy", "FgdPolicy", "TimeSlicingPolicy", "make_policy"]
+           "ElasticoNoIac", "ExclusivePolicy", "FgdPolicy", "GavelPolicy", "TimeSlicingPolicy",
+           "make_policy"]
 
 
 def make_policy(name: str, env: PolicyEnv):
