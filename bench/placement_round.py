@@ -15,9 +15,17 @@ the median within about 10% from run to run (fewer let one busy stretch move it)
 
 ``elastico-nocache`` is the same scorer with ``ClusterState(frag_cache=False)``: every
 candidate node's fragmentation worked out from its GPUs at each placement, as before the
-incremental cache.  Its row gives ``speedup`` (its median over the cached scorer's, rounds
-interleaved in the same process) and ``same_placements`` (both book exactly the same GPUs).
+incremental cache.  ``elastico-python`` is the cached scorer with
+``ClusterState(frag_native=False)``: the node summaries and per-shape increases kept in plain
+Python (the reference) instead of the native kernel (native/frag.hpp).  Their rows give
+``speedup`` (their median over ``elastico``'s, rounds interleaved in the same process) and
+``same_placements`` (both book exactly the same GPUs as ``elastico``).
 Measured here, never asserted in tests (issue 5 goal: < 100 ms per round).
+
+Measured (three runs of the defaults, 15 repeats, 2-core machine shared with other sessions,
+load average 2.9-3.3): elastico 54.8 / 51.7 / 51.5 ms median, elastico-python 96.0 / 92.8 /
+94.9 ms (native kernel 1.75-1.84x), bestfit 63.4 / 60.5 / 57.3 ms, same placements in every
+run; docs/placement.md ("Native kernel") has the comparison with the previous code.
 """
 
 from __future__ import annotations
@@ -64,8 +72,8 @@ def main(argv=None) -> int:
     model = AnalyticSlowdown()
     requests = [(j, c, pr, 1.5) for j, c, pr in jobs]
 
-    def one_round(scorer: str, frag_cache: bool = True):
-        cs = ClusterState(nodes, slowdown_model=model, frag_cache=frag_cache)
+    def one_round(scorer: str, frag_cache: bool = True, frag_native: bool = True):
+        cs = ClusterState(nodes, slowdown_model=model, frag_cache=frag_cache, frag_native=frag_native)
         t0 = time.perf_counter()
         if scorer == "elastico":
             cs.set_typical_pods(tp)
@@ -73,29 +81,31 @@ def main(argv=None) -> int:
         dt = time.perf_counter() - t0
         return dt, cs, [o.assignment for o in outs]
 
-    runs = [(s, s, True) for s in SCORERS] + [("elastico-nocache", "elastico", False)]
-    times: dict[str, list[float]] = {name: [] for name, _, _ in runs}
+    runs = [(s, s, True, True) for s in SCORERS] + [("elastico-python", "elastico", True, False),
+                                                   ("elastico-nocache", "elastico", False, True)]
+    times: dict[str, list[float]] = {name: [] for name, *_ in runs}
     last = {}
     for _ in range(a.repeat):  # interleaved, so load on a shared machine hits every row alike
-        for name, scorer, cache in runs:
-            dt, cs, assigned = one_round(scorer, cache)
+        for name, scorer, cache, native in runs:
+            dt, cs, assigned = one_round(scorer, cache, native)
             times[name].append(dt)
             last[name] = (cs, assigned)
-    for name, _, _ in runs:
+    for name, *_ in runs:
         cs, assigned = last[name]
         med = statistics.median(times[name])
         row = {"scorer": name, "gpus": a.gpus, "nodes": len(nodes), "jobs": len(jobs),
                "placed": sum(x is not None for x in assigned), "gpus_allocated": round(cs.used_gpus(), 2),
                "round_ms_median": round(1000 * med, 1), "round_ms_min": round(1000 * min(times[name]), 1),
                "ms_per_job": round(1000 * med / len(jobs), 3)}
-        if name == "elastico-nocache":
+        if name in ("elastico-nocache", "elastico-python"):
             row["speedup"] = round(med / statistics.median(times["elastico"]), 2)
             row["same_placements"] = assigned == last["elastico"][1]
+        what = {"elastico-nocache": "the cache", "elastico-python": "the native kernel"}.get(name)
         print(json.dumps(row) if a.json else
               f"{name:<16} {row['round_ms_median']:>7.1f} ms/round (min {row['round_ms_min']:.1f})  "
               f"{row['ms_per_job']:.3f} ms/job  placed {row['placed']}/{len(jobs)}  "
               f"GPUs {row['gpus_allocated']:.1f}/{a.gpus}"
-              + (f"  speedup of the cache {row['speedup']}x, same placements: {row['same_placements']}"
+              + (f"  speedup of {what} {row['speedup']}x, same placements: {row['same_placements']}"
                  if "speedup" in row else ""))
     return 0
 

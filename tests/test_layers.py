@@ -79,9 +79,13 @@ def test_algorithm_code_imports_no_grpc_or_kubernetes(folder):
         assert not bad, f"{f.relative_to(ROOT)} imports {bad}"
 
 
-def test_only_the_pricing_kernel_imports_the_native_extension():
+def test_only_the_two_kernel_wrappers_import_the_native_extension():
+    """The C++ extension is reached through one thin module per kernel: pricing's
+    (services/pricing/kernel.py) and the FGD fragmentation summaries
+    (services/placer/fragmentation.py); everything else calls those."""
     users = sorted(str(f.relative_to(ROOT)) for folder in ALGORITHM + ["services/nodeagent"]
                    for f in sources(folder)
                    if any(m == "elastico._native" or m.startswith("elastico._native.")
                           for m in imports(f)))
-    assert users == ["services/pricing/kernel.py"]
+    # fragmentation.py: the only caller of the FGD fragmentation kernel (native/frag.hpp)
+    assert users == ["services/placer/fragmentation.py", "services/pricing/kernel.py"]

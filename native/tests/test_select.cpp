@@ -19,6 +19,7 @@
 #undef ELASTICO_ISA_NS
 
 void primal_tests();  // test_primal.cpp
+void frag_tests();    // test_frag.cpp
 
 
 template <typename T>
@@ -263,6 +264,7 @@ int main() {
     threads_agree();
     avx2_tests();
     primal_tests();
+    frag_tests();
     if (elastico_test::failures) {
         std::fprintf(stderr, "%d failed\n", elastico_test::failures);
         return 1;

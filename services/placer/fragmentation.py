@@ -31,6 +31,13 @@ Definitions (FGD simulator, hkust-adsl/kubernetes-scheduler-simulator,
 
 FGD schedules a pod on the node (and, for a sharing pod, the GPU) whose fragmentation grows
 least: ``Delta = F(before) - F(after)`` (``pkg/simulator/plugin/fgd_score.go``).
+
+:class:`NodeSummaries` has two implementations of its one-node paths (:meth:`~NodeSummaries.update`,
+:meth:`~NodeSummaries.node_increase`, the placer's per-shape refresh and candidate order):
+plain Python / numpy, the reference, and the native kernel ``elastico._native.FragSummaries``
+(native/frag.hpp; this module is its only Python caller), which gives bit-identical numbers
+(the same integer summaries, the same float64 operations in the same order) without Python's
+per-node and numpy's per-call cost.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from typing import Sequence
 
 import numpy as np
 
+from elastico import _native
 from elastico.errors import InvalidArgument
 
 __all__ = ["MILLI", "TypicalPods", "typical_pods", "FragmentationModel", "NodeSummaries"]
@@ -207,16 +215,28 @@ class NodeSummaries:
     the work.  :meth:`gpu_increase` gives, for some nodes, the fragmentation increase of a pod
     taking each of their GPUs; :meth:`node_increase` the same for one node in plain Python,
     and :meth:`key` the node state it depends on.
+
+    ``native``: :meth:`update`, :meth:`node_increase` and the placer's per-shape refresh
+    (:meth:`refresh`, :meth:`plan`, :meth:`update_from_gpus`) run in the native kernel
+    (``elastico._native.FragSummaries``, native/frag.hpp), which reads and writes these same
+    arrays and gives bit-identical numbers; False: plain Python (the reference).  The starting
+    ``F`` comes from :meth:`FragmentationModel.from_counts` either way.
     """
 
-    def __init__(self, fm: FragmentationModel, rows: np.ndarray, cpu: np.ndarray, model: np.ndarray):
+    def __init__(self, fm: FragmentationModel, rows: np.ndarray, cpu: np.ndarray, model: np.ndarray,
+                 native: bool = False):
         self.fm = fm
         self.rows = np.array(rows, dtype=np.int64)
         self.cpu = np.array(cpu, dtype=np.int64)
         self.model = np.asarray(model)
+        if native:  # the kernel reads the model codes in place: int64, contiguous
+            self.model = np.ascontiguousarray(self.model, dtype=np.int64)
         self.cnt, self.S = fm.counts(self.rows)
+        self.cnt = np.ascontiguousarray(self.cnt, dtype=np.int64)
+        self.S = np.ascontiguousarray(self.S, dtype=np.int64)
         self.L = self.rows.sum(axis=1)
-        self.F = fm.from_counts(self.cpu, self.L, self.cnt, self.S, self.model)
+        self.F = np.ascontiguousarray(fm.from_counts(self.cpu, self.L, self.cnt, self.S, self.model), dtype=float)
+        self._native = self._bind() if native else None
         self._pods: list | None = None  # built by the first update()
         self._keys: list[tuple] | None = None  # see key(); built on first use
         # the typical GPU pods a node's free CPU and model admit, by (how many of the pods'
@@ -224,10 +244,25 @@ class NodeSummaries:
         # copies share it; at most (T + 1) x models entries
         self._live: dict[tuple[int, int], list] = {}
 
+    @property
+    def native(self) -> bool:
+        """Whether the one-node paths run in the native kernel."""
+        return self._native is not None
+
+    def _bind(self):
+        """The native kernel over this object's arrays (it keeps references to them)."""
+        fm = self.fm
+        return _native.FragSummaries(fm.thresholds, fm._k, fm._n, fm._c, fm._p, fm._access,
+                                     self.rows, self.cpu, self.model, self.cnt, self.S, self.L, self.F)
+
     def update(self, n: int, row, cpu: int) -> None:
         """Node ``n`` now has free milli-GPU ``row`` [G] and ``cpu`` free milli-CPU.  Same
         counts as :meth:`FragmentationModel.counts`; ``F`` as ``from_counts`` up to the order
         of the floating-point sum (a few ulps)."""
+        if self._native is not None:
+            self._native.update(n, row, cpu)
+            self._keys = None
+            return
         if self._pods is None:
             self._python_tables()
         vals = [int(v) for v in row]
@@ -255,8 +290,13 @@ class NodeSummaries:
         self.cnt[n], self.S[n], self.L[n] = cnt, S, L
         model = int(self.model[n])
         live = self._live_pods(cpu, model)
-        # the same terms in the same order as filtering every pod here
-        self.F[n] = F = L - sum(p * S[k] for k, g, p in live if cnt[k] >= g)
+        # the same terms in the same order as filtering every pod here, summed left to right
+        # (not sum(): from Python 3.12 on it compensates, and the native kernel does not)
+        fit = 0.0
+        for k, g, p in live:
+            if cnt[k] >= g:
+                fit += p * S[k]
+        self.F[n] = F = L - fit
         if self._keys is not None:
             self._keys[n] = (tuple(vals), cpu, model, F)
 
@@ -289,6 +329,8 @@ class NodeSummaries:
         the order of the floating-point sum (a few ulps), except that a GPU with less than
         ``m - 1`` free (it cannot take the pod even up to the rounding of shares to
         milli-GPU; padding GPUs too) gets ``inf`` without any work."""
+        if self._native is not None:
+            return self._native.node_increase(n, m, cpu_m).tolist()
         if self._pods is None:
             self._python_tables()
         vals, cpu, model, F = self.key(n)
@@ -341,6 +383,62 @@ class NodeSummaries:
                                c1.reshape(B * G, K), s1.reshape(B * G, K), np.repeat(self.model[nodes], G))
         return after.reshape(B, G) - self.F[nodes][:, None]
 
+    def update_from_gpus(self, n: int, lo: int, hi: int, healthy: np.ndarray, is_mig: np.ndarray,
+                         mig_cs: np.ndarray, mig_comp: np.ndarray, used_share: np.ndarray,
+                         cpu_free_cores: float) -> None:
+        """Native only: :meth:`update` of node ``n`` whose GPUs are the placer's flat GPUs
+        ``[lo, hi)`` (``healthy``/``is_mig`` bool, ``mig_cs``/``mig_comp`` int64 SM slices,
+        ``used_share`` float64, all [flat GPUs]): free milli-GPU 0 if unhealthy, else
+        ``round((mig_cs - mig_comp) / mig_cs * 1000)`` on a MIG-mode GPU and
+        ``round((1 - used_share) * 1000)`` otherwise (half to even, padding 0), and
+        ``round(cpu_free_cores * 1000)`` milli-CPU -- ``ClusterState._frag_touch``'s numbers."""
+        if self._native is None:
+            raise InvalidArgument("native", False, "NodeSummaries(..., native=True) for update_from_gpus")
+        self._native.update_from_gpus(n, lo, hi, healthy, is_mig, mig_cs, mig_comp, used_share, cpu_free_cores)
+        self._keys = None
+
+    def refresh(self, nodes: np.ndarray, seen: np.ndarray, version: np.ndarray, offsets: np.ndarray,
+                m: int, cpu_m: int, d_all: np.ndarray, new_all: np.ndarray, max_stale: int) -> int:
+        """Native only: the placer's per-shape increase cache (``ClusterState._cached_deltas``)
+        for candidate ``nodes`` [n] int64.  A node is stale when ``seen[node] !=
+        version[node]`` (both [B] int64).  If more than ``max_stale`` are stale, changes nothing
+        and returns their number; otherwise, for each stale node and each of its flat GPUs f in
+        ``[offsets[node], offsets[node + 1])`` (its GPU ``f - offsets[node]``), writes
+        ``d_all[f] = round(node_increase / 1000, 9)`` (GPUs; float64) and ``new_all[f] =
+        max(left - m, 0)`` (milli-GPU; int64), sets ``seen[node] = version[node]`` and returns
+        the number of stale nodes.  ``m`` milli-GPU, ``cpu_m`` milli-CPU."""
+        if self._native is None:
+            raise InvalidArgument("native", False, "NodeSummaries(..., native=True) for refresh")
+        return self._native.refresh(nodes, seen, version, offsets, m, cpu_m, d_all, new_all, max_stale)
+
+    def plan(self, idx: np.ndarray, gpu_node: np.ndarray, seen: np.ndarray, version: np.ndarray,
+             offsets: np.ndarray, m: int, cpu_m: int, d_all: np.ndarray, new_all: np.ndarray,
+             max_stale: int, consolidation: float):
+        """Native only: :meth:`refresh` for the nodes of the eligible flat GPUs ``idx`` [n]
+        (int64, increasing; ``gpu_node`` [flat GPUs] their nodes), then the ``elastico``
+        scorer's candidate order over them.  None if more than ``max_stale`` of those nodes
+        are stale (nothing changed); else ``(uniq [R] nodes with eligible GPUs, counts [R]
+        their GPUs, first [R] where each node's run starts in idx, order [n] positions into
+        idx by (node, d, new, position), d_gpu [n] = d_all[idx], new_gpu [n] =
+        new_all[idx], opt_key [R] = round(least d of the node + consolidation x node, 9)
+        (GPUs), visit [R] nodes' runs by (opt_key, node))`` -- what ``ClusterState._place_elastico``
+        works out with numpy (``np.lexsort``, ``np.minimum.reduceat``, ``np.round``) on the
+        Python path."""
+        if self._native is None:
+            raise InvalidArgument("native", False, "NodeSummaries(..., native=True) for plan")
+        return self._native.plan(idx, gpu_node, seen, version, offsets, m, cpu_m, d_all, new_all,
+                                 max_stale, consolidation)
+
+    def __getstate__(self) -> dict:
+        # the kernel object cannot be pickled: rebuilt over the unpickled arrays (deepcopy too)
+        state = self.__dict__.copy()
+        state["_native"] = self._native is not None
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._native = self._bind() if state["_native"] else None
+
     def copy(self) -> "NodeSummaries":
         new = object.__new__(NodeSummaries)
         new.__dict__.update(self.__dict__)
@@ -348,4 +446,6 @@ class NodeSummaries:
             setattr(new, name, getattr(self, name).copy())
         if self._keys is not None:
             new._keys = list(self._keys)
+        if self._native is not None:  # the kernel works on the copy's own arrays
+            new._native = new._bind()
         return new

@@ -120,8 +120,10 @@ def _round9(x: float) -> float:
 
 
 _DELTA_CACHE_SHAPES = 256  # job shapes whose per-GPU fragmentation increase is kept
-#: up to this many stale nodes, their increases are worked out in plain Python (one booking
-#: leaves one node stale; numpy's per-call cost dominates at that size)
+#: up to this many stale nodes, their increases are worked out one node at a time (native
+#: kernel or plain Python: one booking leaves one node stale, and numpy's per-call cost
+#: dominates at that size); more go to the batched numpy path, whose float sums run in another
+#: order -- the limit stays where it was so that placements stay bit for bit the same
 _PYTHON_STALE_NODES = 64
 _DELTA_MEMO_SIZE = 1 << 14  # (node state, shape) pairs kept by ClusterState._cached_deltas
 
@@ -253,6 +255,10 @@ class ClusterState:
     one domain; nodes without the label are in no domain).  ``frag_cache``: keep the
     ``elastico`` scorer's fragmentation summaries incrementally (False: recompute them at
     every placement -- the reference the cache is tested and benchmarked against).
+    ``frag_native``: keep those summaries and per-shape increases with the native kernel
+    (:class:`elastico.placer.fragmentation.NodeSummaries` ``native``; the same numbers, so
+    the same placements; False: plain Python, the reference it is tested and benchmarked
+    against).
     """
 
     def __init__(
@@ -262,6 +268,7 @@ class ClusterState:
         slowdown_model: SlowdownModel | None = None,
         frag_cache: bool = True,
         topology_key: str = TOPOLOGY_KEY,
+        frag_native: bool = True,
     ):
         if not (isinstance(topology_key, str) and topology_key):
             raise InvalidArgument("topology_key", topology_key, "a non-empty node label key")
@@ -322,6 +329,7 @@ class ClusterState:
         self._frag_model: FragmentationModel | None = None
         self._frag_cache: NodeSummaries | None = None  # built on first use, see _frag_summaries
         self._frag_cache_on = bool(frag_cache)
+        self._frag_native = bool(frag_native)
         self._node_version = np.zeros(n, dtype=np.int64)  # bumped on every booking change
         # per job shape: (increase [G], free milli-GPU after [G], node versions seen [N])
         self._delta_cache: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
@@ -790,20 +798,27 @@ class ClusterState:
     def _interference(self, g: int, profile: JobProfile, share: float, bound: float,
                       model: SlowdownModel):
         """Bound check and interference increase of adding ``profile`` (``share`` of a GPU)
-        to MPS GPU ``g``: (ok, new job's slowdown, violation, dI in GPUs)."""
+        to MPS GPU ``g``: (ok, new job's slowdown, violation, dI in GPUs).  The violation is
+        None when ok, else :meth:`_check_bounds`' worst resident as ``(slowdown / bound, g,
+        its position among the residents, its slowdown, its bound)``, put in words by
+        :meth:`_violation` only if the placement fails."""
         if self._n_res[g] == 0:
-            return True, 1.0, (0.0, ""), 0.0
+            return True, 1.0, None, 0.0
         # _check_bounds, sharing its slowdowns with dI; the bound test in plain Python (a
         # GPU has a handful of residents: numpy's per-call cost would dominate)
         profiles, bounds = self._gpu_profiles(g)
-        after = np.asarray(model.gpu_slowdowns(profiles + [profile]), float)
-        sig = after.tolist()
-        if any(s > b + EPS for s, b in zip(sig, bounds + [bound])):
-            return (False, *self._check_bounds(g, profile, bound, model)[1:], math.inf)
+        sig = np.asarray(model.gpu_slowdowns(profiles + [profile]), float).tolist()
+        bounds.append(bound)
+        if any(s > b + EPS for s, b in zip(sig, bounds)):
+            # the same float64 ratios and first-largest choice as _check_bounds' numpy
+            ratio = [s / b for s, b in zip(sig, bounds)]
+            w = ratio.index(max(ratio))
+            return False, sig[-1], (ratio[w], g, w, sig[w], bounds[w]), math.inf
         shares = [v[0] for v in self._gpu_jobs[g].values() for _ in range(v[2])]
-        before = model.gpu_slowdowns(profiles) if len(profiles) >= 2 else np.ones(len(profiles))
-        dI = _loss(shares + [share], sig) - _loss(shares, np.asarray(before, float).tolist())
-        return True, sig[-1], (0.0, ""), max(0.0, dI)
+        before = np.asarray(model.gpu_slowdowns(profiles), float).tolist() if len(profiles) >= 2 \
+            else [1.0] * len(profiles)
+        dI = _loss(shares + [share], sig) - _loss(shares, before)
+        return True, sig[-1], None, max(0.0, dI)
 
     def _place_elastico(self, job_id: str, config: Configuration, profile: JobProfile,
                         bound: float, model: SlowdownModel, idx: np.ndarray,
@@ -819,8 +834,10 @@ class ClusterState:
         worse than the next node's lower bound.
 
         With typical pods set (and ``frag_cache``), node summaries and per-GPU increases
-        come from the incremental caches (:meth:`_frag_summaries`, :meth:`_cached_deltas`);
-        otherwise they are worked out here from every candidate node's GPUs."""
+        come from the incremental caches (:meth:`_frag_summaries`, :meth:`_cached_deltas`),
+        with ``frag_native`` together with the candidate order in one native call
+        (:meth:`_native_plan`: the same numbers as the numpy code here); otherwise they are
+        worked out here from every candidate node's GPUs."""
         k = config.num_gpus
         mp = self._mig_profile(config)
         share = mp.share if mp is not None else float(config.gpu_share)
@@ -830,50 +847,55 @@ class ClusterState:
         cached = fm is not None and self._frag_cache_on
         if fm is None:
             fm = FragmentationModel(typical_pods([cpu_m], [max(1, min(m, MILLI))], [k]), tuple(self._models))
-        node_of = self._gpu_node[idx]
-        # idx is in flat (node-major) order, so node_of is sorted: one run per node, of
-        # per_node[n] GPUs, the runs in node order
-        uniq = np.flatnonzero(per_node)
-        counts = per_node[uniq]
-        first = np.cumsum(counts) - counts
-        if cached:
-            src = self._frag_summaries()        # rows indexed by node
+        plan = self._native_plan(idx, m, cpu_m) if cached and self._frag_native else None
+        if plan is not None:  # what the numpy code below works out, from the native kernel
+            src = self._frag_cache
+            uniq, counts, first, order, d_gpu, new, opt_key, visit = plan
             rix = uniq
-            d_all, new_all = self._cached_deltas(src, uniq, m, cpu_m)
-            d_gpu, new = d_all[idx], new_all[idx]
-            # per node, GPUs by (cost, least free after, index): lexsort is stable and idx
-            # is in flat order, so ties keep the GPU index order
-            order = np.lexsort((new, d_gpu, node_of))
         else:
-            local = self._gpu_local[idx]
-            rows, cpu = self._frag_rows(uniq)
-            src = NodeSummaries(fm, rows, cpu, self._node_model[uniq])   # rows indexed by run
-            rix = np.arange(uniq.size)
-            inv = np.repeat(rix, counts)
-            old = src.rows[inv, local]
-            new = np.maximum(old - m, 0)
-            c1, s1 = fm.shift(src.cnt[inv], src.S[inv], old, new)
-            after = fm.from_counts(src.cpu[inv] - cpu_m, src.L[inv] - (old - new), c1, s1, src.model[inv])
-            d_gpu = np.round((after - src.F[inv]) / MILLI, 9)
-            # per node, GPUs by (cost, least free after, index)
-            order = np.lexsort((local, new, d_gpu, node_of))
+            node_of = self._gpu_node[idx]
+            # idx is in flat (node-major) order, so node_of is sorted: one run per node, of
+            # per_node[n] GPUs, the runs in node order
+            uniq = per_node.nonzero()[0]
+            counts = per_node[uniq]
+            first = counts.cumsum() - counts
+            if cached:
+                src = self._frag_summaries()        # rows indexed by node
+                rix = uniq
+                d_all, new_all = self._cached_deltas(src, uniq, m, cpu_m)
+                d_gpu, new = d_all[idx], new_all[idx]
+                # per node, GPUs by (cost, least free after, index): lexsort is stable and idx
+                # is in flat order, so ties keep the GPU index order
+                order = np.lexsort((new, d_gpu, node_of))
+            else:
+                local = self._gpu_local[idx]
+                rows, cpu = self._frag_rows(uniq)
+                src = NodeSummaries(fm, rows, cpu, self._node_model[uniq])   # rows indexed by run
+                rix = np.arange(uniq.size)
+                inv = np.repeat(rix, counts)
+                old = src.rows[inv, local]
+                new = np.maximum(old - m, 0)
+                c1, s1 = fm.shift(src.cnt[inv], src.S[inv], old, new)
+                after = fm.from_counts(src.cpu[inv] - cpu_m, src.L[inv] - (old - new), c1, s1, src.model[inv])
+                d_gpu = np.round((after - src.F[inv]) / MILLI, 9)
+                # per node, GPUs by (cost, least free after, index)
+                order = np.lexsort((local, new, d_gpu, node_of))
 
         def set_cost(r: int, gpus: list[int]) -> float:
             """Exact fragmentation increase (GPUs) of the node in row ``r`` of ``src`` taking
             ``gpus`` (flat)."""
-            c, sm, left = src.cnt[r:r + 1], src.S[r:r + 1], int(src.L[r])
-            row = src.rows[r].copy()
-            for g in gpus:
-                j = int(self._gpu_local[g])
-                o = int(row[j])
-                w = max(o - m, 0)
-                c, sm = fm.shift(c, sm, np.array([o]), np.array([w]))
-                row[j] = w
-                left -= o - w
-            after = fm.from_counts(np.array([src.cpu[r] - cpu_m]), np.array([left]), c, sm, src.model[r:r + 1])[0]
+            row = src.rows[r:r + 1].copy()
+            j = self._gpu_local[gpus]
+            row[0, j] = np.maximum(row[0, j] - m, 0)
+            # the integer summaries of the row after: what FragmentationModel.shift gives
+            # GPU by GPU from src's (which are counts(src.rows)), so the same from_counts
+            c, sm = fm.counts(row)
+            after = fm.from_counts(np.array([src.cpu[r] - cpu_m]), row.sum(axis=1), c, sm, src.model[r:r + 1])[0]
             return round(float(after - src.F[r]) / MILLI, 9)
 
-        if k == 1:  # every run qualifies: ok_runs would be arange(uniq.size)
+        if k == 1 and plan is not None:  # opt_key and visit come with the plan
+            ok_runs = None
+        elif k == 1:  # every run qualifies: ok_runs would be arange(uniq.size)
             ok_runs, runs = None, uniq
             opt = np.minimum.reduceat(d_gpu, first)  # each run's least increase
         else:
@@ -881,9 +903,14 @@ class ClusterState:
             runs = uniq[ok_runs]
             opt = np.array([set_cost(int(rix[u]), idx[order[first[u]:first[u] + k]].tolist())
                             for u in ok_runs.tolist()])
-        # elastico_cost(opt, 0.0, position), inlined: this runs once per placement
-        opt_key = np.round(opt + CONSOLIDATION_GPU * runs, 9)
-        visit = np.lexsort((runs, opt_key))
+        if k > 1 or plan is None:
+            # elastico_cost(opt, 0.0, position) rounded to 1e-9, inlined: this runs once per
+            # placement; np.round(x, 9) is these three operations, without its per-call cost
+            opt_key = opt + CONSOLIDATION_GPU * runs
+            opt_key *= 1e9
+            np.rint(opt_key, out=opt_key)
+            opt_key /= 1e9
+            visit = np.lexsort((runs, opt_key))
         is_mig = mp is not None
         best = None
         best_choice = None
@@ -901,7 +928,7 @@ class ClusterState:
                     break
                 g = int(idx[q])
                 if is_mig:
-                    ok, s_new, viol, dI = True, 1.0, (0.0, ""), 0.0
+                    ok, s_new, viol, dI = True, 1.0, None, 0.0
                 else:
                     ok, s_new, viol, dI = self._interference(g, profile, share, bound, model)
                 if not ok:
@@ -925,7 +952,7 @@ class ClusterState:
             if best is None or key < best:
                 best, best_choice = key, (int(uniq[u]), gpus, max(c[5] for c in chosen))
         if best_choice is None:
-            detail = f" ({worst_seen[1]})" if worst_seen else ""
+            detail = f" ({self._violation(*worst_seen[1:])})" if worst_seen else ""
             return PlaceOutcome(None, f"slowdown bound: every candidate GPU would push a resident past its bound{detail}")
         n, chosen, sig_new = best_choice
         a = self._commit(job_id, config, profile, bound, n, sorted(chosen))
@@ -942,13 +969,15 @@ class ClusterState:
             return True, float(sig[-1]), (0.0, "")
         ratio = sig / b
         w = int(np.argmax(ratio))
-        who = "the new job" if w == len(profiles) else f"job {self._residents(g)[w]}"
+        return False, float(sig[-1]), (float(ratio[w]), self._violation(g, w, float(sig[w]), float(b[w])))
+
+    def _violation(self, g: int, w: int, sig: float, bound: float) -> str:
+        """The words for resident ``w`` of GPU ``g`` (``w`` = their number: the new job)
+        predicted at slowdown ``sig`` past its ``bound``."""
+        who = "the new job" if w == self._n_res[g] else f"job {self._residents(g)[w]}"
         n = int(self._gpu_node[g])
-        desc = (
-            f"e.g. node {self.nodes[n].name} GPU {int(self._gpu_local[g])}: {who} predicted "
-            f"{sig[w]:.3f} > bound {b[w]:.3f}"
-        )
-        return False, float(sig[-1]), (float(ratio[w]), desc)
+        return f"e.g. node {self.nodes[n].name} GPU {int(self._gpu_local[g])}: {who} predicted " \
+               f"{sig:.3f} > bound {bound:.3f}"
 
     # ----------------------------------------------------------------------- gangs
     def _validate_gang(self, gang: Gang | None, config: Configuration) -> Gang:
@@ -1253,13 +1282,19 @@ class ClusterState:
         if self._frag_cache is None:
             nodes = np.arange(len(self.nodes))
             rows, cpu = self._frag_rows(nodes)
-            self._frag_cache = NodeSummaries(self._frag_model, rows, cpu, self._node_model)
+            self._frag_cache = NodeSummaries(self._frag_model, rows, cpu, self._node_model,
+                                             native=self._frag_native)
         return self._frag_cache
 
     def _frag_touch(self, n: int) -> None:
         fc = self._frag_cache
         if fc is not None:  # per-shape increases exist only beside the summaries
             self._node_version[n] += 1
+            if fc.native:  # the same numbers as below (NodeSummaries.update_from_gpus)
+                fc.update_from_gpus(n, self._offset_list[n], self._offset_list[n + 1], self._healthy,
+                                    self._is_mig, self._mig_cs, self._mig_comp, self._used_share,
+                                    float(self._node_cpu[n] - self._node_cpu_used[n]))
+                return
             # the numbers _frag_rows gives, for one node's few GPUs in plain Python (numpy's
             # per-call cost dominates at this size; round() rounds half to even like np.round)
             lo, hi = int(self._offset[n]), int(self._offset[n + 1])
@@ -1283,17 +1318,15 @@ class ClusterState:
         ``cpu_m`` milli-CPU, by flat GPU; [G] the GPU's free milli-GPU after), valid for the
         GPUs of ``nodes``: kept per shape and recomputed only for nodes booked since
         (``_node_version``), so a round's placement costs O(GPUs of the touched nodes) of
-        fragmentation work, not O(cluster)."""
-        key = (m, cpu_m)
-        entry = self._delta_cache.get(key)
-        if entry is None:
-            if len(self._delta_cache) >= _DELTA_CACHE_SHAPES:
-                self._delta_cache.clear()
-            G = self._gpu_node.size
-            # one spare slot: the padding GPUs of fc.rows' layout write there (_node_slots)
-            entry = (np.zeros(G + 1), np.zeros(G + 1, dtype=np.int64), np.full(len(self.nodes), -1, dtype=np.int64))
-            self._delta_cache[key] = entry
-        d_all, new_all, seen = entry
+        fragmentation work, not O(cluster).  Up to ``_PYTHON_STALE_NODES`` stale nodes go
+        one by one through :meth:`NodeSummaries.node_increase` -- in the native kernel
+        (``frag_native``, no per-node Python) or in plain Python with a memo -- more through
+        the batched numpy ``gpu_increase``; the native and Python one-node paths give the same
+        bits."""
+        d_all, new_all, seen = self._delta_entry(m, cpu_m)
+        if fc.native and fc.refresh(nodes, seen, self._node_version, self._offset, m, cpu_m, d_all, new_all,
+                                    _PYTHON_STALE_NODES) <= _PYTHON_STALE_NODES:
+            return d_all, new_all  # the plain-Python branch's numbers, worked out natively
         stale = nodes[seen[nodes] != self._node_version[nodes]]
         if stale.size > _PYTHON_STALE_NODES:
             slots = self._node_slots(fc.rows.shape[1])[stale]
@@ -1324,6 +1357,33 @@ class ClusterState:
         if stale.size:
             seen[stale] = self._node_version[stale]
         return d_all, new_all
+
+    def _delta_entry(self, m: int, cpu_m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The per-shape arrays of :meth:`_cached_deltas` (increase [G + 1], free milli-GPU
+        after [G + 1], node versions seen [N]), made on first use."""
+        key = (m, cpu_m)
+        entry = self._delta_cache.get(key)
+        if entry is None:
+            if len(self._delta_cache) >= _DELTA_CACHE_SHAPES:
+                self._delta_cache.clear()
+            G = self._gpu_node.size
+            # one spare slot: the padding GPUs of fc.rows' layout write there (_node_slots)
+            entry = (np.zeros(G + 1), np.zeros(G + 1, dtype=np.int64), np.full(len(self.nodes), -1, dtype=np.int64))
+            self._delta_cache[key] = entry
+        return entry
+
+    def _native_plan(self, idx: np.ndarray, m: int, cpu_m: int):
+        """:meth:`_cached_deltas` for the nodes of the eligible GPUs ``idx`` and the candidate
+        order over them in one native call (:meth:`NodeSummaries.plan`); when more nodes are
+        stale than the one-node path takes, the batched numpy path first."""
+        fc = self._frag_summaries()
+        d_all, new_all, seen = self._delta_entry(m, cpu_m)
+        args = (idx, self._gpu_node, seen, self._node_version, self._offset, m, cpu_m, d_all, new_all)
+        plan = fc.plan(*args, _PYTHON_STALE_NODES, CONSOLIDATION_GPU)
+        if plan is None:
+            self._cached_deltas(fc, np.unique(self._gpu_node[idx]), m, cpu_m)
+            plan = fc.plan(*args, _PYTHON_STALE_NODES, CONSOLIDATION_GPU)
+        return plan
 
     def _node_slots(self, width: int) -> np.ndarray:
         """[N, width] flat GPU index of each node's GPU j (the layout of the fragmentation
