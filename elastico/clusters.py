@@ -15,12 +15,23 @@ A cluster definition (e.g. ``data/clusters/a100-mig.yaml``)::
         cpu_cores: 128               # > 0
         mem_gib: 2048                # > 0
         fraction: 0.5                # share of the cluster's GPUs, (0, 1]; pools sum to 1
-        gpu_mem_gib: 80              # optional, default GPU_MEMORY_GIB[gpu_model]
+        gpu_mem_gib: 80              # optional, default GPU_MEMORY_GIB[gpu_model]; required
+                                     #   for a model that table lacks (e.g. H100-80GB)
+        mig_gpus_per_node: 4         # optional, default 0: GPUs of each node (the first ones)
+                                     #   the operator puts in MIG mode for a MIG-aware policy
 
 A cluster of ``N`` GPUs gets ``N x fraction / gpus_per_node`` nodes of each pool, which must
 be a whole number (else :class:`~elastico.errors.InvalidArgument` naming the pool and N).
 Unknown keys, missing keys, wrong types and out-of-range values are refused with the field
 path (``pools[1].fraction``), the value and what is allowed.
+
+MIG mode.  ``mig_gpus_per_node`` (only on models with a MIG profile table,
+:data:`elastico.placer.mig.MIG_PROFILES`) is carried on each built node as the label
+:data:`MIG_GPUS_LABEL`; :func:`mig_gpus_of` turns the labels into the ``(node, GPU)`` pairs a
+:class:`~elastico.placer.placement.ClusterState` puts in MIG mode.  MIG mode is an operator's
+setting (a GPU reset, not a scheduling decision), so the simulator applies it only for
+policies that can use MIG instances (``uses_mig``); MIG-unaware policies (the baselines) run
+on the same nodes with every GPU in normal mode, as an operator would configure it for them.
 """
 
 from __future__ import annotations
@@ -35,15 +46,50 @@ from elastico.errors import InvalidArgument
 from elastico.model import Node
 from elastico.trace import MAX_QUANTITY
 
-__all__ = ["ClusterSpec", "Pool", "TRACE", "load_cluster", "parse_cluster", "bundled_clusters"]
+__all__ = ["ClusterSpec", "Pool", "TRACE", "load_cluster", "parse_cluster", "bundled_clusters",
+           "MIG_GPUS_LABEL", "mig_gpus_of", "mig_models_of"]
 
 #: the cluster name of the trace's own GPU mix (:func:`elastico.trace.sub_cluster`)
 TRACE = "trace"
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 _TOP = {"name": True, "description": False, "pools": True}
 _POOL = {"gpu_model": True, "gpus_per_node": True, "cpu_cores": True, "mem_gib": True,
-         "fraction": True, "gpu_mem_gib": False}
+         "fraction": True, "gpu_mem_gib": False, "mig_gpus_per_node": False}
 MAX_GPUS_PER_NODE = 64
+#: node label: how many of the node's GPUs (the first ones) are in MIG mode
+MIG_GPUS_LABEL = "elastico.io/mig-gpus"
+
+
+def mig_gpus_of(nodes: Sequence[Node]) -> list[tuple[int, int]]:
+    """``(node_index, gpu_index)`` of every GPU in MIG mode by the nodes' :data:`MIG_GPUS_LABEL`
+    (the first ``k`` GPUs of a node labelled ``k``; nodes without the label: none).
+    InvalidArgument for a label that is not an integer in 0..num_gpus or on a node whose model
+    has no MIG profile table."""
+    from elastico.placer.mig import MIG_PROFILES
+
+    out: list[tuple[int, int]] = []
+    for i, n in enumerate(nodes):
+        v = dict(n.labels).get(MIG_GPUS_LABEL)
+        if v is None:
+            continue
+        try:
+            k = int(v)
+        except ValueError:
+            k = -1
+        if not 0 <= k <= n.num_gpus:
+            raise InvalidArgument(f"nodes[{i}].labels[{MIG_GPUS_LABEL}]", v,
+                                  f"an integer in 0..{n.num_gpus}")
+        if k and n.gpu_model not in MIG_PROFILES:
+            raise InvalidArgument(f"nodes[{i}].labels[{MIG_GPUS_LABEL}]", v,
+                                  f"0: {n.gpu_model} has no MIG profiles")
+        out += [(i, g) for g in range(k)]
+    return out
+
+
+def mig_models_of(nodes: Sequence[Node]) -> frozenset[str]:
+    """GPU models with at least one GPU in MIG mode by :func:`mig_gpus_of`."""
+    nodes = list(nodes)
+    return frozenset(nodes[i].gpu_model for i, _ in mig_gpus_of(nodes))
 
 
 @dataclass(frozen=True)
@@ -54,6 +100,7 @@ class Pool:
     mem_gib: float
     fraction: float
     gpu_mem_gib: float
+    mig_gpus_per_node: int = 0
 
 
 @dataclass(frozen=True)
@@ -80,6 +127,7 @@ class ClusterSpec:
             return trace.sub_cluster(trace_nodes if trace_nodes is not None
                                      else trace.read_nodes(), gpus)
         out: list[Node] = []
+        seen: dict[str, int] = {}  # nodes named so far per GPU model (pools may share one)
         for i, p in enumerate(self.pools):
             share = gpus * p.fraction / p.gpus_per_node
             count = round(share)
@@ -88,9 +136,12 @@ class ClusterSpec:
                     "gpus", gpus, f"cluster {self.name!r}: pools[{i}] ({p.gpu_model}) would get "
                     f"{gpus} x {p.fraction:g} / {p.gpus_per_node} = {share:g} nodes; choose a GPU "
                     f"count that gives every pool whole nodes")
+            labels = ((MIG_GPUS_LABEL, str(p.mig_gpus_per_node)),) if p.mig_gpus_per_node else ()
+            first = seen.get(p.gpu_model, 0)
+            seen[p.gpu_model] = first + count
             out += [Node(f"{self.name}-{p.gpu_model.lower()}-{k:04d}", p.gpu_model,
-                         p.gpus_per_node, p.gpu_mem_gib, p.cpu_cores, p.mem_gib)
-                    for k in range(count)]
+                         p.gpus_per_node, p.gpu_mem_gib, p.cpu_cores, p.mem_gib, labels)
+                    for k in range(first, first + count)]
         return out
 
 
@@ -170,6 +221,7 @@ def _keys(where: str, doc: Any, allowed: dict[str, bool]) -> None:
 
 def parse_cluster(doc: Any, source: str = "") -> ClusterSpec:
     """Validate a loaded YAML document (module docstring) into a :class:`ClusterSpec`."""
+    from elastico.placer.mig import MIG_PROFILES
     from elastico.throughput import ThroughputModel
     from elastico.trace import GPU_MEMORY_GIB
 
@@ -184,7 +236,7 @@ def parse_cluster(doc: Any, source: str = "") -> ClusterSpec:
     pools_doc = doc["pools"]
     if not isinstance(pools_doc, list) or not pools_doc:
         raise InvalidArgument("pools", pools_doc, "a non-empty list of node pools")
-    known = sorted(set(GPU_MEMORY_GIB) & set(ThroughputModel.bundled().gpu_models()))
+    known = sorted(ThroughputModel.bundled().gpu_models())
     pools = []
     for i, p in enumerate(pools_doc):
         w = f"pools[{i}]."
@@ -196,9 +248,22 @@ def parse_cluster(doc: Any, source: str = "") -> ClusterSpec:
         cpu = _field(w, p, "cpu_cores", "num", 0, None, lo_open=True)
         mem = _field(w, p, "mem_gib", "num", 0, None, lo_open=True)
         frac = _field(w, p, "fraction", "num", 0, 1, lo_open=True)
-        gmem = _field(w, p, "gpu_mem_gib", "num", 0, None, lo_open=True) \
-            if "gpu_mem_gib" in p else GPU_MEMORY_GIB[model]
-        pools.append(Pool(model, int(gpn), float(cpu), float(mem), float(frac), float(gmem)))
+        if "gpu_mem_gib" in p:
+            gmem = _field(w, p, "gpu_mem_gib", "num", 0, None, lo_open=True)
+        elif model in GPU_MEMORY_GIB:
+            gmem = GPU_MEMORY_GIB[model]
+        else:
+            raise InvalidArgument(f"{w}gpu_mem_gib", None,
+                                  f"required: {model} has no default GPU memory")
+        mig = 0
+        if "mig_gpus_per_node" in p:
+            mig = _field(w, p, "mig_gpus_per_node", "int", 0, gpn)
+            if mig and model not in MIG_PROFILES:
+                raise InvalidArgument(f"{w}mig_gpus_per_node", mig,
+                                      f"0: {model} has no MIG profiles (MIG models: "
+                                      + ", ".join(MIG_PROFILES) + ")")
+        pools.append(Pool(model, int(gpn), float(cpu), float(mem), float(frac), float(gmem),
+                          int(mig)))
     total = sum(p.fraction for p in pools)
     if abs(total - 1.0) > 1e-9:
         raise InvalidArgument("pools[*].fraction", round(total, 12), "must sum to 1")

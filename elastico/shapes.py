@@ -25,6 +25,23 @@ Resources of a configuration (units of :mod:`elastico.model`):
   worker or replica never gets more than the pod asked for per GPU: without the cap a 0.22-GPU
   pod asking 4 cores / 15 GiB would ask 36 cores / 135 GiB at 2 whole GPUs, more than a node
   has per GPU).
+
+MIG configurations (``mig_profile`` set; only on models in ``mig_models`` that have a MIG
+profile table, :data:`elastico.placer.mig.MIG_PROFILES`, and a speed): one instance per GPU,
+``gpu_share`` = the profile's compute slices / the GPU's, GPU memory = the profile's memory
+slices x the GPU's memory / memory slices (the job's footprint must fit), throughput from
+:meth:`~elastico.throughput.ThroughputModel.mig`.  MIG instances are hardware-isolated
+(NVIDIA MIG user guide: own SMs, L2 slices and memory paths), so a job on one sees no
+interference and its speed is its solo MIG speed.  Only single-instance configurations per
+job or per replica: the guide lists GPU-to-GPU peer-to-peer (PCIe and NVLink) as unsupported
+between MIG instances, so Gavel's multi-GPU speedups (measured with P2P) do not carry over to
+a gang of instances.
+
+* training: one instance of each profile the footprint fits;
+* inference: r in 1..2 x requested replicas, each on one instance of one profile;
+* service (single-GPU requests only): an instance whose speed is at least the requested
+  shape's on the same GPU model (:func:`requested_configuration`), so the service runs at
+  least as fast as it asked and, isolated, never exceeds its slowdown bound.
 """
 
 from __future__ import annotations
@@ -46,6 +63,8 @@ __all__ = [
     "FOOTPRINT_GIB",
     "CPU_FLOOR_CORES",
     "MEM_FLOOR_GIB",
+    "mig_configurations",
+    "mig_config_name",
 ]
 
 #: GPU counts a training gang may use (one node; Gavel measured 1/2/4/8).
@@ -65,6 +84,11 @@ _EPS = 1e-12
 def config_name(gpu_model: str, num_gpus: int, gpu_share: float) -> str:
     """Readable name, e.g. ``"V100M16 x2 @0.50"``."""
     return f"{gpu_model} x{num_gpus} @{gpu_share:.2f}"
+
+
+def mig_config_name(gpu_model: str, count: int, profile: str) -> str:
+    """Readable name of a MIG configuration, e.g. ``"A100-40GB x1 mig 3g.20gb"``."""
+    return f"{gpu_model} x{count} mig {profile}"
 
 
 def gpu_models_of(nodes: Iterable[Node]) -> dict[str, tuple[int, float]]:
@@ -91,13 +115,15 @@ def pareto_prune(configs: Sequence[Configuration]) -> list[Configuration]:
     GPUs, GPU memory, CPU, host memory -- its coordinates of the cluster's ResourceSpace) and
     gives >= throughput, strictly better in one.  Configurations on different GPU models use
     different resources and never dominate each other.  Of exact duplicates (same model,
-    resources and throughput) the first is kept.  Wait is always kept (once).  O(k^2) per
-    model for k configurations on it; families are small.
+    resources and throughput) the first is kept.  Wait is always kept (once).  MIG and
+    non-MIG configurations never dominate each other either: they run on different GPUs (MIG
+    mode is per GPU), so one cannot stand in for the other when only one kind has room.
+    O(k^2) per model for k configurations on it; families are small.
     """
-    groups: dict[str | None, list[int]] = {}
+    groups: dict[tuple[str | None, bool], list[int]] = {}
     for i, c in enumerate(configs):
         if not c.is_wait:
-            groups.setdefault(c.gpu_model, []).append(i)
+            groups.setdefault((c.gpu_model, c.mig_profile is not None), []).append(i)
     drop: set[int] = set()
     for idx in groups.values():
         vecs = [(_vector(configs[i]), configs[i].throughput) for i in idx]
@@ -183,8 +209,47 @@ def requested_configuration(job: Job, gpu_model: str, gpu_mem_gib: float, *,
                          share, mem, req.cpu, req.mem_gib, x / _reference(job, model))
 
 
+def mig_configurations(job: Job, gpu_model: str, gpu_mem_gib: float,
+                       model: ThroughputModel) -> list[Configuration]:
+    """The MIG configurations of ``job`` on ``gpu_model`` GPUs of ``gpu_mem_gib`` GiB (module
+    docstring): [] when the model has no MIG profile table or the throughput model no speed
+    for it, and for a service that asks for more than one GPU.  Throughput normalized like
+    :func:`build_family`'s; a service only gets profiles at least as fast as its requested
+    shape on ``gpu_model``.  Order: profile table order, then replicas."""
+    from elastico.placer.mig import MIG_PROFILES as GPU_MIG_PROFILES
+
+    _check_job(job, model)
+    table = GPU_MIG_PROFILES.get(gpu_model)
+    if table is None or gpu_model not in model.gpu_models():
+        return []
+    req = job.request
+    if job.kind is JobKind.SERVICE and req.num_gpus != 1:
+        return []
+    foot = _footprint(job)
+    ref = _reference(job, model)
+    floor = None
+    if job.kind is JobKind.SERVICE:
+        floor = requested_configuration(job, gpu_model, gpu_mem_gib, whole_gpus=False,
+                                        model=model).throughput
+    counts = range(1, 2 * req.num_gpus + 1) if job.kind is JobKind.INFERENCE else (1,)
+    out: list[Configuration] = []
+    for name, prof in table.items():
+        mem = gpu_mem_gib * prof.memory_fraction
+        if foot > mem + _EPS:
+            continue
+        one = model.mig(job.job_type, name, gpu_model) / ref
+        if floor is not None and one < floor - _EPS:
+            continue
+        for r in counts:
+            cpu, hmem = _host(job, r, r * prof.share)
+            out.append(Configuration(mig_config_name(gpu_model, r, name), gpu_model, r,
+                                     prof.share, mem, cpu, hmem, r * one, mig_profile=name))
+    return out
+
+
 def build_family(job: Job, gpu_models: Mapping[str, tuple[int, float]],
-                 model: ThroughputModel, *, max_configs: int = 16) -> ShapeFamily:
+                 model: ThroughputModel, *, max_configs: int = 16,
+                 mig_models: Iterable[str] = ()) -> ShapeFamily:
     """The shape family of ``job`` on a cluster whose GPU models are ``gpu_models``
     (``{model: (max GPUs on one node, GPU memory GiB)}``, see :func:`gpu_models_of`).
 
@@ -195,7 +260,9 @@ def build_family(job: Job, gpu_models: Mapping[str, tuple[int, float]],
       {0.25,0.5,0.75,1.0} (+ the requested share when n = 1);
     * inference (offline batch): r in 1..2 x requested independent replicas (linear scaling),
       each one GPU at a share in {0.25,0.5,0.75,1.0} + the requested share;
-    * service: the requested shape on each allowed model only.
+    * service: the requested shape on each allowed model only;
+    * on every allowed model in ``mig_models`` (models with MIG-mode GPUs in the cluster),
+      also :func:`mig_configurations`.
 
     Pruned to the Pareto frontier (:func:`pareto_prune`), then cut to ``max_configs``: wait,
     the requested shape on every model, the highest-throughput configuration per model, then
@@ -221,6 +288,10 @@ def build_family(job: Job, gpu_models: Mapping[str, tuple[int, float]],
     requested = [requested_configuration(job, m, gpu_models[m][1], whole_gpus=False, model=model)
                  for m in allowed]
     cands: list[Configuration] = list(requested)
+    mig_models = set(mig_models)
+    for m in allowed:
+        if m in mig_models:
+            cands += mig_configurations(job, m, gpu_models[m][1], model)
     if job.kind is not JobKind.SERVICE:
         for m in allowed:
             size = gpu_models[m][0]

@@ -15,6 +15,14 @@ true slowdowns (docs/predictor.md, "Simulator").  A running job whose
 configuration or GPUs change loses ``restart_s`` seconds (checkpoint/restore), as does a
 preempted job when it starts again.  The virtual clock is the simulator's own; wall-clock time
 is read only to measure round durations.
+
+MIG: the GPUs in MIG mode are fixed for a run (an operator's setting): those the nodes' labels
+name (:func:`elastico.clusters.mig_gpus_of`) when the policy can use MIG instances
+(``policy.uses_mig``), none otherwise.  A job on a MIG instance runs at its configuration's
+(solo MIG) throughput: instances are isolated, so co-residents of the GPU never slow it.  A
+service's recorded slowdown is the larger of its interference slowdown and its requested
+shape's speed on the GPU model it runs on over its effective speed (so a service given a
+slice slower than it asked for counts against its bound).
 """
 
 from __future__ import annotations
@@ -26,7 +34,8 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from elastico.model import Configuration, Job, Node
+from elastico.clusters import mig_gpus_of
+from elastico.model import Configuration, Job, JobKind, Node
 from elastico.placer.placement import ClusterState
 from elastico.placer.round import ActiveJob, Policy, RoundInput, Status, run_round
 from elastico.predictor import SlowdownModel
@@ -89,7 +98,8 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
              progress: Callable[[int, float], None] | None = None,
              timer: Callable[[], float] = time.perf_counter,
              validate: bool = False, truth: SlowdownModel | None = None,
-             tracer: Tracer = NOOP) -> SimResult:
+             tracer: Tracer = NOOP, mig_gpus: Iterable[tuple[int, int]] | None = None,
+             requested: Callable[[Job, str], float] | None = None) -> SimResult:
     """Replay ``jobs`` (each with ``arrival_s`` and ``work``) on ``nodes`` under ``policy``.
 
     ``activity(job, config)`` gives the fraction of one GPU's SMs the job keeps busy per GPU
@@ -106,6 +116,11 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
     model, i.e. the placer's prediction is taken as exact).  ``tracer``: one
     ``elastico.round`` span per round (:func:`elastico.placer.round.run_round`).
 
+    ``mig_gpus``: ``(node_index, gpu_index)`` pairs in MIG mode (default: module docstring).
+    ``requested(job, gpu_model)``: normalized throughput of the job's requested shape on
+    ``gpu_model`` (for a service's slowdown, module docstring; default: from
+    ``policy.catalog`` when the policy has one, else only interference counts).
+
     Jobs are not mutated: the simulator works on copies.
     """
     jobs = sorted((Job(**{**j.__dict__, "done": 0.0}) for j in jobs),
@@ -113,7 +128,12 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
     if len({j.id for j in jobs}) != len(jobs):
         raise ValueError("jobs: duplicated job id")
     total_gpus = sum(n.num_gpus for n in nodes)
-    state = ClusterState(nodes)
+    if mig_gpus is None:
+        mig_gpus = mig_gpus_of(nodes) if getattr(policy, "uses_mig", False) else ()
+    state = ClusterState(nodes, mig_gpus)
+    if requested is None:
+        requested = _requested_from(policy)
+    ref_cache: dict[tuple[str, str], float] = {}
     records = {j.id: JobRecord(j.id, j.kind.value, j.arrival_s, j.work,
                                slowdown_bound=j.slowdown_bound) for j in jobs}
     live: dict[str, _Live] = {}
@@ -190,9 +210,16 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
             if l.config is None:
                 continue
             s = slow.get(jid, 1.0)
-            if s > records[jid].max_slowdown:
-                records[jid].max_slowdown = s
             r = l.config.throughput / s
+            seen = s
+            if requested is not None and l.job.kind is JobKind.SERVICE and r > 0:
+                key = (jid, l.config.gpu_model)
+                ref = ref_cache.get(key)
+                if ref is None:
+                    ref = ref_cache[key] = requested(l.job, l.config.gpu_model)
+                seen = max(s, ref / r)
+            if seen > records[jid].max_slowdown:
+                records[jid].max_slowdown = seen
             rates[jid] = r
             start = max(t, l.restart_until)
             if r > 0:
@@ -251,6 +278,22 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
     span = (min(t, w_hi) - w_lo) if recs else 0.0
     metrics = _metrics(recs, span, total_gpus, alloc_int, util_int, round_ms)
     return SimResult(getattr(policy, "name", "?"), total_gpus, metrics, recs, n_rounds, timeline)
+
+
+def _requested_from(policy: Policy) -> Callable[[Job, str], float] | None:
+    """``requested(job, gpu_model)`` from the policy's job catalog
+    (:meth:`~elastico.placer.policies.common.JobCatalog.requested`), or None without one."""
+    catalog = getattr(policy, "catalog", None)
+    if catalog is None or not hasattr(catalog, "requested"):
+        return None
+
+    def requested(job: Job, gpu_model: str) -> float:
+        for c in catalog.requested(job, False):
+            if c.gpu_model == gpu_model:
+                return c.throughput
+        return 0.0  # not an allowed model of the job: nothing to compare against
+
+    return requested
 
 
 def _forget(policy: Policy, job_id: str) -> None:

@@ -27,6 +27,11 @@ Model (docs/model.md walks through it):
   :data:`SPEED_FACTOR_VS_V100`, a roofline rule ``min(FP32 peak ratio, memory-bandwidth
   ratio)`` vs V100 (conservative: DL training is bound by one or the other).  G2/G3 are
   undisclosed: ASSUMED V100-class (factor 1.0).
+* MIG instances (:meth:`ThroughputModel.mig`).  A100-40GB: MISO's measured speed of the
+  profile relative to 7g.40gb.  A100-80GB: the same measured ratio of the A100-40GB profile
+  with as many compute slices (same GA100 silicon, same SM slices; ASSUMPTION: the larger
+  memory slice does not change the relative speed).  Other MIG models (H100-80GB): no
+  measurement, the Amdahl share_speed(g/7) with the MISO-fitted p (ASSUMPTION).
 * Multi-GPU scaling.  speedup(n) = tput(n)/tput(1) from Gavel on the same worker type (p100 for
   P100, v100 for everything else), made monotone (running maximum over measured n, at least
   1) and clipped to at most linear (n); between measured counts (1, 2, 4, 8) linear
@@ -87,13 +92,16 @@ GAVEL_TO_MISO: Mapping[str, str] = MappingProxyType({
 MIG_PROFILES: Mapping[str, int] = MappingProxyType(
     {"1g.5gb": 1, "2g.10gb": 2, "3g.20gb": 3, "4g.20gb": 4, "7g.40gb": 7})
 
-#: Peak FP32 TFLOPS from NVIDIA datasheets: V100 SXM2 15.7, T4 8.1, A10 31.2, A100 19.5.
+#: Peak FP32 TFLOPS from NVIDIA datasheets: V100 SXM2 15.7, T4 8.1, A10 31.2, A100 19.5,
+#: H100 SXM5 67 (NVIDIA H100 Tensor Core GPU datasheet, "FP32 67 teraFLOPS", SXM column).
 PEAK_FP32_TFLOPS: Mapping[str, float] = MappingProxyType(
-    {"V100": 15.7, "T4": 8.1, "A10": 31.2, "A100": 19.5})
+    {"V100": 15.7, "T4": 8.1, "A10": 31.2, "A100": 19.5, "H100-SXM5": 67.0})
 #: Memory bandwidth GB/s from NVIDIA datasheets: V100 SXM2 900, T4 320, A10 600,
-#: A100-40GB 1555, A100-80GB (SXM) 2039.
+#: A100-40GB 1555, A100-80GB (SXM) 2039, H100 SXM5 80GB HBM3 3350 (H100 datasheet,
+#: "GPU memory bandwidth 3.35TB/s", SXM column).
 MEMORY_BANDWIDTH_GBS: Mapping[str, float] = MappingProxyType(
-    {"V100": 900.0, "T4": 320.0, "A10": 600.0, "A100-40GB": 1555.0, "A100-80GB": 2039.0})
+    {"V100": 900.0, "T4": 320.0, "A10": 600.0, "A100-40GB": 1555.0, "A100-80GB": 2039.0,
+     "H100-80GB": 3350.0})
 
 
 def _roofline(flops: float, bw: float) -> float:
@@ -102,12 +110,14 @@ def _roofline(flops: float, bw: float) -> float:
 
 #: Speed relative to V100 of GPU models Gavel did not measure (see module docstring):
 #: T4 min(8.1/15.7, 320/900) = 0.356; A10 min(31.2/15.7, 600/900) = 0.667;
-#: A100 min(19.5/15.7, ...) = 1.242; G2, G3: ASSUMED 1.0 (undisclosed models).
+#: A100 min(19.5/15.7, ...) = 1.242; H100-80GB (SXM5) min(67/15.7, 3350/900) = 3.722
+#: (bandwidth-bound); G2, G3: ASSUMED 1.0 (undisclosed models).
 SPEED_FACTOR_VS_V100: Mapping[str, float] = MappingProxyType({
     "T4": _roofline(PEAK_FP32_TFLOPS["T4"], MEMORY_BANDWIDTH_GBS["T4"]),
     "A10": _roofline(PEAK_FP32_TFLOPS["A10"], MEMORY_BANDWIDTH_GBS["A10"]),
     "A100-40GB": _roofline(PEAK_FP32_TFLOPS["A100"], MEMORY_BANDWIDTH_GBS["A100-40GB"]),
     "A100-80GB": _roofline(PEAK_FP32_TFLOPS["A100"], MEMORY_BANDWIDTH_GBS["A100-80GB"]),
+    "H100-80GB": _roofline(PEAK_FP32_TFLOPS["H100-SXM5"], MEMORY_BANDWIDTH_GBS["H100-80GB"]),
     "G2": 1.0,
     "G3": 1.0,
 })
@@ -313,21 +323,42 @@ class ThroughputModel:
             return base * up
         return base * up * self.share_speed(job_type, gpu_share)
 
-    def mig(self, job_type: str, profile: str) -> float:
-        """Solo throughput in steps/s of ``job_type`` on one A100-40GB MIG instance of
-        ``profile`` (1g.5gb, 2g.10gb, 3g.20gb, 4g.20gb, 7g.40gb).
+    def mig(self, job_type: str, profile: str, gpu_model: str = "A100-40GB") -> float:
+        """Solo throughput in steps/s of ``job_type`` on one MIG instance of ``profile`` of a
+        ``gpu_model`` GPU (a profile of :data:`elastico.placer.mig.MIG_PROFILES`, e.g.
+        ``"3g.20gb"`` on A100-40GB, ``"3g.40gb"`` on A100-80GB / H100-80GB).
 
-        = solo(job_type, "A100-40GB") x the MISO family's measured speed on the profile relative
-        to 7g.40gb (median over batch sizes) where MISO measured it, else the Amdahl
-        share_speed(g/7).
+        = solo(job_type, gpu_model) x the instance's speed relative to the whole GPU (module
+        docstring): on A100s the MISO family's measured speed of the A100-40GB profile with as
+        many compute slices, relative to 7g.40gb (median over batch sizes), where MISO measured
+        it; else (other models, deepspeech2's 1g) the Amdahl share_speed(g / C) of g of the
+        GPU's C compute slices.  The instance never beats the whole GPU it is part of.
         """
-        if profile not in MIG_PROFILES:
-            raise InvalidArgument("profile", profile, "one of " + ", ".join(MIG_PROFILES))
-        fam = self.miso_family(job_type)
-        rel = self.mig_speed.get((fam, profile))
-        if rel is None or (fam == "deepspeech2" and profile == "1g.5gb"):
-            rel = self.share_speed(job_type, MIG_PROFILES[profile] / 7.0)
-        return self.solo(job_type, "A100-40GB") * rel
+        from elastico.placer.mig import MIG_PROFILES as GPU_MIG_PROFILES
+
+        table = GPU_MIG_PROFILES.get(gpu_model)
+        if table is None:
+            raise InvalidArgument("gpu_model", gpu_model,
+                                  "a MIG-capable model: " + ", ".join(GPU_MIG_PROFILES))
+        prof = table.get(profile)
+        if prof is None:
+            raise InvalidArgument("profile", profile,
+                                  f"one of {gpu_model}'s MIG profiles: " + ", ".join(table))
+        whole = self.solo(job_type, gpu_model)  # validates job_type and the model's speed
+        rel = None
+        if gpu_model in _MISO_MEASURED and prof.compute_slices in _MISO_BY_SLICES:
+            fam = self.miso_family(job_type)
+            if not (fam == "deepspeech2" and prof.compute_slices == 1):
+                rel = self.mig_speed.get((fam, _MISO_BY_SLICES[prof.compute_slices]))
+        if rel is None:
+            rel = self.share_speed(job_type, prof.share)
+        return whole * min(rel, 1.0)
+
+
+#: GPU models whose MIG speeds use MISO's A100-40GB measurements (same GA100 silicon).
+_MISO_MEASURED = frozenset({"A100-40GB", "A100-80GB"})
+#: compute slices -> the MISO profile measured with that many slices
+_MISO_BY_SLICES = {g: p for p, g in MIG_PROFILES.items()}
 
 
 def _curves(table: Mapping[tuple[str, int], float],

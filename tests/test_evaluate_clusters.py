@@ -7,7 +7,7 @@ import copy
 
 import pytest
 
-from elastico.clusters import TRACE, load_cluster, parse_cluster
+from elastico.clusters import MIG_GPUS_LABEL, TRACE, load_cluster, mig_gpus_of, parse_cluster
 from elastico.errors import InvalidArgument
 
 GOOD = {"name": "mix", "pools": [
@@ -29,6 +29,34 @@ def test_bundled_mig_cluster_builds_whole_dgx_nodes():
     assert {n.gpu_mem_gib for n in nodes if n.gpu_model == "A100-40GB"} == {40.0}
     assert all(n.mig_capable for n in nodes)
     assert len({n.name for n in nodes}) == len(nodes)
+    # the A100-40GB half is in MIG mode (every GPU of those nodes), the A100-80GB half not
+    mig = mig_gpus_of(nodes)
+    assert len(mig) == 256 and {nodes[i].gpu_model for i, _ in mig} == {"A100-40GB"}
+
+
+def test_bundled_a100_h100_cluster():
+    spec = load_cluster("a100h100-mig")
+    assert spec.name == "a100h100" and spec.label(64) == "a100h100-64"
+    for gpus in (64, 512):
+        nodes = spec.nodes(gpus)
+        per = {m: sum(n.num_gpus for n in nodes if n.gpu_model == m)
+               for m in ("A100-80GB", "A100-40GB", "H100-80GB")}
+        assert per == {"A100-80GB": gpus * 3 // 8, "A100-40GB": gpus * 3 // 8,
+                       "H100-80GB": gpus // 4}
+        assert len({n.name for n in nodes}) == len(nodes)  # two pools per model, unique names
+        # DGX H100: 112 cores, 2 TiB, 80 GB GPUs; 3/8 of all GPUs in MIG mode
+        h = [n for n in nodes if n.gpu_model == "H100-80GB"]
+        assert {(n.cpu, n.mem_gib, n.gpu_mem_gib) for n in h} == {(112.0, 2048.0, 80.0)}
+        assert len(mig_gpus_of(nodes)) == gpus * 3 // 8
+
+
+def test_mig_gpus_per_node_labels_the_first_gpus():
+    doc = copy.deepcopy(GOOD)
+    doc["pools"][1]["mig_gpus_per_node"] = 2
+    nodes = parse_cluster(doc).nodes(64)
+    small = [i for i, n in enumerate(nodes) if n.gpu_model == "A100-40GB"]
+    assert mig_gpus_of(nodes) == [(i, g) for i in small for g in (0, 1)]
+    assert all(dict(nodes[i].labels)[MIG_GPUS_LABEL] == "2" for i in small)
 
 
 def test_fractions_give_node_counts():
@@ -68,6 +96,12 @@ def _bad(mutate):
     (lambda d: d.update(colour="red"), "colour", "red"),
     (lambda d: d.update(pools=[]), "pools", []),
     (lambda d: d["pools"][0].update(gpu_model="H100"), "pools[0].gpu_model", "H100"),
+    # H100-80GB has a speed but no default GPU memory: gpu_mem_gib is required
+    (lambda d: d["pools"][0].update(gpu_model="H100-80GB"), "pools[0].gpu_mem_gib", None),
+    (lambda d: d["pools"][1].update(mig_gpus_per_node=5), "pools[1].mig_gpus_per_node", 5),
+    (lambda d: d["pools"][1].update(mig_gpus_per_node=-1), "pools[1].mig_gpus_per_node", -1),
+    (lambda d: d["pools"][1].update(gpu_model="T4", mig_gpus_per_node=1),
+     "pools[1].mig_gpus_per_node", 1),
     (lambda d: d["pools"][0].update(gpus_per_node=0), "pools[0].gpus_per_node", 0),
     (lambda d: d["pools"][0].update(gpus_per_node=8.5), "pools[0].gpus_per_node", 8.5),
     (lambda d: d["pools"][1].update(fraction=0.0), "pools[1].fraction", 0.0),
@@ -108,3 +142,32 @@ def test_unknown_reference_and_bad_yaml(tmp_path):
 
     ok.write_text(yaml.safe_dump(GOOD))
     assert load_cluster(str(ok)).name == "mix"
+
+
+def test_small_mig_evaluate_run_end_to_end(tmp_path):
+    # a100-16: one normal A100-80GB node, one MIG-mode A100-40GB node; elastico uses MIG
+    # instances and keeps every service within its bound
+    import json
+
+    from elastico.cli import main
+
+    out = tmp_path / "ev"
+    assert main(["evaluate", "--gpus", "16", "--clusters", "a100-mig", "--policies",
+                 "exclusive,elastico", "--seeds", "0", "--jobs-per-gpu", "2", "--jobs", "1",
+                 "--out", str(out)]) == 0
+    runs = json.loads((out / "results.json").read_text())["runs"]
+    assert {r["policy"] for r in runs} == {"exclusive", "elastico"}
+    for r in runs:
+        assert r["cluster"] == "a100-16" and r["service_bound_violations"] == 0
+        assert r["jobs_completed"] > 0
+
+
+@pytest.mark.parametrize("model,value", [("A100-40GB", "9"), ("A100-40GB", "many"), ("T4", "1")])
+def test_bad_mig_label_is_named(model, value):
+    from elastico.model import Node
+
+    nodes = [Node("ok", "A100-40GB", 8, 40.0, 128.0, 1024.0),
+             Node("bad", model, 8, 40.0, 128.0, 1024.0, ((MIG_GPUS_LABEL, value),))]
+    with pytest.raises(InvalidArgument) as e:
+        mig_gpus_of(nodes)
+    assert e.value.field == f"nodes[1].labels[{MIG_GPUS_LABEL}]" and e.value.value == value

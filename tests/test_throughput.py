@@ -111,6 +111,28 @@ def test_multi_gpu_uses_gavel_scale_factor_clipped(model):
     assert model.solo(j, "V100M16", 8) == pytest.approx(8 * model.solo(j, "V100M16"))
 
 
+def test_h100_roofline_factor(model):
+    # NVIDIA H100 SXM5 datasheet: FP32 67 TFLOPS, 3.35 TB/s; V100 SXM2 15.7 TFLOPS, 900 GB/s:
+    # min(4.27, 3.72) -> bandwidth-bound 3.722
+    assert SPEED_FACTOR_VS_V100["H100-80GB"] == pytest.approx(3350 / 900)
+    j = "ResNet-50 (batch size 64)"
+    assert model.solo(j, "H100-80GB") == pytest.approx(model.solo(j, "V100M16") * 3350 / 900)
+
+
+def test_mig_on_other_models(model):
+    j = "ResNet-50 (batch size 64)"
+    rows = _miso_rows("resnet")
+    r3 = float(np.median([r[7] / r[3] for r in rows.values()]))
+    # A100-80GB: MISO's A100-40GB ratio of the profile with as many SM slices (3g)
+    assert model.mig(j, "3g.40gb", "A100-80GB") == pytest.approx(model.solo(j, "A100-80GB") * r3)
+    assert model.mig(j, "1g.20gb", "A100-80GB") == model.mig(j, "1g.10gb", "A100-80GB")
+    # H100-80GB: unmeasured -> Amdahl 1/(p/s + 1 - p) at s = 3/7 (assumption)
+    p = model.parallel_fraction(j)
+    assert model.mig(j, "3g.40gb", "H100-80GB") == pytest.approx(
+        model.solo(j, "H100-80GB") / (p / (3 / 7) + 1 - p))
+    assert model.mig(j, "7g.80gb", "H100-80GB") == pytest.approx(model.solo(j, "H100-80GB"))
+
+
 def test_mig_uses_miso_ratio(model):
     j = "ResNet-50 (batch size 64)"
     full = model.mig(j, "7g.40gb")
@@ -130,6 +152,8 @@ def test_mig_uses_miso_ratio(model):
     (lambda m: m.solo("A3C", "V100M16", 1, float("nan")), "gpu_share"),
     (lambda m: m.parallel_fraction("nope"), "job_type"),
     (lambda m: m.mig("A3C", "5g.30gb"), "profile"),
+    (lambda m: m.mig("A3C", "3g.20gb", "H100-80GB"), "profile"),  # A100-40GB's name
+    (lambda m: m.mig("A3C", "1g.5gb", "V100M16"), "gpu_model"),
 ])
 def test_bad_arguments(model, call, field):
     with pytest.raises(InvalidArgument) as e:

@@ -8,6 +8,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from elastico.clusters import mig_models_of
 from elastico.model import Configuration, Job, JobKind, Node, ResourceSpace, ShapeFamily
 from elastico.predictor import JobProfile, SlowdownModel
 from elastico.tracing import NOOP, Tracer
@@ -73,6 +74,8 @@ class JobCatalog:
                 mx, mem = models.get(n.gpu_model, (0, n.gpu_mem_gib))
                 models[n.gpu_model] = (max(mx, n.num_gpus), mem)
         self.gpu_models = models
+        # models with GPUs in MIG mode (node labels): their families get MIG configurations
+        self.mig_models = mig_models_of(env.nodes)
         self._families: dict[str, ShapeFamily] = {}
         self._requested: dict[tuple[str, bool], tuple[Configuration, ...]] = {}
         self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
@@ -82,7 +85,7 @@ class JobCatalog:
         fam = self._families.get(job.id)
         if fam is None:
             fam = build_family(job, self.gpu_models, self.env.throughput,
-                               max_configs=self.env.max_configs)
+                               max_configs=self.env.max_configs, mig_models=self.mig_models)
             self._families[job.id] = fam
         return fam
 

@@ -6,7 +6,10 @@ One round:
 1. *Services first.*  Running ``service`` jobs keep their place; pending ones are placed with
    their requested GPU count, as whole GPUs that nothing else shares (first allowed model
    that fits): a service's slowdown bound (1.1) is tighter than the predictor's error, so
-   only isolation keeps every service within it.  Their resources come off the
+   only isolation keeps every service within it.  Where the cluster has MIG-mode GPUs, a
+   single-GPU service first tries a MIG instance at least as fast as its requested shape
+   (:func:`elastico.shapes.mig_configurations`; hardware isolation, so its bound holds by
+   construction), smallest first.  A service's first placement is never changed.  Their resources come off the
    capacity the elastic jobs are priced against.
 2. *Shapes.*  Every elastic job (training, offline inference) gets its shape family
    (:func:`elastico.shapes.build_family`, cached per job).
@@ -37,6 +40,7 @@ import math
 
 import numpy as np
 
+from elastico.errors import InvalidArgument
 from elastico.model import WAIT, Configuration, ShapeFamily, capacity_of, resource_space_for
 from elastico.predictor import NoInterference
 from elastico.pricing import UTILITIES, PricingResult
@@ -61,6 +65,9 @@ class ElasticoPolicy:
         self.env = env
         self.esp = esp
         self.catalog = JobCatalog(env) if rst else RequestedShapeCatalog(env)
+        # MIG instances are shapes other than the requested one: only with RST (the
+        # simulator puts the cluster's MIG-labelled GPUs in MIG mode only when this is set)
+        self.uses_mig = rst
         self.space = resource_space_for(env.nodes)
         self.capacity = capacity_of(env.nodes, self.space)
         self.utility_fn = UTILITIES[env.utility]
@@ -107,8 +114,12 @@ class ElasticoPolicy:
                 # a service gets whole GPUs that nothing shares (as Kubernetes gives it
                 # today): the predictor's error (MAE 0.29, docs/predictor.md) is larger than
                 # a service's 10 % slowdown allowance, so co-locating one cannot be made safe
-                d = place_fixed_shape(self.catalog, state, a, whole_gpus=True,
-                                      scorer=self.env.scorer, failed=svc_failed)
+                d = self._place_service_mig(a, state, svc_failed, True) if self.uses_mig else None
+                if d is None:
+                    d = place_fixed_shape(self.catalog, state, a, whole_gpus=True,
+                                          scorer=self.env.scorer, failed=svc_failed)
+                if d.status is not Status.PLACED and self.uses_mig:
+                    d = self._place_service_mig(a, state, svc_failed, False) or d
             decisions[a.job.id] = d
             if d.config is not None and d.status is Status.PLACED:
                 cap -= self._current(a.job.id, d.config, None)[1]
@@ -248,6 +259,30 @@ class ElasticoPolicy:
             if d.changed:
                 self._changed_at[jid] = inp.now
         return RoundResult(decisions, state, pricing=res)
+
+    def _place_service_mig(self, a: ActiveJob, state: ClusterState, failed: FailedShapes,
+                           partial: bool) -> Decision | None:
+        """A pending service on a MIG instance of its family (only instances at least as fast
+        as its requested shape are in it), smallest instance first; ``partial``: only
+        instances smaller than the GPU, else only whole-GPU ones (7g, the fallback when no
+        normal-mode GPU is free).  None if none fits."""
+        if a.job.request.num_gpus != 1 or not self.catalog.mig_models:
+            return None
+        try:
+            fam = self.catalog.family(a.job)
+        except InvalidArgument:  # fits no GPU model: place_fixed_shape says so
+            return None
+        configs = sorted((c for c in fam.configs
+                          if c.mig_profile is not None and (c.gpu_share < 1.0) == partial),
+                         key=lambda c: (c.gpus_total, c.gpu_mem_gib, -c.throughput, c.name))
+        for c in configs:
+            out = state.place_unless_dominated(a.job.id, c, self.catalog.profile(a.job, c),
+                                               a.job.slowdown_bound, failed, self.env.slowdown,
+                                               scorer=self.env.scorer)
+            if out.assignment is not None:
+                return Decision(a.job.id, Status.PLACED, c, out.assignment, changed=True,
+                                reason="placed on a MIG instance")
+        return None
 
     def _place_first(self, a: ActiveJob, state: ClusterState, configs: list[Configuration],
                      first_is_choice: bool, why: str = "",
