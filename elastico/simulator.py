@@ -226,6 +226,11 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
                 next_t = min(next_t, start + l.job.remaining / r)
             elif l.restart_until > t:
                 next_t = min(next_t, l.restart_until)
+        wake = result.wake_at_s
+        if wake is not None and wake > t + _EPS and not math.isinf(next_t):
+            # the policy's own next round (e.g. a gavel lease ends); only while something
+            # runs or arrives, so a policy that keeps asking cannot stall an idle cluster
+            next_t = min(next_t, wake)
         if math.isinf(next_t):
             # nothing runs and nothing will arrive: the remaining jobs can never start
             for jid, l in live.items():

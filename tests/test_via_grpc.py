@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from elastico import trace, workload
 from elastico.placer.policies import PolicyEnv, make_policy
 from elastico.placer.remote import RemotePlacerPolicy, RemotePricer, RemoteSlowdownModel, open_channel
@@ -19,7 +21,9 @@ from elastico.simulator import simulate
 from elastico.throughput import ThroughputModel
 
 
-def test_simulation_through_the_services_equals_the_in_process_one():
+# gavel: its rounds at lease ends (RoundResult.wake_at_s) must cross the wire too
+@pytest.mark.parametrize("policy_name", ["elastico", "gavel"])
+def test_simulation_through_the_services_equals_the_in_process_one(policy_name):
     nodes = trace.sub_cluster(trace.read_nodes(), 16)
     tm = ThroughputModel.bundled()
     wl = workload.build_workload(trace.read_pods(), nodes, seed=3, model=tm, jobs=50)
@@ -38,8 +42,8 @@ def test_simulation_through_the_services_equals_the_in_process_one():
         runs = []
         for via in (False, True):
             env = PolicyEnv(nodes=nodes, throughput=tm, slowdown=slow, restart_s=30.0)
-            policy = (RemotePlacerPolicy(open_channel(f"127.0.0.1:{lport}"), "elastico", env,
-                                         timeout_s=120) if via else make_policy("elastico", env))
+            policy = (RemotePlacerPolicy(open_channel(f"127.0.0.1:{lport}"), policy_name, env,
+                                         timeout_s=120) if via else make_policy(policy_name, env))
             runs.append(simulate(nodes, wl.jobs, policy, restart_s=30.0, truth=truth,
                                  activity=lambda j, c, cat=policy.catalog:
                                  cat.profile(j, c).gpu_activity))

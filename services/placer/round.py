@@ -91,6 +91,10 @@ class RoundResult:
     pricing: object | None = None
     phase_seconds: dict[str, float] = field(default_factory=dict)
     degraded: str = ""
+    # the policy's next round is due at this time (seconds, RoundInput.now's clock) even if
+    # no job arrives or finishes by then (e.g. a gavel lease ends); None = only at events.
+    # The simulator honours it; the Kubernetes loop runs rounds on its own timer.
+    wake_at_s: float | None = None
 
 
 class Policy(Protocol):

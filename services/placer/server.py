@@ -171,6 +171,8 @@ class PlacerServicer(placer_pb2_grpc.PlacerServiceServicer):
             prices=[] if res is None else [float(p) for p in res.prices],
             resource_names=names,
             pricing_iterations=int(getattr(res, "iterations", 0) or 0))
+        if result.wake_at_s is not None:
+            resp.wake_at_s = float(result.wake_at_s)
         add = resp.decisions.add  # filled in place: no copy of each decision
         for a in jobs:
             wire.fill_decision(add(), result.decisions[a.job.id], slow.get(a.job.id, 1.0))

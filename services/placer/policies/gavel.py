@@ -48,12 +48,10 @@ and pays ``restart_s`` when it runs again (charged by the simulator).
   replicas being its scale factor).  A pending service takes only free GPUs during a Gavel
   round and is placed before any batch job at a round boundary (the batch jobs' leases end
   there).
-* *Round cadence.*  Gavel's rounds are ``round_s`` = 360 s.  The simulator runs a round only at
-  events (arrivals, completions), so a Gavel round boundary takes effect at the first event
-  after it: a lease lasts at least 360 s, longer when events are sparse (on the 64- and
-  512-GPU trace workloads, seed 0: boundaries 361-363 s apart on average while jobs arrive,
-  but up to 0.7 h and 5 h apart after the last arrival, when only completions trigger
-  rounds, so Gavel rotates waiting jobs far less often there than it would).  Between
+* *Round cadence.*  Gavel's rounds are ``round_s`` = 360 s.  Each result asks for the next
+  round at the end of the current one (``RoundResult.wake_at_s``), which the simulator runs
+  even when no job arrives or finishes by then, so leases last exactly 360 s as in Gavel
+  (the Kubernetes loop runs rounds on its own timer instead).  Between
   boundaries running batch jobs keep their leases; GPUs freed by a completion are given at
   once to waiting jobs in the round's queue order (Gavel hands out GPUs only at round
   boundaries -- backfilling only makes this baseline stronger).  Time received is the
@@ -436,7 +434,8 @@ class GavelPolicy:
                        else "waiting: not granted this round")
                 decisions[a.job.id] = Decision(a.job.id, Status.WAITING, None, changed=a.running,
                                                reason=f"gavel: {why}")
-        return RoundResult(decisions, state)
+        # the leases end at _round_end whether or not a job arrives or finishes by then
+        return RoundResult(decisions, state, wake_at_s=self._round_end if batch else None)
 
     @staticmethod
     def _renew(a: ActiveJob, model: str, held: dict[str, tuple], state: ClusterState
