@@ -20,7 +20,7 @@ from elastico.errors import InvalidArgument
 #: the default evaluation (docs/metrics.md, "elastico evaluate"): sized to finish in under
 #: 30 minutes on 2 cores
 DEFAULT_GPUS = "64,512"
-DEFAULT_CLUSTERS = "trace,a100-mig"
+DEFAULT_CLUSTERS = "trace,a100h100-mig"
 DEFAULT_SEEDS = "0,1,2,3,4"
 DEFAULT_JOBS_PER_GPU = 2.0
 DEFAULT_POLICIES = ("exclusive", "time-slicing", "fgd", "gavel", "elastico", "elastico-no-rst",

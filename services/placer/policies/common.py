@@ -41,7 +41,10 @@ class PolicyEnv:
     # bounds the time lost to restarts at about 1/dwell_factor of a job's run time
     dwell_factor: float = 10.0
     max_configs: int = 16
-    scorer: str = "bestfit"
+    # the elastico scorer: fragmentation (FGD's measure for the round's typical pods) and
+    # predicted interference in one score (docs/placement.md, "Scorers"); since the native
+    # fragmentation kernel its round costs about what bestfit's does (bench/placement_round.py)
+    scorer: str = "elastico"
     # per-round pricing budget: warm-started prices converge in a few iterations, and a
     # round that stops early still returns a feasible choice with its certified gap
     pricing_max_iterations: int = 20
