@@ -15,8 +15,9 @@ A cluster definition (e.g. ``data/clusters/a100-mig.yaml``)::
         cpu_cores: 128               # > 0
         mem_gib: 2048                # > 0
         fraction: 0.5                # share of the cluster's GPUs, (0, 1]; pools sum to 1
-        gpu_mem_gib: 80              # optional, default GPU_MEMORY_GIB[gpu_model]; required
-                                     #   for a model that table lacks (e.g. H100-80GB)
+        gpu_mem_gib: 80              # optional, default GPU_MEMORY_GIB[gpu_model]; must
+                                     #   equal it where the table has the model, required
+                                     #   where it lacks it
         mig_gpus_per_node: 4         # optional, default 0: GPUs of each node (the first ones)
                                      #   the operator puts in MIG mode for a MIG-aware policy
 
@@ -164,6 +165,8 @@ def load_cluster(ref: str) -> ClusterSpec:
     if not (path.suffix in (".yaml", ".yml") and path.is_file()):
         raise InvalidArgument("cluster", ref, "'trace', a bundled cluster ("
                               + ", ".join(bundled) + ") or an existing .yaml file")
+    # "cluster" is the reference itself (the caller puts its flag there); a bad definition
+    # names the field inside the file (pools[0].fraction) and the caller prefixes the file
     import yaml
 
     try:
@@ -174,8 +177,9 @@ def load_cluster(ref: str) -> ClusterSpec:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as e:
         where = getattr(e, "problem_mark", None)
-        at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
-        raise InvalidArgument(f"{path.name}", str(path), f"valid YAML ({getattr(e, 'problem', e)}{at})") from None
+        at = f"line {where.line + 1}, column {where.column + 1}: " if where else ""
+        raise InvalidArgument("cluster", str(path), f"valid YAML; {at}"
+                                                    f"{getattr(e, 'problem', None) or e}") from None
     return parse_cluster(doc, source=str(path))
 
 
@@ -207,10 +211,17 @@ def _field(where: str, doc: dict, key: str, kind: str, lo: float | None = None,
     return v
 
 
+_KIND = {"list": "a list", "NoneType": "nothing (an empty document)", "str": "a string",
+         "int": "a number", "float": "a number", "bool": "a boolean"}
+
+
 def _keys(where: str, doc: Any, allowed: dict[str, bool]) -> None:
     if not isinstance(doc, dict):
-        raise InvalidArgument(where.rstrip(".") or "cluster", type(doc).__name__,
-                              "a mapping with keys " + ", ".join(allowed))
+        got = _KIND.get(type(doc).__name__, type(doc).__name__)
+        shown = doc if len(repr(doc)) <= 60 else type(doc).__name__
+        raise InvalidArgument(where.rstrip(".") or "top level", shown,
+                              f"a mapping with keys {', '.join(allowed)}"
+                              f"{'' if where else ' at the top level'}; got {got}")
     for k in doc:
         if k not in allowed:
             raise InvalidArgument(f"{where}{k}", doc[k], "unknown key; allowed: " + ", ".join(allowed))
@@ -250,6 +261,10 @@ def parse_cluster(doc: Any, source: str = "") -> ClusterSpec:
         frac = _field(w, p, "fraction", "num", 0, 1, lo_open=True)
         if "gpu_mem_gib" in p:
             gmem = _field(w, p, "gpu_mem_gib", "num", 0, None, lo_open=True)
+            if model in GPU_MEMORY_GIB and gmem != GPU_MEMORY_GIB[model]:
+                raise InvalidArgument(f"{w}gpu_mem_gib", gmem,
+                                      f"{GPU_MEMORY_GIB[model]:g}, the memory of a {model} "
+                                      "(or leave it out)")
         elif model in GPU_MEMORY_GIB:
             gmem = GPU_MEMORY_GIB[model]
         else:
@@ -259,9 +274,10 @@ def parse_cluster(doc: Any, source: str = "") -> ClusterSpec:
         if "mig_gpus_per_node" in p:
             mig = _field(w, p, "mig_gpus_per_node", "int", 0, gpn)
             if mig and model not in MIG_PROFILES:
+                usable = [m for m in MIG_PROFILES if m in known]  # MIG and a gpu_model here
                 raise InvalidArgument(f"{w}mig_gpus_per_node", mig,
                                       f"0: {model} has no MIG profiles (MIG models: "
-                                      + ", ".join(MIG_PROFILES) + ")")
+                                      + ", ".join(usable) + ")")
         pools.append(Pool(model, int(gpn), float(cpu), float(mem), float(frac), float(gmem),
                           int(mig)))
     total = sum(p.fraction for p in pools)

@@ -61,8 +61,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="seconds of progress lost per reconfiguration (default: %(default)s)")
     p.add_argument("--out", type=Path, default=Path("docs/evaluation"), metavar="DIR",
                    help="output folder (default: %(default)s)")
-    p.add_argument("--jobs", type=int, default=None, metavar="N",
-                   help="parallel processes (default: the CPU count)")
+    p.add_argument("--jobs", type=int, default=None, metavar="PROCESSES",
+                   help="number of parallel worker processes running the simulations, "
+                        "1..256 (not a pod count: pods per run are --jobs-per-gpu x --gpus; "
+                        "simulate's --jobs is a pod count) (default: the CPU count)")
     p.set_defaults(func=run)
 
 
@@ -110,7 +112,8 @@ def parse(args: argparse.Namespace):
         try:
             specs.append(load_cluster(ref))
         except InvalidArgument as e:
-            raise InvalidArgument(f"--clusters {ref}: {e.field}", e.value, e.allowed) from None
+            field = "--clusters" if e.field == "cluster" else f"--clusters {ref}: {e.field}"
+            raise InvalidArgument(field, e.value, e.allowed) from None
     if len({s.name for s in specs}) != len(specs):
         raise InvalidArgument("--clusters", args.clusters, "clusters with distinct names")
     for s in specs:  # a size a definition cannot build fails now, not after an hour of runs
@@ -133,7 +136,38 @@ def parse(args: argparse.Namespace):
         check_output_file("--out", args.out / "results.json")
     settings = Settings(jobs_per_gpu=args.jobs_per_gpu, load=args.load,
                         restart_s=args.restart_s, utility=args.utility)
+    if args.load is not None:
+        _check_load(specs, gpus, seeds, settings)
     return specs, gpus, policies, seeds, settings, args.jobs or os.cpu_count() or 1
+
+
+def _check_load(specs, gpus: list[int], seeds: list[int], settings) -> None:
+    """An explicit --load that some run's workload cannot offer fails now, naming the flag,
+    not after the runs start.  Builds each workload as :func:`elastico.evaluate.run_one` does
+    (``jobs_per_gpu x gpus`` pods; ~20 ms each)."""
+    from elastico import trace, workload
+    from elastico.throughput import ThroughputModel
+
+    nodes_all, pods, model = trace.read_nodes(), trace.read_pods(), ThroughputModel.bundled()
+    for s in specs:
+        for g in gpus:
+            nodes = s.nodes(g, nodes_all)
+            for seed in seeds:
+                n_jobs = max(1, int(round(settings.jobs_per_gpu * g)))
+                try:
+                    wl = workload.build_workload(pods, nodes, seed=seed, load=settings.load,
+                                                 model=model, jobs=n_jobs)
+                except InvalidArgument as e:
+                    if e.field != "load":
+                        raise
+                    raise InvalidArgument("--load", settings.load,
+                                          f"{e.allowed} (cluster {s.label(g)}, seed {seed}); "
+                                          "lower --load or raise --jobs-per-gpu") from None
+                if not math.isfinite(wl.offered_load):
+                    raise InvalidArgument("--load", settings.load,
+                                          f"cannot be met on cluster {s.label(g)}, seed {seed}: "
+                                          "its pods have fewer than two distinct arrival "
+                                          "times; leave --load out or raise --jobs-per-gpu")
 
 
 def run(args: argparse.Namespace) -> int:

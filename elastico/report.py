@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Sequence
 
@@ -45,7 +46,7 @@ TABLE = (
     ("round_ms_p99", "round p99 (ms)", "{:,.1f}", True),
 )
 PLOTS = ("jct_cdf.png", "gpu_utilization.png", "queue_length.png")
-#: issue 8's goals for the 512-GPU clusters (elastico against exclusive, means over seeds)
+#: the paper's headline claims, checked on the 512-GPU clusters (elastico against exclusive, means over seeds)
 GOALS = {"jct_ratio": 3.0, "throughput_ratio": 2.1, "utilization": 0.46,
          "utilization_ratio": 1.8, "service_bound_violations": 0}
 ABLATIONS = ("elastico-no-rst", "elastico-no-esp", "elastico-no-iac")
@@ -76,7 +77,7 @@ def _policies(runs: Sequence[dict]) -> list[str]:
 
 
 def goal_check(runs: Sequence[dict], cluster: str) -> list[dict] | None:
-    """The goals of issue 8 for ``cluster`` (elastico vs exclusive, ratio of the means over
+    """The paper's headline claims (:data:`GOALS`) for ``cluster`` (elastico vs exclusive, ratio of the means over
     seeds); None when either policy is missing.  Each row: goal, target, measured, met."""
     s = summarise(runs)
     ex, el = s.get((cluster, "exclusive")), s.get((cluster, "elastico"))
@@ -140,12 +141,24 @@ def _fmt(fmt: str, mean: float, sd: float, n: int) -> str:
     return fmt.format(mean) + (f" ± {fmt.format(sd)}" if n > 1 else "")
 
 
-def _markdown(runs: Sequence[dict], meta: dict) -> str:
+def _metrics_link(out: Path | None) -> str:
+    """docs/metrics.md as a link relative to the report's folder ``out`` when both are in
+    this checkout (the report is read beside the docs); otherwise its repository path as
+    text, since a link out of the folder would break once the folder is moved."""
+    doc = Path(__file__).resolve().parents[1] / "docs" / "metrics.md"
+    if out is not None and doc.is_file():
+        root, folder = doc.parents[1], out.resolve()
+        if folder == root or root in folder.parents:
+            return f"[docs/metrics.md]({Path(os.path.relpath(doc, folder)).as_posix()})"
+    return "docs/metrics.md (in the ElastiCo repository)"
+
+
+def _markdown(runs: Sequence[dict], meta: dict, out: Path | None = None) -> str:
     s = summarise(runs)
     lines = ["# ElastiCo evaluation", ""]
     lines += [meta.get("intro", "").strip(), ""] if meta.get("intro") else []
     lines += ["Settings: " + ", ".join(f"{k} {v}" for k, v in meta.get("settings", {}).items()),
-              "", "Every number is defined in [docs/metrics.md](../metrics.md) (\"elastico "
+              "", f"Every number is defined in {_metrics_link(out)} (\"elastico "
               "evaluate\"); cells are mean ± sample standard deviation over the seeds; the "
               "JSON behind them is [results.json](results.json).", ""]
     for cluster in _clusters(runs):
@@ -168,7 +181,8 @@ def _markdown(runs: Sequence[dict], meta: dict) -> str:
         lines.append("")
         g = goal_check(runs, cluster)
         if g is not None:
-            lines += [f"Goals (issue 8; ratio of means over seeds), {cluster}:", "",
+            lines += [f"Goals (the paper's headline claims, set for the 512-GPU clusters; "
+                      f"ratio of means over seeds), {cluster}:", "",
                       "| goal | target | measured | met |", "|---|---|---|---|"]
             for row in g:
                 t, v = row["target"], row["measured"]
@@ -277,5 +291,5 @@ def write_report(outs, out: Path, meta: dict | None = None) -> list[Path]:
     paths = [out / "results.json", out / "report.md"] + [out / p for p in PLOTS]
     paths[0].write_text(json.dumps({"runs": runs}, indent=1) + "\n")
     _plots(outs, out)
-    paths[1].write_text(_markdown(runs, meta))
+    paths[1].write_text(_markdown(runs, meta, out))
     return paths

@@ -286,6 +286,35 @@ def _setting(key: str, value: Any, strict: bool) -> Any:
     raise InvalidArgument(key, value, "a known setting")  # pragma: no cover - keys are fixed
 
 
+_NUMBERS = ("max_workers", "max_concurrent_rpcs", "grace_s", "metrics_port")
+
+
+def _flag(key: str) -> str:
+    """The command-line flag of an override key (``max_workers`` -> ``--max-workers``)."""
+    return "--" + key.replace("_", "-")
+
+
+def _renamed(source: str, key: str, value: Any) -> Any:
+    """:func:`_setting` for a value from a flag or environment variable; a bad number names
+    ``source`` (what the user typed) and shows the value as a number, not a string.  (Address
+    and PEM settings keep their key: the placer's tests and docs name them so.)"""
+    try:
+        return _setting(key, value, strict=False)
+    except InvalidArgument as e:
+        if e.field != key or key not in _NUMBERS:
+            raise
+        shown: Any = e.value
+        if isinstance(shown, str):
+            try:
+                shown = int(shown)
+            except ValueError:
+                try:
+                    shown = float(shown)
+                except ValueError:
+                    pass
+        raise InvalidArgument(source, shown, e.allowed) from None
+
+
 def load_serve_config(service: str, *, config_path: Path | None = None,
                       env: Mapping[str, str] | None = None,
                       overrides: Mapping[str, Any] | None = None,
@@ -352,7 +381,7 @@ def load_serve_config(service: str, *, config_path: Path | None = None,
                          "ELASTICO_UPSTREAM_KEY": "upstream_key"})
     for name, key in env_keys.items():
         if name in env:
-            raw[key] = _setting(key, env[name], strict=False)
+            raw[key] = _renamed(name, key, env[name])
     for name, key in {"ELASTICO_TLS_CERT": "cert", "ELASTICO_TLS_KEY": "key",
                       "ELASTICO_TLS_CLIENT_CA": "client_ca"}.items():
         if name in env:
@@ -365,7 +394,7 @@ def load_serve_config(service: str, *, config_path: Path | None = None,
         elif key in _PLACER_KEYS and service != "placer" and v != "":
             raise InvalidArgument(key, v, "only for the placer")
         else:
-            raw[key] = _setting(key, v, strict=False)
+            raw[key] = _renamed(_flag(key), key, v)
 
     address = raw.get("address") or default_address or f"127.0.0.1:{DEFAULT_PORTS[service]}"
     cfg = ServeConfig(service=service, address=_address("address", address))

@@ -43,6 +43,16 @@ _ROWS = [
 
 
 MAX_RESTART_S = 86_400.0  # a checkpoint/restore longer than a day is a typo, not a model
+#: --jobs at most this many pods per GPU: beyond it the queue grows for simulated weeks and a
+#: replay takes hours (8 GPUs x all 6,198 eligible pods ran > 15 min); evaluate uses 2
+MAX_JOBS_PER_GPU = 32
+#: the replay-only flags (dest, flag, default); set explicitly with --mode inflation they
+#: are refused rather than ignored
+_REPLAY_ONLY = (("gpus", "--gpus", 512), ("jobs", "--jobs", None), ("load", "--load", None),
+                ("cluster", "--cluster", None), ("utility", "--utility", "jct"),
+                ("restart_s", "--restart-s", 30.0), ("slowdown_model", "--slowdown-model",
+                                                     "predictor"),
+                ("via_grpc", "--via-grpc", None))
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -65,12 +75,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="replay on a cluster definition (a .yaml file or a bundled name such "
                         "as a100-mig; elastico/clusters.py) with --gpus GPUs instead of the "
                         "trace's own GPU mix")
-    p.add_argument("--gpus", type=int, default=512,
+    p.add_argument("--gpus", type=int, default=None,
                    help="GPUs in the deterministic sub-cluster, 1..6212 for the bundled "
-                        "node list (default: %(default)s)")
+                        "node list (replay; default: 512)")
     p.add_argument("--jobs", type=int, default=None,
                    help="trace pods to replay, drawn without replacement (seeded) from the "
-                        "eligible GPU pods, trace order kept (default: 4 x --gpus); "
+                        "eligible GPU pods, trace order kept, at most "
+                        f"{MAX_JOBS_PER_GPU} x --gpus (more queue for simulated weeks and "
+                        "take hours to replay) (replay; default: 4 x --gpus); "
                         "0 = a proportional share of the trace (GPUs/6212 of its pods)")
     from elastico.placer.inflation import POLICIES as INFLATION_POLICIES
 
@@ -83,27 +95,28 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"policy to simulate; repeat for several.  replay: "
                         f"{', '.join(sorted(POLICIES))} (default: exclusive and elastico); "
                         f"inflation: {', '.join(INFLATION_POLICIES)} (default: all)")
-    p.add_argument("--workload", default="default", metavar="NAME",
-                   help="inflation mode: the openb pod list openb_pod_list_NAME.csv "
+    p.add_argument("--workload", default=None, metavar="NAME",
+                   help="inflation mode only: the openb pod list openb_pod_list_NAME.csv "
                         "(e.g. default, cpu050, gpushare40, gpuspec10, multigpu20; "
-                        "--trace overrides it) (default: %(default)s)")
+                        "--trace overrides it) (default: default)")
     p.add_argument("--seed", type=int, default=None,
                    help="seed for pod sampling and job types (replay, default 0) or for the "
                         "inflation workload's shuffle and copies (inflation, default 42)")
     p.add_argument("--load", type=float, default=None,
                    help="offered load: average fraction of the cluster's GPUs the pods "
                         "request during their arrival window (default: 1.0, or 0.9 of the "
-                        "most the sampled pods can offer if that is less)")
-    p.add_argument("--utility", choices=sorted(UTILITIES), default="jct",
-                   help="elastico's objective (default: %(default)s)")
-    p.add_argument("--restart-s", type=float, default=30.0,
+                        "most the sampled pods can offer if that is less); needs pods "
+                        "with at least two distinct arrival times")
+    p.add_argument("--utility", choices=sorted(UTILITIES), default=None,
+                   help="elastico's objective (default: jct)")
+    p.add_argument("--restart-s", type=float, default=None,
                    help="seconds of progress a running job loses when it changes "
-                        f"configuration or restarts, 0..{MAX_RESTART_S:g} (default: %(default)s)")
-    p.add_argument("--slowdown-model", choices=("predictor", "analytic"), default="predictor",
+                        f"configuration or restarts, 0..{MAX_RESTART_S:g} (default: 30.0)")
+    p.add_argument("--slowdown-model", choices=("predictor", "analytic"), default=None,
                    help="what the placer predicts co-location slowdowns with: the LightGBM "
                         "predictor, k-fold by job type so that it never predicts a pair it "
                         "was trained on, or the analytic model; jobs always run at Gavel's "
-                        "measured slowdowns (docs/predictor.md) (default: %(default)s)")
+                        "measured slowdowns (docs/predictor.md) (default: predictor)")
     p.add_argument("--json", type=Path, default=None, metavar="FILE",
                    help="also write the metrics as JSON: flat for one policy, "
                         "{'runs': [...]} for several")
@@ -113,6 +126,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "ADDRESS, or -- without one -- pricing, predictor and placer started "
                         "on free loopback ports for the run and stopped after it; results "
                         "equal the in-process run's (replay mode)")
+    p.epilog = ("--gpus, --jobs, --load, --cluster, --utility, --restart-s, --slowdown-model "
+                "and --via-grpc are for --mode replay, --workload for --mode inflation; a flag "
+                "given in the other mode is refused.")
     p.add_argument("--no-progress", action="store_true",
                    help="hide the progress bar (shown only on a terminal)")
     p.set_defaults(func=run)
@@ -123,11 +139,15 @@ def _check(args: argparse.Namespace) -> None:
     from elastico.placer.inflation import POLICIES as INFLATION_POLICIES
     from elastico.placer.policies import POLICIES
 
+    _check_mode_flags(args)
     allowed = INFLATION_POLICIES if args.mode == "inflation" else tuple(sorted(POLICIES))
     for name in args.policy or ():
         if name not in allowed:
             raise InvalidArgument("--policy", name, f"one of {', '.join(allowed)} in "
                                                     f"--mode {args.mode}")
+    if args.policy and len(set(args.policy)) != len(args.policy):  # as evaluate --policies
+        twice = next(n for n in args.policy if args.policy.count(n) > 1)
+        raise InvalidArgument("--policy", twice, "given twice; name each policy once")
     if args.seed is None:
         args.seed = 42 if args.mode == "inflation" else 0
     if args.mode == "inflation" and args.trace is None:
@@ -146,6 +166,12 @@ def _check(args: argparse.Namespace) -> None:
         raise InvalidArgument("--gpus", args.gpus, "must be a positive integer")
     if args.jobs is not None and args.jobs < 0:
         raise InvalidArgument("--jobs", args.jobs, "must be an integer >= 0")
+    if args.jobs is not None and args.jobs > MAX_JOBS_PER_GPU * args.gpus:
+        raise InvalidArgument("--jobs", args.jobs,
+                              f"at most {MAX_JOBS_PER_GPU} x --gpus = "
+                              f"{MAX_JOBS_PER_GPU * args.gpus}: more pods per GPU queue for "
+                              "simulated weeks and take hours to replay; raise --gpus, or "
+                              "give --jobs 0 for the trace's proportional share")
     if args.seed < 0:
         raise InvalidArgument("--seed", args.seed, "must be an integer >= 0")
     if args.load is not None and not (math.isfinite(args.load) and args.load > 0):
@@ -157,13 +183,60 @@ def _check(args: argparse.Namespace) -> None:
             check_input_file(flag, path, "CSV file")
     if args.json is not None:
         check_output_file("--json", args.json)
-    if getattr(args, "via_grpc", None) is not None and args.mode != "replay":
-        raise InvalidArgument("--via-grpc", args.via_grpc, "only in --mode replay")
+        _probe_writable("--json", args.json)
     if getattr(args, "via_grpc", None):  # "" = start the services here
         from elastico.serve_config import check_address
 
         # before anything runs: grpc would read port 99999 modulo 65536, or resolve "garbage"
         check_address("--via-grpc", args.via_grpc, listen=False)
+
+
+def _check_mode_flags(args: argparse.Namespace) -> None:
+    """Refuse a flag of the other mode that the user set (argparse defaults are None so that
+    "set" is visible), then fill in the defaults."""
+    if args.mode == "inflation":
+        for dest, flag, _ in _REPLAY_ONLY:
+            if getattr(args, dest, None) is not None:
+                raise InvalidArgument(flag, getattr(args, dest),
+                                      "only in --mode replay; --mode inflation runs on the "
+                                      "whole trace cluster (--nodes) with every pod")
+        args.workload = args.workload if args.workload is not None else "default"
+    elif args.workload is not None:
+        raise InvalidArgument("--workload", args.workload,
+                              "only in --mode inflation; in --mode replay give --trace CSV")
+    for dest, _, default in _REPLAY_ONLY:
+        if getattr(args, dest, None) is None and default is not None:
+            setattr(args, dest, default)
+
+
+def _probe_writable(flag: str, path: Path) -> None:
+    """Open ``path`` for writing now (appending nothing) and write zero bytes, so that a file
+    that cannot take the output (read-only, /dev/full) fails before the run.  A file the
+    probe created is removed again, so a later failure leaves nothing behind.  A FIFO is
+    left alone: opening it would wait for a reader."""
+    import os
+    import stat
+
+    try:
+        if stat.S_ISFIFO(os.stat(path).st_mode):
+            return
+        existed = True
+    except OSError:
+        existed = False
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        try:
+            os.write(fd, b"")
+        finally:
+            os.close(fd)
+    except OSError as e:
+        raise InvalidArgument(flag, str(path), f"could not be written: {e.strerror}") from None
+    finally:
+        if not existed:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
 
 
 def run(args: argparse.Namespace) -> int:
@@ -176,17 +249,23 @@ def run(args: argparse.Namespace) -> int:
     _check(args)
     if args.mode == "inflation":
         return run_inflation_mode(args)
-    policies = list(dict.fromkeys(args.policy or ["exclusive", "elastico"]))
+    policies = list(args.policy or ["exclusive", "elastico"])
+    spec = None
+    if args.cluster is not None:
+        from elastico.clusters import load_cluster
+
+        try:
+            spec = load_cluster(args.cluster)
+        except InvalidArgument as e:
+            field = "--cluster" if e.field == "cluster" else f"--cluster {args.cluster}: {e.field}"
+            raise InvalidArgument(field, e.value, e.allowed) from None
+        if spec.pools and args.nodes is not None:
+            raise InvalidArgument("--nodes", str(args.nodes),
+                                  f"not with --cluster {args.cluster}, which defines its own "
+                                  "nodes; give one of them (--nodes only with --cluster trace)")
     nodes_all = trace.read_nodes(args.nodes)
     try:
-        if args.cluster is not None:
-            from elastico.clusters import load_cluster
-
-            try:
-                spec = load_cluster(args.cluster)
-            except InvalidArgument as e:
-                raise InvalidArgument(f"--cluster {args.cluster}: {e.field}", e.value,
-                                      e.allowed) from None
+        if spec is not None:
             nodes = spec.nodes(args.gpus, nodes_all)
         else:
             nodes = trace.sub_cluster(nodes_all, args.gpus)
@@ -205,6 +284,11 @@ def run(args: argparse.Namespace) -> int:
             raise InvalidArgument("--load", e.value, e.allowed + "; lower --load or replay "
                                   "more pods with --jobs") from None
         raise
+    if not wl.jobs and args.jobs == 0:
+        raise InvalidArgument("--jobs", 0, f"--jobs 0 replays the trace's proportional share "
+                              f"for --gpus {args.gpus} ({args.gpus}/6212 of its pods), which "
+                              "is no pod that fits this cluster; give a pod count (--jobs N) "
+                              "or more --gpus")
     if not wl.jobs:
         raise InvalidArgument("--trace", str(args.trace or "bundled trace"),
                               "has no GPU pod that ran and fits this cluster (excluded: "
@@ -212,10 +296,17 @@ def run(args: argparse.Namespace) -> int:
     if n_jobs is not None and len(wl.jobs) < n_jobs:
         print(f"note: --jobs {n_jobs} asked, but only {len(wl.jobs)} trace pods are eligible; "
               "replaying all of them", file=sys.stderr)
+    if args.load is not None and not math.isfinite(wl.offered_load):
+        raise InvalidArgument("--load", args.load,
+                              f"cannot be met: the {len(wl.jobs)} sampled pod(s) have fewer "
+                              "than two distinct arrival times, so there is no arrival window "
+                              "to scale; leave --load out or replay more pods with --jobs")
+    load = f"{wl.offered_load:.3g}" if math.isfinite(wl.offered_load) else \
+        "n/a (all pods arrive at once)"
     print(f"cluster: {args.gpus} GPUs on {len(nodes)} nodes "
           f"({', '.join(f'{m} {c}' for m, c in _model_mix(nodes))}); "
           f"workload: {len(wl.jobs)} jobs ({_kind_mix(wl.jobs)}), "
-          f"load {wl.offered_load:.3g}, seed {args.seed}", file=sys.stderr)
+          f"load {load}, seed {args.seed}", file=sys.stderr)
 
     slowdown, truth = _slowdown_models(args.slowdown_model)
     via = None
@@ -259,7 +350,8 @@ def _replay(args, policies, nodes, model, wl, slowdown, truth, tracer, via) -> l
         finally:
             bar.close()
         runs.append({"policy": name, "gpus": args.gpus, "seed": args.seed,
-                     "load": wl.offered_load, "jobs": len(wl.jobs), **res.metrics})
+                     "load": wl.offered_load if math.isfinite(wl.offered_load) else None,
+                     "jobs": len(wl.jobs), **res.metrics})
     return runs
 
 
@@ -267,9 +359,12 @@ def _write_json(path: Path | None, runs: list[dict]) -> None:
     """``--json FILE``: one run as a flat object, several as ``{"runs": [...]}``."""
     if path is None:
         return
+    # strict JSON has no NaN/Infinity: a metric without a value is null
+    runs = [{k: None if isinstance(v, float) and not math.isfinite(v) else v
+             for k, v in r.items()} for r in runs]
     doc = runs[0] if len(runs) == 1 else {"runs": runs}
     try:
-        path.write_text(json.dumps(doc, indent=2) + "\n")
+        path.write_text(json.dumps(doc, indent=2, allow_nan=False) + "\n")
     except OSError as e:
         raise InvalidArgument("--json", str(path), f"could not be written: {e.strerror}") from None
 
@@ -312,11 +407,13 @@ def _kind_mix(jobs) -> str:
 def _print_table(runs: list[dict]) -> None:
     names = [r["policy"] for r in runs]
     ratio = "exclusive" in names and "elastico" in names and len(names) == 2
-    head = f"{'metric':<22}" + "".join(f"{n:>14}" for n in names) + (f"{'ratio':>10}" if ratio else "")
+    # each column at least two spaces wider than its policy name (elastico-no-rst, ...)
+    w = max(14, *(len(n) + 2 for n in names))
+    head = f"{'metric':<22}" + "".join(f"{n:>{w}}" for n in names) + (f"{'ratio':>10}" if ratio else "")
     print(head)
     print("-" * len(head))
     for key, label, fmt in _ROWS:
-        line = f"{label:<22}" + "".join(f"{fmt.format(r[key]):>14}" for r in runs)
+        line = f"{label:<22}" + "".join(f"{fmt.format(r[key]):>{w}}" for r in runs)
         if ratio:
             ex, el = (next(r[key] for r in runs if r["policy"] == p) for p in ("exclusive", "elastico"))
             lower_better = key.endswith("_s") or key.startswith("round")
@@ -361,7 +458,7 @@ def run_inflation_mode(args: argparse.Namespace) -> int:
     from elastico.placer.inflation import POLICIES as INFLATION_POLICIES
     from elastico.placer.inflation import InflationNodes, InflationPods, inflate, run_inflation
 
-    policies = list(dict.fromkeys(args.policy or INFLATION_POLICIES))
+    policies = list(args.policy or INFLATION_POLICIES)
     nodes = InflationNodes.from_nodes([n for n in trace.read_nodes(args.nodes) if n.num_gpus > 0])
     pods = InflationPods.from_trace(trace.read_pods(args.trace))
     order = inflate(pods, nodes.capacity_milli, args.seed)

@@ -68,6 +68,8 @@ DEFAULT_PODS = "openb_pod_list_default.csv"
 #:   nothing that we place on them could fail to fit a real device of that class.
 #: * A100-40GB 40, A100-80GB 80 (NVIDIA A100 datasheet) -- not in the trace; listed so that a
 #:   MIG-capable cluster (MISO's A100-40GB) can be described.
+#: * H100-80GB 80 (NVIDIA H100 datasheet, SXM5 and PCIe: 80 GB HBM3/HBM2e) -- not in the
+#:   trace; the throughput model has a speed for it (data/clusters/a100h100-mig.yaml).
 GPU_MEMORY_GIB: dict[str, float] = {
     "P100": 16.0,
     "T4": 16.0,
@@ -78,6 +80,7 @@ GPU_MEMORY_GIB: dict[str, float] = {
     "G3": 16.0,
     "A100-40GB": 40.0,
     "A100-80GB": 80.0,
+    "H100-80GB": 80.0,
 }
 
 #: GPU model names that occur in the openb trace (node ``model`` and pod ``gpu_spec``).

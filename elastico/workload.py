@@ -117,8 +117,13 @@ def _solve_span(g: np.ndarray, w: np.ndarray, cluster_gpus: int, load: float) ->
     log space.  Raises InvalidArgument if load is above the supremum sum(g)/G."""
     sup = float(g.sum()) / cluster_gpus
     if load >= sup:
-        raise InvalidArgument("load", load, f"must be < {sup:.4f} for this cluster and trace "
-                                            "(every sampled job running at once)")
+        # truncated, not rounded: every value below the number shown is allowed
+        shown = math.floor(sup * 1e4) / 1e4
+        bound = f"{shown:.4f}" + ("" if shown == sup else "...")
+        raise InvalidArgument("load", load, f"must be < {bound} = {float(g.sum()):g} requested "
+                                            f"GPUs / {cluster_gpus} cluster GPUs for this "
+                                            "cluster and trace (every sampled job running at "
+                                            "once)")
     f = lambda s: float((g * np.minimum(w, s)).sum()) / (cluster_gpus * s) - load
     lo, hi = 1e-6, 1e12
     for _ in range(200):

@@ -75,6 +75,15 @@ def test_bad_load(tmp_path, capsys):
     _bad(tmp_path, capsys, SMALL + ["--load", "50"], "load", "50", "must be <")
 
 
+def test_the_load_bound_shown_is_one_the_user_can_give(tmp_path, capsys):
+    # the bound is truncated, not rounded up: the value printed (below the maximum) runs
+    code = main(SMALL + ["--load", "50", "--policy", "exclusive"])
+    err = capsys.readouterr().err
+    assert code == 2
+    shown = err.split("must be < ")[1].split("...")[0]
+    assert main(SMALL + ["--load", shown, "--policy", "exclusive"]) == 0, capsys.readouterr().err
+
+
 def test_bad_files(tmp_path, capsys):
     _bad(tmp_path, capsys, SMALL + ["--trace", str(tmp_path / "missing.csv")], "--trace",
          "missing.csv")
@@ -93,8 +102,11 @@ def test_bad_files(tmp_path, capsys):
 def test_json_write_failure_exits_2(tmp_path, capsys):
     if not Path("/dev/full").exists():
         pytest.skip("no /dev/full on this system")
-    _bad(tmp_path, capsys, SMALL + ["--policy", "exclusive", "--json", "/dev/full"], "--json",
-         "could not be written")
+    # refused before the run (no "cluster: ..." line), not after it
+    code = main(SMALL + ["--policy", "exclusive", "--json", "/dev/full"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--json: '/dev/full'" in err and "could not be written" in err
+    assert "cluster:" not in err
 
 
 def test_bad_counts(tmp_path, capsys):
@@ -117,10 +129,82 @@ def test_default_load_adapts_to_a_small_sample(capsys):
     assert code == 2 and "--load" in err and "--jobs" in err
 
 
-def test_repeated_policy_runs_once(tmp_path, capsys):
+def test_repeated_policy_is_refused_like_evaluate(tmp_path, capsys):
+    _bad(tmp_path, capsys, SMALL + ["--policy", "exclusive", "--policy", "exclusive"],
+         "--policy: 'exclusive'", "twice")
+    _bad(tmp_path, capsys, ["simulate", "--mode", "inflation", "--policy", "fgd", "--policy",
+                            "fgd"], "--policy: 'fgd'", "twice")
+
+
+TINY = ["simulate", "--gpus", "8", "--jobs", "1", "--no-progress"]
+
+
+def test_more_than_32_pods_per_gpu_is_refused_with_the_largest_allowed(tmp_path, capsys):
+    # 8 GPUs x 32 = 256; the user's case (--jobs 100000000) replayed all 6198 pods for > 15 min
+    _bad(tmp_path, capsys, ["simulate", "--gpus", "8", "--jobs", "257", "--no-progress"],
+         "--jobs: 257", "at most 32 x --gpus = 256")
+    _bad(tmp_path, capsys, ["simulate", "--gpus", "8", "--jobs", "100000000"], "--jobs", "256")
+    with pytest.raises(SystemExit):
+        main(["simulate", "--help"])
+    assert "at most 32 x --gpus" in " ".join(capsys.readouterr().out.split())
+
+
+def _no_nan(token):
+    raise AssertionError(f"{token} in strict JSON")
+
+
+def test_a_one_pod_workload_has_no_load_and_writes_strict_json(tmp_path, capsys):
     out = tmp_path / "m.json"
-    assert main(SMALL + ["--policy", "exclusive", "--policy", "exclusive", "--json", str(out)]) == 0
-    assert json.loads(out.read_text())["policy"] == "exclusive"  # flat: one run
+    assert main(TINY + ["--policy", "exclusive", "--json", str(out)]) == 0
+    assert "load n/a" in capsys.readouterr().err
+    doc = json.loads(out.read_text(), parse_constant=_no_nan)
+    assert doc["load"] is None and doc["jobs"] == 1
+    # a --load it cannot meet is refused, not ignored, and the probe left no empty file
+    out.unlink()
+    _bad(tmp_path, capsys, TINY + ["--load", "0.5", "--json", str(out)], "--load: 0.5",
+         "fewer than two distinct arrival times")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("flag", [["--gpus", "8"], ["--load", "0.5"], ["--jobs", "10"],
+                                  ["--utility", "jct"], ["--restart-s", "30"],
+                                  ["--cluster", "a100-mig"], ["--slowdown-model", "analytic"]])
+def test_replay_flags_are_refused_in_inflation_mode(tmp_path, capsys, flag):
+    _bad(tmp_path, capsys, ["simulate", "--mode", "inflation", *flag],
+         f"{flag[0]}: ", flag[1], "only in --mode replay")
+
+
+def test_workload_is_refused_in_replay_mode(tmp_path, capsys):
+    _bad(tmp_path, capsys, SMALL + ["--workload", "cpu050"], "--workload: 'cpu050'",
+         "only in --mode inflation")
+
+
+def test_nodes_with_a_cluster_definition_is_refused(tmp_path, capsys):
+    nodes = tmp_path / "n.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\nn0,32000,131072,8,V100M16\n")
+    _bad(tmp_path, capsys, SMALL + ["--cluster", "a100-mig", "--nodes", str(nodes)],
+         "--nodes", "n.csv", "not with --cluster a100-mig")
+
+
+def test_unknown_cluster_names_the_flag_once(tmp_path, capsys):
+    code = main(SMALL + ["--cluster", "nosuch"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--cluster: 'nosuch' is not allowed" in err and "cluster: 'nosuch'" \
+        not in err.replace("--cluster: 'nosuch'", "")
+
+
+def test_long_policy_names_keep_the_table_columns_apart(capsys):
+    names = ["gavel", "elastico-no-rst", "elastico-no-esp"]
+    assert main(TINY + [a for n in names for a in ("--policy", n)]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    assert head.split() == ["metric", *names]
+
+
+def test_jobs_0_on_a_tiny_cluster_blames_jobs_not_the_trace(tmp_path, capsys):
+    # 1/6212 of the trace's pods is no pod at all
+    code = main(["simulate", "--gpus", "1", "--jobs", "0", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--jobs: 0" in err and "--gpus" in err and "--trace" not in err
 
 
 def test_argparse_rejects_non_numbers_with_status_2(capsys):

@@ -32,6 +32,29 @@ def test_bad_flags_exit_2_naming_them(argv, words, capsys, tmp_path):
     assert not (tmp_path / "out").exists()  # nothing written
 
 
+def test_a_load_no_workload_can_offer_fails_before_any_run(capsys, tmp_path):
+    code = main(["evaluate", "--out", str(tmp_path / "out"), "--gpus", "8", "--clusters",
+                 "trace", "--policies", "exclusive", "--seeds", "0", "--load", "5"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--load: 5.0" in err and "must be <" in err and "trace-8" in err
+    assert "evaluate:" not in err  # nothing announced, nothing run
+    assert not (tmp_path / "out").exists()
+
+
+def test_unknown_cluster_names_the_flag_once(capsys, tmp_path):
+    assert main(["evaluate", "--out", str(tmp_path / "o"), "--clusters", "trace,nosuch"]) == 2
+    err = capsys.readouterr().err
+    assert "--clusters: 'nosuch' is not allowed" in err and ": cluster:" not in err
+
+
+def test_jobs_help_says_parallel_processes(capsys):
+    with pytest.raises(SystemExit):
+        main(["evaluate", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--jobs PROCESSES number of parallel worker processes" in out
+    assert "not a pod count" in out
+
+
 def test_out_is_a_file(capsys, tmp_path):
     f = tmp_path / "file"
     f.write_text("x")
@@ -60,7 +83,7 @@ def test_tiny_run_writes_the_report(capsys, tmp_path):
 
 def test_simulate_cluster_flag(capsys, tmp_path):
     assert main(["simulate", "--cluster", "nope", "--gpus", "16", "--no-progress"]) == 2
-    assert "--cluster nope" in capsys.readouterr().err
+    assert "--cluster: 'nope' is not allowed" in capsys.readouterr().err
     assert main(["simulate", "--cluster", "a100-mig", "--gpus", "20", "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "--gpus" in err and "whole nodes" in err

@@ -96,11 +96,13 @@ def _bad(mutate):
     (lambda d: d.update(colour="red"), "colour", "red"),
     (lambda d: d.update(pools=[]), "pools", []),
     (lambda d: d["pools"][0].update(gpu_model="H100"), "pools[0].gpu_model", "H100"),
-    # H100-80GB has a speed but no default GPU memory: gpu_mem_gib is required
-    (lambda d: d["pools"][0].update(gpu_model="H100-80GB"), "pools[0].gpu_mem_gib", None),
+    # a GPU memory that contradicts the model's (A100-80GB has 80 GiB)
+    (lambda d: d["pools"][0].update(gpu_mem_gib=40), "pools[0].gpu_mem_gib", 40),
+    (lambda d: d["pools"][0].update(gpu_model="H100-80GB", gpu_mem_gib=40),
+     "pools[0].gpu_mem_gib", 40),
     (lambda d: d["pools"][1].update(mig_gpus_per_node=5), "pools[1].mig_gpus_per_node", 5),
     (lambda d: d["pools"][1].update(mig_gpus_per_node=-1), "pools[1].mig_gpus_per_node", -1),
-    (lambda d: d["pools"][1].update(gpu_model="T4", mig_gpus_per_node=1),
+    (lambda d: d["pools"][1].update(gpu_model="T4", gpu_mem_gib=16, mig_gpus_per_node=1),
      "pools[1].mig_gpus_per_node", 1),
     (lambda d: d["pools"][0].update(gpus_per_node=0), "pools[0].gpus_per_node", 0),
     (lambda d: d["pools"][0].update(gpus_per_node=8.5), "pools[0].gpus_per_node", 8.5),
@@ -122,10 +124,33 @@ def test_bad_fields_are_named(mutate, field, value):
         assert err.value == value
 
 
-def test_not_a_mapping():
+def test_h100_80gb_needs_no_gpu_mem_gib():
+    # 80 GiB by NVIDIA's H100 datasheet (elastico.trace.GPU_MEMORY_GIB)
+    doc = copy.deepcopy(GOOD)
+    doc["pools"][0]["gpu_model"] = "H100-80GB"
+    assert parse_cluster(doc).pools[0].gpu_mem_gib == 80.0
+
+
+def test_the_mig_models_listed_are_ones_gpu_model_accepts():
+    err = _bad(lambda d: d["pools"][1].update(gpu_model="T4", gpu_mem_gib=16,
+                                              mig_gpus_per_node=1))
+    listed = err.allowed.split("MIG models: ")[1].rstrip(")").split(", ")
+    assert listed == ["A100-40GB", "A100-80GB", "H100-80GB"]
+    for model in listed:  # each one passes as a gpu_model with MIG GPUs
+        doc = copy.deepcopy(GOOD)
+        doc["pools"][1].update(gpu_model=model, mig_gpus_per_node=1)
+        del doc["pools"][1]["gpu_mem_gib"]
+        assert parse_cluster(doc).pools[1].mig_gpus_per_node == 1
+
+
+@pytest.mark.parametrize("doc, got", [(["a", "b"], "got a list"),
+                                      (None, "got nothing (an empty document)")])
+def test_not_a_mapping(doc, got):
     with pytest.raises(InvalidArgument) as e:
-        parse_cluster(["a", "b"])
-    assert e.value.field == "cluster"
+        parse_cluster(doc)
+    assert e.value.field == "top level" and e.value.value == doc
+    assert "a mapping with keys name, description, pools at the top level" in e.value.allowed
+    assert got in e.value.allowed
 
 
 def test_unknown_reference_and_bad_yaml(tmp_path):
@@ -136,7 +161,9 @@ def test_unknown_reference_and_bad_yaml(tmp_path):
     bad.write_text("name: x\npools: [\n")
     with pytest.raises(InvalidArgument) as e:
         load_cluster(str(bad))
-    assert "line" in e.value.allowed
+    # the reference itself is the field (the CLI puts its flag there), with yaml's position
+    assert e.value.field == "cluster" and e.value.value == str(bad)
+    assert "valid YAML; line 3, column 1:" in e.value.allowed
     ok = tmp_path / "ok.yaml"
     import yaml
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import struct
+from pathlib import Path
 
 import pytest
 
@@ -63,9 +64,20 @@ def test_markdown_has_table_goals_and_ablations(tiny):
     md = (out / "report.md").read_text()
     assert "## trace-8" in md
     assert "| exclusive |" in md and "| elastico |" in md and "| elastico-no-esp |" in md
-    assert "Goals (issue 8" in md and "Ablations against full elastico" in md
+    assert "Goals (the paper's headline claims" in md and "Ablations against full elastico" in md
+    # out is outside the checkout: no ../metrics.md link that would lead nowhere
+    assert "](../metrics.md)" not in md and "docs/metrics.md (in the ElastiCo repository)" in md
     for png in PLOTS:
         assert f"]({png})" in md
+
+
+def test_metrics_link_is_relative_to_the_report_folder():
+    from elastico.report import _metrics_link
+
+    root = Path(__file__).resolve().parents[1]
+    assert _metrics_link(root / "docs" / "evaluation") == "[docs/metrics.md](../metrics.md)"
+    assert _metrics_link(root / "out" / "ev") == "[docs/metrics.md](../../docs/metrics.md)"
+    assert _metrics_link(root) == "[docs/metrics.md](docs/metrics.md)"
 
 
 def test_summary_is_mean_and_sample_sd():

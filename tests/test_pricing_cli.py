@@ -77,13 +77,13 @@ def test_empty_family_message_names_the_job(tmp_path, capsys):
 def test_missing_file_and_not_an_npz(tmp_path, capsys):
     missing = str(tmp_path / "nope.npz")
     assert run(["pricing", "solve", "--instance", missing]) == 2
-    assert capsys.readouterr().err.startswith(f"elastico: error: instance: {missing!r} is not allowed (no such file)")
+    assert capsys.readouterr().err.startswith(f"elastico: error: --instance: {missing!r} is not allowed (no such file)")
     junk = tmp_path / "junk.npz"
     junk.write_text("not numpy")
     assert run(["pricing", "solve", "--instance", str(junk)]) == 2
     # a text file is not an npz; numpy's own message would talk about pickled data
     err = capsys.readouterr().err
-    assert err.startswith(f"elastico: error: instance: {str(junk)!r} is not allowed (not an .npz archive")
+    assert err.startswith(f"elastico: error: --instance: {str(junk)!r} is not allowed (not an .npz archive")
     assert "pickle" not in err
     single = tmp_path / "single.npy"
     np.save(single, U)
@@ -151,16 +151,16 @@ def test_damaged_zip_is_not_a_readable_numpy_file(tmp_path, capsys):
     cut.write_bytes(open(write(tmp_path), "rb").read()[:40])
     assert run(["pricing", "solve", "--instance", str(cut)]) == 2
     assert capsys.readouterr().err.startswith(
-        f"elastico: error: instance: {str(cut)!r} is not allowed (not a readable numpy file")
+        f"elastico: error: --instance: {str(cut)!r} is not allowed (not a readable numpy file")
 
 
 def test_directory_is_named_as_such(tmp_path, capsys):
     assert run(["pricing", "solve", "--instance", str(tmp_path)]) == 2
     assert capsys.readouterr().err.startswith(
-        f"elastico: error: instance: {str(tmp_path)!r} is not allowed (is a directory)")
+        f"elastico: error: --instance: {str(tmp_path)!r} is not allowed (is a directory)")
     assert run(["pricing", "solve", "--instance", write(tmp_path),
                 "--initial-prices", str(tmp_path)]) == 2
-    assert "initial_prices: " in capsys.readouterr().err
+    assert f"--initial-prices: {str(tmp_path)!r}" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("key", ["utility", "capacity"])
@@ -192,8 +192,17 @@ def test_max_iterations_is_bounded(tmp_path, capsys):
     assert run(["pricing", "solve", "--instance", write(tmp_path),
                 "--max-iterations", "99999999999999"]) == 2
     assert capsys.readouterr().err.startswith(
-        "elastico: error: max_iterations: 99999999999999 is not allowed (must be an integer in 1..1000000)")
+        "elastico: error: --max-iterations: 99999999999999 is not allowed (must be an integer in 1..1000000)")
     assert run(["pricing", "solve", "--instance", write(tmp_path), "--max-iterations", "1000000"]) == 0
+
+
+@pytest.mark.parametrize("flag, value", [("--gap-tolerance", "nan"), ("--gap-tolerance", "-1"),
+                                         ("--nthreads", "0"), ("--max-iterations", "0")])
+def test_bad_options_name_the_flag_typed(tmp_path, capsys, flag, value):
+    assert run(["pricing", "solve", "--instance", write(tmp_path), flag, value]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"elastico: error: {flag}: "), err
+    assert "_" not in err.split(":")[1]  # not the solver's parameter name
 
 
 def test_solve_help_describes_every_option(capsys):
@@ -216,3 +225,20 @@ def test_pricing_without_subcommand_says_command(capsys):
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert "required: COMMAND" in err and "pricing_command" not in err
+
+
+def test_subnormal_capacity_solves_without_a_warning(tmp_path, capsys):
+    # the hand-worked instance in units of 2**-1040 (subnormal, exact): capacity 3 fits the
+    # choice [2, 1] (job-local; demand 2 + 1, utility 5 + 4 = 9), the optimum; 1 / capacity
+    # would overflow
+    import warnings
+
+    unit = 2.0 ** -1040
+    path = write(tmp_path, demand=D * unit, capacity=np.array([3.0]) * unit)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's "overflow encountered in divide" fails here
+        assert run(["pricing", "solve", "--instance", path, "--json"]) == 0
+    cap = capsys.readouterr()
+    out = json.loads(cap.out)
+    assert cap.err == ""
+    assert out["choice"] == [2, 1] and out["primal_value"] == 9.0

@@ -379,3 +379,14 @@ def test_metrics_count_rpcs_by_code_and_record_the_solve():
     finally:
         http.shutdown()
         server.stop(0).wait()
+
+
+@pytest.mark.parametrize("flag, value, shown", [("--max-workers", "0", "0"),
+                                                ("--max-concurrent-rpcs", "x", "'x'"),
+                                                ("--grace-s", "-1", "-1"),
+                                                ("--metrics-port", "70000", "70000")])
+def test_a_bad_flag_value_names_the_flag_and_shows_a_number_as_one(flag, value, shown):
+    key = flag[2:].replace("-", "_")
+    with pytest.raises(InvalidArgument) as e:
+        load_serve_config("pricing", env={}, overrides={key: value, "plaintext": True})
+    assert str(e.value).startswith(f"{flag}: {shown} is not allowed")

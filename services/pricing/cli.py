@@ -158,6 +158,13 @@ def load_instance(path: str) -> dict[str, np.ndarray]:
         return arrays
 
 
+#: the solver's parameter names -> the flags the user typed (fields inside a file, such as
+#: instance.utility or initial_prices[0], keep their data path)
+_FLAG_OF = {"max_iterations": "--max-iterations", "gap_tolerance": "--gap-tolerance",
+            "nthreads": "--nthreads", "dtype": "--dtype", "instance": "--instance",
+            "initial_prices": "--initial-prices"}
+
+
 def _cmd_solve(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
@@ -172,6 +179,11 @@ def _cmd_solve(args: argparse.Namespace, out: TextIO | None = None, err: TextIO 
     except Infeasible as exc:
         print(f"elastico: error: infeasible: {exc}", file=err)
         return EXIT_INFEASIBLE
+    except InvalidArgument as exc:
+        if exc.field in _FLAG_OF:
+            exc = InvalidArgument(_FLAG_OF[exc.field], exc.value, exc.allowed)
+        print(f"elastico: error: {exc}", file=err)
+        return EXIT_BAD_INPUT
     except ElasticoError as exc:
         print(f"elastico: error: {exc}", file=err)
         return EXIT_BAD_INPUT

@@ -111,8 +111,10 @@ class _Instance:
         self.cap = cap
         self.tol = FEASIBILITY_RTOL * np.maximum(cap, 1.0)
         # Capacity normalisation: resource r is measured in fractions of its capacity.  A
-        # resource with zero capacity keeps scale 1; after the drop below no item uses it.
-        self.scale = np.where(cap > 0, cap, 1.0)
+        # resource with zero capacity keeps scale 1; after the drop below no item uses it.  So
+        # does a subnormal one (< 2.2e-308, whose reciprocal overflows): it lies far inside the
+        # feasibility tolerance (>= 1e-9 absolute), which alone decides what fits it.
+        self.scale = np.where(cap >= np.finfo(np.float64).tiny, cap, 1.0)
         self.inv_scale = 1.0 / self.scale
         if np.all(kernel.column_max(d) <= cap + self.tol):
             keep = None  # the common case, found without an [M, R] temporary
