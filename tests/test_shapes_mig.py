@@ -44,7 +44,7 @@ def test_only_valid_profiles_of_the_model(kind, gpus, share, jt):
             MIG_MODELS[c.gpu_model] * prof.memory_slices / prof.gpu_memory_slices)
         assert share * FOOTPRINT_GIB <= c.gpu_mem_gib + 1e-9  # the footprint fits the slice
         if kind is JobKind.INFERENCE:
-            assert 1 <= c.num_gpus <= 2 * gpus
+            assert 1 <= c.num_gpus <= 4 * gpus  # MAX_REPLICAS_UP
             one = MODEL.mig(jt, c.mig_profile, c.gpu_model)
             ref = gpus * MODEL.solo(jt, "V100M16", 1, share)
             assert c.throughput == pytest.approx(c.num_gpus * one / ref)

@@ -189,13 +189,14 @@ def test_huge_clock_values_still_finish():
 
 def test_a_job_is_not_restarted_once_its_dwell_time_is_over():
     # A long job alone on a roomy node: the small jobs arriving after its dwell time
-    # (10 x restart_s = 10 s) fit beside it, so nothing should ever move it.  (A stale cache
+    # (10 x restart_s = 10 s) fit beside it even at their largest shape (4 replicas,
+    # MAX_REPLICAS_UP; the job itself at most 2 GPUs), so nothing should ever move it.  (A stale cache
     # once made every post-dwell round "move" it to the same configuration: one restart per
     # round.)
     jobs = [job(0, 0.0, 2000.0)] + [  # the first small job arrives inside the dwell window
         job(i, 5.0 if i == 1 else 100.0 * i, 5.0, kind=JobKind.INFERENCE, share=0.25)
         for i in range(1, 6)]
-    res = run([node("a", 4)], jobs, "elastico", restart_s=1.0)
+    res = run([node("a", 8)], jobs, "elastico", restart_s=1.0)
     by = {r.job_id: r for r in res.records}
     assert all(r.status == "finished" for r in res.records)
     assert by["j0"].restarts == 0
@@ -216,3 +217,23 @@ def test_utilization_credits_both_co_located_jobs():
     assert res.timeline["allocated"][0] == pytest.approx(1.0)
     assert res.timeline["busy_all"][0] == pytest.approx(2 * a / sigma)
     assert 2 * a / sigma > p
+
+
+def test_inference_replicas_spread_over_nodes_as_one_gang():
+    # One offline-inference job asking 1 replica at 0.25 GPU on two 2-GPU nodes: its fastest
+    # configuration is 4 replicas (MAX_REPLICAS_UP) at a whole GPU each (linear in replicas),
+    # which no single node holds.  The replicas are independent pods, so the job gets all
+    # four GPUs, two per node, and runs 4 x solo(1.0) / solo(0.25) as fast as its request.
+    nodes = [node("a", 2), node("b", 2)]
+    j = job(0, 0.0, 1000.0, kind=JobKind.INFERENCE, share=0.25)
+    env = PolicyEnv(nodes=nodes, throughput=MODEL, slowdown=AnalyticSlowdown())
+    pol = make_policy("elastico", env)
+    from elastico.placer.placement import ClusterState
+    res = run_round(pol, RoundInput(now=0.0, nodes=nodes, state=ClusterState(nodes),
+                                    jobs=[ActiveJob(j, None)]))
+    d = res.decisions["j0"]
+    assert d.config.num_gpus == 4 and d.config.gpu_share == 1.0
+    assert sorted(d.assignment.node_indices) == [0, 1]
+    assert sorted(p.node_index for p in d.assignment.parts) == [0, 0, 1, 1]
+    speed = 4 * MODEL.solo(JT, "V100M16", 1, 1.0) / MODEL.solo(JT, "V100M16", 1, 0.25)
+    assert d.config.throughput == pytest.approx(speed)

@@ -41,13 +41,13 @@ import math
 import numpy as np
 
 from elastico.errors import InvalidArgument
-from elastico.model import WAIT, Configuration, ShapeFamily, capacity_of, resource_space_for
+from elastico.model import WAIT, Configuration, JobKind, ShapeFamily, capacity_of, resource_space_for
 from elastico.predictor import NoInterference
 from elastico.pricing import UTILITIES, PricingResult
 from elastico.pricing.utilities import charge_switch
 from elastico.pricing.utilities import switch_cost as pricing_switch_cost
 
-from ..placement import ClusterState, FailedShapes
+from ..placement import ClusterState, FailedShapes, Gang
 from ..round import ActiveJob, Decision, RoundInput, RoundResult, Status
 from .common import (JobCatalog, PolicyEnv, is_service, keep_running, place_fixed_shape,
                      round_typical_pods)
@@ -287,9 +287,13 @@ class ElasticoPolicy:
     def _place_first(self, a: ActiveJob, state: ClusterState, configs: list[Configuration],
                      first_is_choice: bool, why: str = "",
                      failed: FailedShapes | None = None) -> Decision | None:
+        # offline-inference replicas are independent pods: one node each, placed all or
+        # nothing, preferring one node, then one topology domain (Gang); they may share a GPU
+        replicas = a.job.kind is JobKind.INFERENCE
         for j, c in enumerate(configs):
+            gang = Gang(pods=c.num_gpus, share_gpus=True) if replicas and c.num_gpus > 1 else None
             out = state.place(a.job.id, c, self.catalog.profile(a.job, c), a.job.slowdown_bound,
-                              self.env.slowdown, scorer=self.env.scorer)
+                              self.env.slowdown, scorer=self.env.scorer, gang=gang)
             if out.assignment is not None:
                 reason = why or ("priced choice" if (j == 0 and first_is_choice) else "fallback")
                 return Decision(a.job.id, Status.PLACED, c, out.assignment, reason=reason,
