@@ -237,3 +237,18 @@ def test_inference_replicas_spread_over_nodes_as_one_gang():
     assert sorted(p.node_index for p in d.assignment.parts) == [0, 0, 1, 1]
     speed = 4 * MODEL.solo(JT, "V100M16", 1, 1.0) / MODEL.solo(JT, "V100M16", 1, 0.25)
     assert d.config.throughput == pytest.approx(speed)
+
+
+def test_replicas_stay_on_one_node_where_jobs_are_user_pods():
+    # The Kubernetes loop's policies (replica_pods=False): one pod cannot become pods on
+    # several nodes, so the same job gets at most one node's 2 GPUs.
+    from elastico.placer.kube.loop import default_policy_factory
+    from elastico.placer.placement import ClusterState
+    nodes = [node("a", 2), node("b", 2)]
+    j = job(0, 0.0, 1000.0, kind=JobKind.INFERENCE, share=0.25)
+    pol = default_policy_factory(MODEL, AnalyticSlowdown())(nodes)
+    assert pol.env.replica_pods is False
+    res = run_round(pol, RoundInput(now=0.0, nodes=nodes, state=ClusterState(nodes),
+                                    jobs=[ActiveJob(j, None)]))
+    d = res.decisions["j0"]
+    assert d.config.num_gpus == 2 and len(d.assignment.node_indices) == 1

@@ -145,10 +145,13 @@ def default_policy_factory(throughput: ThroughputModel, slowdown: SlowdownModel,
     """``nodes -> make_policy(policy, PolicyEnv(...))``: prices with ``pricer`` (None =
     in-process :func:`elastico.pricing.solve`; a
     :class:`~elastico.placer.remote.RemotePricer` = PricingService) and predicts with
-    ``slowdown`` (in-process, or a :class:`~elastico.placer.remote.RemoteSlowdownModel`)."""
+    ``slowdown`` (in-process, or a :class:`~elastico.placer.remote.RemoteSlowdownModel`).
+    A job here is the pods its user created, so the policy never splits one into replica pods
+    on several nodes (``replica_pods=False``)."""
     def build(nodes: Sequence[Node]) -> Policy:
         return make_policy(policy, PolicyEnv(nodes=list(nodes), throughput=throughput,
-                                             slowdown=slowdown, tracer=tracer, pricer=pricer))
+                                             slowdown=slowdown, tracer=tracer, pricer=pricer,
+                                             replica_pods=False))
     return build
 
 

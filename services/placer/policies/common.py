@@ -51,6 +51,10 @@ class PolicyEnv:
     pricing_gap_tolerance: float = 1e-3
     # spans of the round's phases (elastico.tracing; NOOP = no tracing, no cost)
     tracer: Tracer = NOOP
+    # offline-inference replicas are pods the driver creates (the simulator), placed as one
+    # gang over nodes; False where a job is the pods its user made (the Kubernetes loop):
+    # its replicas then stay on one node, as one pod's GPUs
+    replica_pods: bool = True
     # the MMKP solver: elastico.pricing.solve's signature and PricingResult (None = solve)
     pricer: Callable[..., Any] | None = None
 

@@ -289,7 +289,7 @@ class ElasticoPolicy:
                      failed: FailedShapes | None = None) -> Decision | None:
         # offline-inference replicas are independent pods: one node each, placed all or
         # nothing, preferring one node, then one topology domain (Gang); they may share a GPU
-        replicas = a.job.kind is JobKind.INFERENCE
+        replicas = a.job.kind is JobKind.INFERENCE and self.env.replica_pods
         for j, c in enumerate(configs):
             gang = Gang(pods=c.num_gpus, share_gpus=True) if replicas and c.num_gpus > 1 else None
             out = state.place(a.job.id, c, self.catalog.profile(a.job, c), a.job.slowdown_bound,
