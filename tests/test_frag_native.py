@@ -23,7 +23,8 @@ from elastico.placer.fragmentation import MILLI, FragmentationModel, NodeSummari
 from elastico.placer.placement import ClusterState, _round9
 from elastico.predictor import AnalyticSlowdown, JobProfile
 
-from test_placement_properties import clusters, configs
+from test_placement_frag_cache import run_steps, shapes, steps
+from test_placement_properties import clusters
 
 MODELS = ("A", "B", "C")
 
@@ -221,20 +222,6 @@ def test_bad_arguments_name_the_array():
                    np.zeros(3), np.zeros(3, np.int64), 64)
 
 
-shapes = st.lists(st.tuples(st.sampled_from([0, 1000, 4000]), st.sampled_from([0, 250, 300, 500, 1000]),
-                            st.sampled_from([0, 1, 2])), min_size=1, max_size=6)
-steps = st.lists(
-    st.one_of(
-        st.tuples(st.just("place"), configs(), st.floats(0.0, 1.0), st.sampled_from([1.05, 1.2, 1.5, 3.0])),
-        st.tuples(st.just("release"), st.integers(0, 1000)),
-        st.tuples(st.just("unhealthy"), st.integers(0, 1000)),
-        st.tuples(st.just("healthy"), st.integers(0, 1000)),
-        st.tuples(st.just("copy"),),
-    ),
-    min_size=1, max_size=30,
-)
-
-
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(clusters(), shapes, steps)
 def test_native_and_python_placers_book_the_same_gpus(cluster, shape_list, ops):
@@ -245,29 +232,15 @@ def test_native_and_python_placers_book_the_same_gpus(cluster, shape_list, ops):
               for nat in (True, False)]
     for cs in states:
         cs.set_typical_pods(tp)
-    gpus = [(i, g) for i, nd in enumerate(nodes) for g in range(nd.num_gpus)]
-    placed = []
-    for t, op in enumerate(ops):
-        if op[0] == "place":
-            prof = JobProfile("t", "training", op[2], op[1].gpu_mem_gib)
-            outs = [cs.place(f"j{t}", op[1], prof, op[3], scorer="elastico") for cs in states]
-            assert outs[0] == outs[1]  # assignment, reason (bound violations too), slowdown
-            if outs[0].placed:
-                placed.append(f"j{t}")
-        elif op[0] == "release" and placed:
-            j = placed.pop(op[1] % len(placed))
-            for cs in states:
-                cs.release(j)
-        elif op[0] in ("unhealthy", "healthy"):
-            for cs in states:
-                (cs.mark_unhealthy if op[0] == "unhealthy" else cs.mark_healthy)(*gpus[op[1] % len(gpus)])
-        elif op[0] == "copy":
-            states = [cs.copy() for cs in states]
+
+    def check(states):
         fcs = [cs._frag_cache for cs in states]
         if fcs[0] is not None:
             assert fcs[0].native and not fcs[1].native
             assert_same_summaries(fcs[1], fcs[0])
         states[0].check_invariants()  # includes: kept rows == rows recomputed from the book
+
+    run_steps(states, nodes, ops, lambda states: [cs.copy() for cs in states], check)
 
 
 def test_trace_round_places_identically():
