@@ -103,7 +103,7 @@ class PlacerServicer(placer_pb2_grpc.PlacerServiceServicer):
         utility = o.utility or "jct"
         if utility not in UTILITIES:
             raise InvalidArgument("options.utility", utility, f"one of {sorted(UTILITIES)}")
-        scorer = o.scorer or "elastico"
+        scorer = o.scorer or "bestfit"
         if scorer not in SCORERS:
             raise InvalidArgument("options.scorer", scorer, f"one of {list(SCORERS)}")
         restart_s = o.restart_s if o.HasField("restart_s") else 30.0

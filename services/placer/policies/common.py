@@ -41,10 +41,10 @@ class PolicyEnv:
     # bounds the time lost to restarts at about 1/dwell_factor of a job's run time
     dwell_factor: float = 10.0
     max_configs: int = 16
-    # the elastico scorer: fragmentation (FGD's measure for the round's typical pods) and
-    # predicted interference in one score (docs/placement.md, "Scorers"); since the native
-    # fragmentation kernel its round costs about what bestfit's does (bench/placement_round.py)
-    scorer: str = "elastico"
+    # bestfit, not the elastico scorer: FGD's typical-pod measure does not protect the whole
+    # free nodes a rare 8-GPU service needs; with inference replicas spread as gangs it left
+    # two such services never placed in `elastico simulate` (docs/placement.md, "Scorers")
+    scorer: str = "bestfit"
     # per-round pricing budget: warm-started prices converge in a few iterations, and a
     # round that stops early still returns a feasible choice with its certified gap
     pricing_max_iterations: int = 20
