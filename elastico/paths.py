@@ -8,6 +8,7 @@ pyproject.toml); an editable install reads the repository's ``data/`` folder.  T
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -57,7 +58,10 @@ def check_input_file(flag: str, path: Path, what: str = "file") -> None:
 def check_output_file(flag: str, path: Path) -> None:
     """An output file given on the command line, checked before any work (a long run must not
     end in a write error): a file path, not a folder, in an existing folder, writable by this
-    process.  Raises InvalidArgument naming ``flag`` and the path."""
+    process -- probed by opening it for appending and writing zero bytes, since ``os.access``
+    says yes to root on a full or virtual device (``/dev/full``, ``/proc``); a file the probe
+    created is removed again, and a FIFO is not opened (that would wait for a reader).
+    Raises InvalidArgument naming ``flag`` and the path."""
     folder = path.parent if str(path.parent) else Path(".")
     if str(path) in ("", ".") or _holds(path.is_dir):
         raise InvalidArgument(flag, str(path), "must be a file path, not a folder")
@@ -65,6 +69,26 @@ def check_output_file(flag: str, path: Path) -> None:
         raise InvalidArgument(flag, str(path), "its folder must exist and be searchable")
     if not os.access(folder, os.W_OK) or (_holds(path.exists) and not os.access(path, os.W_OK)):
         raise InvalidArgument(flag, str(path), "must be writable")
+    try:
+        if stat.S_ISFIFO(os.stat(path).st_mode):
+            return
+        existed = True
+    except OSError:
+        existed = False
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        try:
+            os.write(fd, b"")
+        finally:
+            os.close(fd)
+    except OSError as e:
+        raise InvalidArgument(flag, str(path), f"could not be written: {e.strerror}") from None
+    finally:
+        if not existed:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
 
 
 def check_output_dir(flag: str, path: Path) -> None:

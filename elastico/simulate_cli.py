@@ -183,7 +183,6 @@ def _check(args: argparse.Namespace) -> None:
             check_input_file(flag, path, "CSV file")
     if args.json is not None:
         check_output_file("--json", args.json)
-        _probe_writable("--json", args.json)
     if getattr(args, "via_grpc", None):  # "" = start the services here
         from elastico.serve_config import check_address
 
@@ -207,36 +206,6 @@ def _check_mode_flags(args: argparse.Namespace) -> None:
     for dest, _, default in _REPLAY_ONLY:
         if getattr(args, dest, None) is None and default is not None:
             setattr(args, dest, default)
-
-
-def _probe_writable(flag: str, path: Path) -> None:
-    """Open ``path`` for writing now (appending nothing) and write zero bytes, so that a file
-    that cannot take the output (read-only, /dev/full) fails before the run.  A file the
-    probe created is removed again, so a later failure leaves nothing behind.  A FIFO is
-    left alone: opening it would wait for a reader."""
-    import os
-    import stat
-
-    try:
-        if stat.S_ISFIFO(os.stat(path).st_mode):
-            return
-        existed = True
-    except OSError:
-        existed = False
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
-        try:
-            os.write(fd, b"")
-        finally:
-            os.close(fd)
-    except OSError as e:
-        raise InvalidArgument(flag, str(path), f"could not be written: {e.strerror}") from None
-    finally:
-        if not existed:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
 
 
 def run(args: argparse.Namespace) -> int:
@@ -350,8 +319,7 @@ def _replay(args, policies, nodes, model, wl, slowdown, truth, tracer, via) -> l
         finally:
             bar.close()
         runs.append({"policy": name, "gpus": args.gpus, "seed": args.seed,
-                     "load": wl.offered_load if math.isfinite(wl.offered_load) else None,
-                     "jobs": len(wl.jobs), **res.metrics})
+                     "load": wl.offered_load, "jobs": len(wl.jobs), **res.metrics})
     return runs
 
 

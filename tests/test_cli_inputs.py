@@ -52,3 +52,22 @@ def test_a_yaml_syntax_error_names_the_file_line_and_column(tmp_path, capsys):
         err = _err(capsys, argv)
         assert err.startswith(f"elastico: error: {flag}: {str(y)!r} is not allowed (valid YAML; "
                               "line 3, column 1: "), err
+
+
+def test_every_output_file_is_probed_before_the_work(tmp_path):
+    # os.access says yes to root on /dev/full: the shared check opens the file, so every
+    # command's output file (simulate --json, predictor --out, evaluate's results.json) fails
+    # up front; a probe of a new file leaves nothing behind
+    from pathlib import Path
+
+    from elastico.paths import check_output_file
+    if Path("/dev/full").exists():
+        with pytest.raises(InvalidArgument, match="could not be written"):
+            check_output_file("--out", Path("/dev/full"))
+    new = tmp_path / "model.json"
+    check_output_file("--out", new)
+    assert not new.exists()
+    kept = tmp_path / "kept.json"
+    kept.write_text("{}")
+    check_output_file("--out", kept)
+    assert kept.read_text() == "{}"
