@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from elastico.model import Job, JobKind, Node, Request
+from elastico.placer.placement import ClusterState
 from elastico.placer.policies import PolicyEnv, make_policy
 from elastico.placer.round import ActiveJob, RoundInput, run_round
 from elastico.predictor import AnalyticSlowdown
@@ -145,7 +146,6 @@ def test_round_commits_all_or_nothing():
     nodes = [node("a", 2)]
     env = PolicyEnv(nodes=nodes, throughput=MODEL, slowdown=AnalyticSlowdown())
     pol = make_policy("exclusive", env)
-    from elastico.placer.placement import ClusterState
 
     state = ClusterState(nodes)
 
@@ -228,7 +228,6 @@ def test_inference_replicas_spread_over_nodes_as_one_gang():
     j = job(0, 0.0, 1000.0, kind=JobKind.INFERENCE, share=0.25)
     env = PolicyEnv(nodes=nodes, throughput=MODEL, slowdown=AnalyticSlowdown())
     pol = make_policy("elastico", env)
-    from elastico.placer.placement import ClusterState
     res = run_round(pol, RoundInput(now=0.0, nodes=nodes, state=ClusterState(nodes),
                                     jobs=[ActiveJob(j, None)]))
     d = res.decisions["j0"]
@@ -243,7 +242,6 @@ def test_replicas_stay_on_one_node_where_jobs_are_user_pods():
     # The Kubernetes loop's policies (replica_pods=False): one pod cannot become pods on
     # several nodes, so the same job gets at most one node's 2 GPUs.
     from elastico.placer.kube.loop import default_policy_factory
-    from elastico.placer.placement import ClusterState
     nodes = [node("a", 2), node("b", 2)]
     j = job(0, 0.0, 1000.0, kind=JobKind.INFERENCE, share=0.25)
     pol = default_policy_factory(MODEL, AnalyticSlowdown())(nodes)
