@@ -38,7 +38,8 @@ between MIG instances, so Gavel's multi-GPU speedups (measured with P2P) do not 
 a gang of instances.
 
 * training: one instance of each profile the footprint fits;
-* inference: r in 1..2 x requested replicas, each on one instance of one profile;
+* inference: r in 1..:data:`MAX_REPLICAS_UP` x requested replicas, each on one instance of one
+  profile;
 * service (single-GPU requests only): an instance whose speed is at least the requested
   shape's on the same GPU model (:func:`requested_configuration`), so the service runs at
   least as fast as it asked and, isolated, never exceeds its slowdown bound.
@@ -56,6 +57,7 @@ __all__ = [
     "pareto_prune",
     "requested_configuration",
     "build_family",
+    "candidate_configurations",
     "gpu_models_of",
     "config_name",
     "TRAINING_GPU_COUNTS",
@@ -258,31 +260,21 @@ def mig_configurations(job: Job, gpu_model: str, gpu_mem_gib: float,
     return out
 
 
-def build_family(job: Job, gpu_models: Mapping[str, tuple[int, float]],
-                 model: ThroughputModel, *, max_configs: int = 16,
-                 mig_models: Iterable[str] = ()) -> ShapeFamily:
-    """The shape family of ``job`` on a cluster whose GPU models are ``gpu_models``
-    (``{model: (max GPUs on one node, GPU memory GiB)}``, see :func:`gpu_models_of`).
+def candidate_configurations(job: Job, gpu_models: Mapping[str, tuple[int, float]],
+                             model: ThroughputModel, *,
+                             mig_models: Iterable[str] = ()) -> list[Configuration]:
+    """Every configuration :func:`build_family` chooses from, before Pareto pruning and the
+    ``max_configs`` cut: the requested shape on each allowed model first, then MIG
+    instances, then the training/inference shapes of :func:`build_family`'s docstring.
+    (For bounds over all the shapes a policy could pick, e.g.
+    :func:`elastico.ceiling.job_envelope`.)  Raises InvalidArgument like
+    :func:`build_family`."""
+    return _candidates(job, gpu_models, model, mig_models)[1]
 
-    Only models in ``job.request.gpu_models`` (when non-empty) on which the requested shape
-    fits (num_gpus <= the model's node size, footprint <= its memory) are used.
 
-    * training: gang of n in {1,2,4,8}, n <= min(2 x requested, node size), per-GPU share in
-      {0.25,0.5,0.75,1.0} (+ the requested share when n = 1);
-    * inference (offline batch): r in 1..2 x requested independent replicas (linear scaling),
-      each one GPU at a share in {0.25,0.5,0.75,1.0} + the requested share;
-    * service: the requested shape on each allowed model only;
-    * on every allowed model in ``mig_models`` (models with MIG-mode GPUs in the cluster),
-      also :func:`mig_configurations`.
-
-    Pruned to the Pareto frontier (:func:`pareto_prune`), then cut to ``max_configs``: wait,
-    the requested shape on every model, the highest-throughput configuration per model, then
-    the best throughput per GPU (ties: higher throughput, then name).  Result: wait first, then
-    by model (order of ``gpu_models``), GPUs, throughput.  Raises InvalidArgument when
-    ``max_configs`` < 2 or the requested shape fits no allowed model.
-    """
-    if isinstance(max_configs, bool) or not isinstance(max_configs, int) or max_configs < 2:
-        raise InvalidArgument("max_configs", max_configs, "must be an integer >= 2")
+def _candidates(job: Job, gpu_models: Mapping[str, tuple[int, float]], model: ThroughputModel,
+                mig_models: Iterable[str]) -> tuple[list[Configuration], list[Configuration]]:
+    """(requested shapes, all candidates incl. the requested ones) of ``job``."""
     _check_job(job, model)
     req = job.request
     foot = _footprint(job)
@@ -322,6 +314,36 @@ def build_family(job: Job, gpu_models: Mapping[str, tuple[int, float]],
                     cpu, mem = _host(job, n, n * s)
                     cands.append(Configuration(config_name(m, n, s), m, n, s, foot, cpu, mem,
                                                x / ref))
+    return requested, cands
+
+
+def build_family(job: Job, gpu_models: Mapping[str, tuple[int, float]],
+                 model: ThroughputModel, *, max_configs: int = 16,
+                 mig_models: Iterable[str] = ()) -> ShapeFamily:
+    """The shape family of ``job`` on a cluster whose GPU models are ``gpu_models``
+    (``{model: (max GPUs on one node, GPU memory GiB)}``, see :func:`gpu_models_of`).
+
+    Only models in ``job.request.gpu_models`` (when non-empty) on which the requested shape
+    fits (num_gpus <= the model's node size, footprint <= its memory) are used.
+
+    * training: gang of n in {1,2,4,8}, n <= min(2 x requested, node size), per-GPU share in
+      {0.25,0.5,0.75,1.0} (+ the requested share when n = 1);
+    * inference (offline batch): r in 1..MAX_REPLICAS_UP (4) x requested independent replicas
+      (linear scaling), each one GPU at a share in {0.25,0.5,0.75,1.0} + the requested share;
+    * service: the requested shape on each allowed model only;
+    * on every allowed model in ``mig_models`` (models with MIG-mode GPUs in the cluster),
+      also :func:`mig_configurations`.
+
+    Pruned to the Pareto frontier (:func:`pareto_prune`), then cut to ``max_configs``: wait,
+    the requested shape on every model, the highest-throughput configuration per model, then
+    the best throughput per GPU (ties: higher throughput, then name).  Result: wait first, then
+    by model (order of ``gpu_models``), GPUs, throughput.  Raises InvalidArgument when
+    ``max_configs`` < 2 or the requested shape fits no allowed model.
+    """
+    if isinstance(max_configs, bool) or not isinstance(max_configs, int) or max_configs < 2:
+        raise InvalidArgument("max_configs", max_configs, "must be an integer >= 2")
+    requested, cands = _candidates(job, gpu_models, model, mig_models)
+    allowed = [c.gpu_model for c in requested]
     frontier = [c for c in pareto_prune(cands) if not c.is_wait]
     # Every requested shape survives pruning unless an equal-or-better config dominates it;
     # keep it regardless (the scheduler must always be able to give a job what it asked for).

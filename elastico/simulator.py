@@ -23,6 +23,15 @@ name (:func:`elastico.clusters.mig_gpus_of`) when the policy can use MIG instanc
 service's recorded slowdown is the larger of its interference slowdown and its requested
 shape's speed on the GPU model it runs on over its effective speed (so a service given a
 slice slower than it asked for counts against its bound).
+
+Services are not batch work: a service runs until its owner deletes it (the trace's
+``deletion - scheduled``) and serves the load its request was sized for, however much GPU it
+is given.  So a placed service progresses at rate 1.0 (its lifetime passes in wall time) and
+keeps busy only ``min(1, requested speed / effective speed)`` of its configuration's busy
+SMs: a 0.47-GPU service given a whole GPU (as ``exclusive`` gives it) keeps the SMs of its
+0.47 share busy, not the whole GPU's, and does not leave early.  (Before this rule a
+service on a faster GPU than it asked for finished its lifetime early and freed its GPUs,
+which flattered every policy that hands out whole or faster GPUs.)
 """
 
 from __future__ import annotations
@@ -204,6 +213,7 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
 
         # ---- rates, next event ----
         rates: dict[str, float] = {}
+        duty: dict[str, float] = {}  # fraction of its capacity a service's load uses
         alloc_now = state.used_gpus()
         next_t = arrivals[-1].arrival_s if arrivals else math.inf
         for jid, l in live.items():
@@ -212,12 +222,19 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
             s = slow.get(jid, 1.0)
             r = l.config.throughput / s
             seen = s
-            if requested is not None and l.job.kind is JobKind.SERVICE and r > 0:
-                key = (jid, l.config.gpu_model)
-                ref = ref_cache.get(key)
-                if ref is None:
-                    ref = ref_cache[key] = requested(l.job, l.config.gpu_model)
-                seen = max(s, ref / r)
+            if l.job.kind is JobKind.SERVICE and r > 0:
+                # a service lives until its owner deletes it and serves the load its request
+                # was sized for, whatever GPU it gets: it progresses at rate 1 and keeps busy
+                # only the part of its capacity r that the requested shape's speed needs
+                ref = r
+                if requested is not None:
+                    key = (jid, l.config.gpu_model)
+                    ref = ref_cache.get(key)
+                    if ref is None:
+                        ref = ref_cache[key] = requested(l.job, l.config.gpu_model)
+                    seen = max(s, ref / r)
+                duty[jid] = min(1.0, ref / r) if ref > 0 else 1.0
+                r = 1.0
             if seen > records[jid].max_slowdown:
                 records[jid].max_slowdown = seen
             rates[jid] = r
@@ -250,7 +267,7 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
             gain = r * run
             l.job.done = min(l.job.work, l.job.done + gain)
             records[jid].progress += gain
-            busy = _busy(l.activity, l.config.num_gpus, slow.get(jid, 1.0))
+            busy = _busy(l.activity, l.config.num_gpus, slow.get(jid, 1.0)) * duty.get(jid, 1.0)
             busy_all += busy * run
             busy_int += busy * min(
                 run, max(0.0, min(next_t, w_hi) - max(t, l.restart_until, w_lo)))

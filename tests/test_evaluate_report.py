@@ -115,6 +115,29 @@ def test_goal_check_ratios_of_means():
     assert sv["measured"] == 1 and not sv["met"]
 
 
+def test_goal_check_carries_the_utilization_ceiling():
+    runs = [_run("exclusive", 0, 300.0, 10.0, 0.25), _run("exclusive", 1, 500.0, 10.0, 0.25),
+            _run("elastico", 0, 100.0, 25.0, 0.50), _run("elastico", 1, 100.0, 15.0, 0.40)]
+    g = {row["goal"]: row for row in goal_check(runs, "c")}
+    assert g["GPU utilization of elastico"]["ceiling"] is None  # runs without one
+    for r, c in zip(runs, (0.41, 0.43, 0.40, 0.44)):
+        r["gpu_utilization_ceiling"] = c
+    g = {row["goal"]: row for row in goal_check(runs, "c")}
+    # elastico's seeds: (0.40 + 0.44) / 2 = 0.42; over exclusive's mean 0.25: 1.68x
+    assert g["GPU utilization of elastico"]["ceiling"] == pytest.approx(0.42)
+    assert g["GPU utilization, elastico / exclusive"]["ceiling"] == pytest.approx(1.68)
+    assert g["avg JCT, exclusive / elastico"]["ceiling"] is None
+
+
+def test_results_carry_a_ceiling_no_policy_exceeds(tiny):
+    out, _, _ = tiny
+    runs = json.loads((out / "results.json").read_text())["runs"]
+    for s in (0, 1):
+        (c,) = {r["gpu_utilization_ceiling"] for r in runs if r["seed"] == s}  # one per workload
+        assert all(r["gpu_utilization"] <= c + 1e-9 for r in runs if r["seed"] == s)
+    assert "ceiling (any policy)" in (out / "report.md").read_text()
+
+
 def test_ablation_check_needs_every_seed_and_a_measurable_change():
     runs = [_run("elastico", 0, 100.0, 20.0, 0.4), _run("elastico", 1, 100.0, 20.0, 0.4),
             # worse JCT on both seeds, +30 % on average

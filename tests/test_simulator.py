@@ -68,6 +68,35 @@ def test_exclusive_rounds_a_sharing_pod_up_to_a_whole_gpu():
     assert m["makespan_s"] == pytest.approx(200.0 / speedup, rel=1e-6)
 
 
+@pytest.mark.parametrize("policy", ["exclusive", "time-slicing"])
+def test_a_service_lives_its_lifetime_and_keeps_its_requested_share_busy(policy):
+    # A 0.5-GPU service alone on a V100 for a lifetime of 100 s.  `exclusive` gives it the
+    # whole GPU, `time-slicing` its 0.5 share; either way it serves the load its request was
+    # sized for: it is deleted at t = 100 (not 100 x speed(0.5) earlier) and keeps busy the
+    # SMs of a 0.5 share, p x speed(0.5) = p / (p/0.5 + 1 - p) (docs/metrics.md), not p.
+    p = MODEL.parallel_fraction(JT)
+    res = run([node()], [job(0, 0.0, 100.0, kind=JobKind.SERVICE, share=0.5)], policy)
+    (rec,) = res.records
+    assert rec.finish_s == pytest.approx(100.0)
+    assert rec.max_slowdown == pytest.approx(1.0)
+    assert res.metrics["gpu_utilization"] == pytest.approx(p / (p / 0.5 + 1 - p))
+
+
+def test_a_service_on_a_faster_gpu_does_not_leave_early():
+    # A whole-GPU service allowed only on an H100 (3.7x a V100): its lifetime is wall time,
+    # so it runs 0..100 and keeps the H100's SMs busy at its Amdahl fraction p (its request
+    # is the whole GPU of the model it runs on).  A batch job of the same work would take
+    # 100 / 3.7 s there.
+    p = MODEL.parallel_fraction(JT)
+    h100 = Node("h", "H100-80GB", 1, 80.0, 32.0, 128.0)
+    svc = Job("s", JobKind.SERVICE, 0.0, 100.0, Request(1, 1.0, 1.0, 2.0, frozenset({"H100-80GB"})),
+              job_type=JT, slowdown_bound=1.1)
+    res = run([h100], [svc])
+    (rec,) = res.records
+    assert rec.finish_s == pytest.approx(100.0)
+    assert res.metrics["gpu_utilization"] == pytest.approx(p)
+
+
 def _random_jobs(rng, n, kinds=(JobKind.TRAINING, JobKind.INFERENCE, JobKind.SERVICE)):
     out = []
     for i in range(n):
