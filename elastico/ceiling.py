@@ -4,7 +4,8 @@ Who calls it: :mod:`elastico.evaluate` (one ceiling per cluster and seed, writte
 results.json and the report) and tests.  Pure: plain numbers in, a number out.
 
 ``gpu_utilization`` (docs/metrics.md) is the time-average, over the arrival window
-``[first arrival, last arrival]``, of busy GPUs / cluster GPUs, where the simulator
+``[first arrival, last arrival]`` (the simulator runs at least to the last arrival), of busy
+GPUs / cluster GPUs, where the simulator
 (:mod:`elastico.simulator`) counts a placed job with configuration c as keeping
 ``n_c x a_c / sigma`` GPUs busy while it progresses at ``x_c / sigma`` (``a_c`` its solo SM
 activity, ``x_c`` its normalized throughput, ``sigma >= 1`` its interference slowdown), and a
@@ -32,12 +33,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from elastico.errors import InvalidArgument
 from elastico.model import Configuration, Job, JobKind
 
-__all__ = ["JobEnvelope", "job_envelope", "utilization_ceiling"]
+__all__ = ["JobEnvelope", "job_envelope", "utilization_ceiling", "workload_ceiling"]
 
 
 @dataclass(frozen=True)
@@ -100,3 +101,34 @@ def utilization_ceiling(envelopes: Sequence[JobEnvelope], gpus: int) -> float:
         return math.nan
     total = sum(min(e.peak * (hi - e.arrival_s), e.work * e.busy_per_work) for e in envelopes)
     return min(1.0, total / (gpus * (hi - lo)))
+
+
+def workload_ceiling(jobs: Sequence[Job], catalog: Any, gpus: int, *,
+                     mig_models: Iterable[str] = ()) -> float:
+    """The ceiling of ``jobs`` on a cluster of ``gpus`` GPUs over every configuration the
+    evaluated policies may give a job: RST's candidates before pruning
+    (:func:`elastico.shapes.candidate_configurations`, MIG instances on ``mig_models``
+    included) and the requested shape as a whole GPU (``exclusive``, ``gavel``) and as a
+    share (``time-slicing``, ``fgd``, ``elastico-no-rst``).  ``catalog``: a
+    :class:`elastico.placer.policies.common.JobCatalog` (``gpu_models``, ``requested``,
+    ``profile``; the activity the simulator is given) with the cluster's throughput model as
+    ``catalog.env.throughput``.  A job whose request fits no GPU model of the cluster can
+    never run (the simulator marks it unplaceable): it adds nothing and is skipped.  NaN and
+    errors as :func:`utilization_ceiling`."""
+    from elastico.shapes import candidate_configurations
+
+    mig_models = tuple(mig_models)
+    envs = []
+    for j in jobs:
+        try:
+            configs = candidate_configurations(j, catalog.gpu_models, catalog.env.throughput,
+                                               mig_models=mig_models)
+        except InvalidArgument:
+            continue
+        asked = {c.gpu_model: c.throughput for c in catalog.requested(j, False)}
+        configs += catalog.requested(j, True)
+        envs.append(job_envelope(j, configs, lambda c, _j=j: catalog.profile(_j, c).gpu_activity,
+                                 lambda m, _a=asked: _a.get(m, 0.0)))
+    if not envs:
+        return math.nan
+    return utilization_ceiling(envs, gpus)

@@ -121,24 +121,16 @@ def _ceiling(spec: ClusterSpec, gpus: int, seed: int, settings: Settings) -> flo
     configuration any evaluated policy may give a job -- RST's candidates before pruning, MIG
     instances included, and the requested shape as a whole GPU (``exclusive``, ``gavel``) and
     as a share (``time-slicing``, ``fgd``, ``elastico-no-rst``)."""
-    from elastico.ceiling import job_envelope, utilization_ceiling
+    from elastico.ceiling import workload_ceiling
     from elastico.clusters import mig_models_of
     from elastico.placer.policies import PolicyEnv
     from elastico.placer.policies.common import JobCatalog
-    from elastico.shapes import candidate_configurations
 
     nodes, wl = _workload(spec, gpus, seed, settings)
     _, _, model, predictor, _ = _inputs()
     catalog = JobCatalog(PolicyEnv(nodes=nodes, throughput=model, slowdown=predictor))
-    mig_models = mig_models_of(nodes)
-    envs = []
-    for j in wl.jobs:
-        asked = {c.gpu_model: c.throughput for c in catalog.requested(j, False)}
-        configs = candidate_configurations(j, catalog.gpu_models, model, mig_models=mig_models)
-        configs += catalog.requested(j, True)
-        envs.append(job_envelope(j, configs, lambda c, _j=j: catalog.profile(_j, c).gpu_activity,
-                                 lambda m, _a=asked: _a.get(m, 0.0)))
-    return utilization_ceiling(envs, sum(n.num_gpus for n in nodes))
+    return workload_ceiling(wl.jobs, catalog, sum(n.num_gpus for n in nodes),
+                            mig_models=mig_models_of(nodes))
 
 
 def run_one(task: Task) -> RunOutput:

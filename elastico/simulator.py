@@ -5,9 +5,10 @@ round the live loop uses (:func:`elastico.placer.round.run_round` with a policy 
 :mod:`elastico.placer.policies`); nothing in the round knows it is simulated.
 
 Model of time (docs/metrics.md): events are job arrivals and completions; a round runs at
-every event time.  Between events every placed job progresses at its *effective* rate
+every event time.  Between events every placed batch job progresses at its *effective* rate
 ``config.throughput / slowdown`` (normalized throughput: 1.0 = the job's trace speed, so a job
-of ``work`` W seconds finishes after W seconds at rate 1.0), where ``slowdown`` comes from its
+of ``work`` W seconds finishes after W seconds at rate 1.0; a service progresses at rate 1,
+below), where ``slowdown`` comes from its
 GPU co-residents: by the ``truth`` model when one is given (``elastico simulate`` passes
 Gavel's measured pairs, :class:`elastico.predictor.MeasuredSlowdown`), else by the placement
 state's own (predicted) model.  The placer decides with its predictor; the jobs run at the
@@ -72,7 +73,7 @@ class JobRecord:
     first_start_s: float | None = None
     finish_s: float | None = None
     restarts: int = 0
-    progress: float = 0.0          # integral of effective rate dt (work conservation check)
+    progress: float = 0.0          # integral of the progress rate dt (work conservation check)
     status: str = "pending"        # pending | running | finished | unplaceable | unfinished
     reason: str = ""
     slowdown_bound: float = math.inf
@@ -164,9 +165,11 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
     elastic_left = sum(1 for j in jobs if j.kind.elastic)
     has_elastic = elastic_left > 0
     while arrivals or live:
-        if has_elastic and elastic_left == 0:
-            # every batch job is done: services still running are censored here (they run
-            # until deleted; the window of interest is the batch workload's)
+        if has_elastic and elastic_left == 0 and not arrivals:
+            # every batch job is done and everything has arrived: services still running are
+            # censored here (they run until deleted; the window of interest is the batch
+            # workload's).  Not before the last arrival, so that every policy's allocation
+            # and utilization average over the same arrival window.
             for jid in live:
                 records[jid].status = "censored"
             break

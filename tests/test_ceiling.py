@@ -8,13 +8,12 @@ import math
 import numpy as np
 import pytest
 
-from elastico.ceiling import JobEnvelope, job_envelope, utilization_ceiling
+from elastico.ceiling import JobEnvelope, job_envelope, utilization_ceiling, workload_ceiling
 from elastico.errors import InvalidArgument
 from elastico.model import Job, JobKind, Node, Request
 from elastico.placer.policies import POLICIES, PolicyEnv, make_policy
 from elastico.placer.policies.common import JobCatalog
 from elastico.predictor import AnalyticSlowdown
-from elastico.shapes import candidate_configurations
 from elastico.simulator import simulate
 from elastico.throughput import ThroughputModel
 
@@ -35,13 +34,7 @@ def job(i, arrival, work, *, kind=JobKind.TRAINING, gpus=1, share=1.0, jt=JT):
 def ceiling_of(nodes, jobs):
     """The ceiling over the configurations every policy may use (as elastico.evaluate)."""
     cat = JobCatalog(PolicyEnv(nodes=nodes, throughput=MODEL, slowdown=AnalyticSlowdown()))
-    envs = []
-    for j in jobs:
-        asked = {c.gpu_model: c.throughput for c in cat.requested(j, False)}
-        configs = candidate_configurations(j, cat.gpu_models, MODEL) + list(cat.requested(j, True))
-        envs.append(job_envelope(j, configs, lambda c, _j=j: cat.profile(_j, c).gpu_activity,
-                                 lambda m, _a=asked: _a.get(m, 0.0)))
-    return utilization_ceiling(envs, sum(n.num_gpus for n in nodes))
+    return workload_ceiling(jobs, cat, sum(n.num_gpus for n in nodes))
 
 
 def simulated(nodes, jobs, policy):
@@ -103,9 +96,7 @@ def test_no_policy_exceeds_the_ceiling(seed):
         share = float(rng.choice([0.25, 0.5, 1.0])) if gpus == 1 else 1.0
         jobs.append(job(i, float(rng.uniform(0, 2000)), float(rng.uniform(10, 300)), kind=kind,
                         gpus=gpus, share=share, jt=types[rng.integers(len(types))]))
-    # the last arrival is a batch job, so the run reaches the end of the window (the
-    # simulator stops early once every batch job is done)
-    jobs.append(job(99, 2100.0, 50.0))
+    jobs.append(job(99, 2100.0, 50.0, kind=JobKind.SERVICE))  # arrives after the batch work
     ceiling = ceiling_of(nodes, jobs)
     assert 0.0 < ceiling < 1.0
     for policy in sorted(POLICIES):
@@ -123,3 +114,20 @@ def test_bad_inputs_are_refused():
         job_envelope(job(0, 0.0, 1.0), [], lambda c: 1.0)
     # one arrival time: no window to average over
     assert math.isnan(utilization_ceiling([env, JobEnvelope(0.0, 5.0, 1.0, 1.0)], 4))
+
+
+@pytest.mark.parametrize("policy", ["exclusive", "elastico", "gavel", "time-slicing"])
+def test_services_arriving_after_the_batch_work_do_not_shorten_the_window(policy):
+    # The only batch job is done at t = 10, a service arrives at 100.  The replay runs to the
+    # last arrival, so utilization averages over [0, 100] like the ceiling (it once stopped
+    # at 10 and reported 9-18x the ceiling).
+    jobs = [job(0, 0.0, 10.0), job(1, 100.0, 100.0, kind=JobKind.SERVICE)]
+    nodes = [node(gpus=2)]
+    u = simulated(nodes, jobs, policy)["gpu_utilization"]
+    assert u <= ceiling_of(nodes, jobs) + 1e-12
+
+
+def test_a_job_that_fits_nowhere_adds_nothing():
+    # 4 GPUs asked on a 1-GPU cluster: never placed, so the ceiling is the other job's
+    jobs = [job(0, 0.0, 100.0), job(1, 0.0, 50.0, gpus=4), job(2, 10.0, 100.0)]
+    assert ceiling_of([node()], jobs) == pytest.approx(P)

@@ -50,7 +50,12 @@ def test_both_policies_json_has_runs_and_table_has_ratio(tmp_path, capsys):
     for r in doc["runs"]:
         assert set(METRIC_KEYS) <= set(r)
         assert 0 <= r["gpu_allocation"] <= 1 and 0 <= r["gpu_utilization"] <= 1
-    assert "ratio" in capsys.readouterr().out
+        # one ceiling for the workload, above what either policy reached
+        assert r["gpu_utilization"] <= r["gpu_utilization_ceiling"] == doc["runs"][0][
+            "gpu_utilization_ceiling"] <= 1
+    table = capsys.readouterr().out
+    assert "ratio" in table
+    assert f"ceiling of this workload: {doc['runs'][0]['gpu_utilization_ceiling']:.1%}" in table
 
 
 def _bad(tmp_path, capsys, args, *needles):
@@ -159,6 +164,7 @@ def test_a_one_pod_workload_has_no_load_and_writes_strict_json(tmp_path, capsys)
     assert "load n/a" in capsys.readouterr().err
     doc = json.loads(out.read_text(), parse_constant=_no_nan)
     assert doc["load"] is None and doc["jobs"] == 1
+    assert doc["gpu_utilization_ceiling"] is None  # no arrival window to average over
     # a --load it cannot meet is refused, not ignored, and the probe left no empty file
     out.unlink()
     _bad(tmp_path, capsys, TINY + ["--load", "0.5", "--json", str(out)], "--load: 0.5",
