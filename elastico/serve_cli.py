@@ -279,6 +279,9 @@ def start(cfg: ServeConfig, *, model_dir: Path | None = None, model: Path | None
 
 
 def run(args: argparse.Namespace) -> int:
+    from elastico.lifeline import arm_from_env
+
+    arm_from_env()  # started by `elastico up`: die with it
     cfg = _config(args)
     metrics = ServiceMetrics(cfg.service)
     tracer = configure_tracing(f"elastico-{cfg.service}")

@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 
 from elastico.errors import ElasticoError, InvalidArgument
+from elastico.lifeline import ENV as LIFELINE_ENV
 
 __all__ = ["register", "run", "Stack", "ServiceDied", "free_ports"]
 
@@ -54,29 +55,6 @@ def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
         for s in socks:
             s.close()
     return ports
-
-
-def _die_with_parent():
-    """A ``preexec_fn`` giving a child SIGTERM when this process dies, however it dies (also
-    SIGKILL, which leaves no chance to stop the children): Linux's ``PR_SET_PDEATHSIG``.  The
-    signal comes when the *thread* that started the child ends, so :class:`Stack` is started
-    from a thread that lives as long as the stack (the main thread in ``up``).  None
-    elsewhere (no such call; the children then outlive a killed parent)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    import ctypes
-
-    # resolved here, before the fork: a child of a threaded process should not dlopen
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
-    parent = os.getpid()
-    pr_set_pdeathsig = 1  # <linux/prctl.h>
-
-    def preexec() -> None:
-        prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0)
-        if os.getppid() != parent:  # the parent died before the call: nobody would signal
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return preexec
 
 
 def _healthy(address: str, timeout: float, ca: bytes | None = None) -> bool:
@@ -139,12 +117,15 @@ class Stack:
         stopped) when one exits first or ``timeout_s`` passes."""
         try:
             for s in self.ports:
-                env = None
+                # the child arms PR_SET_PDEATHSIG itself (elastico.lifeline): no preexec_fn,
+                # which would run Python between fork and exec in this gRPC-threaded process.
+                # The signal comes when the *thread* that started the child ends, so a Stack is
+                # started from a thread that lives as long as it (the main thread in ``up``).
+                env = {**os.environ, LIFELINE_ENV: str(os.getpid())}
                 if s == "nodeagent" and "ELASTICO_GPU_BACKEND" not in os.environ:
                     # local mode: a simulated GPU backend unless the environment picks one
-                    env = {**os.environ, "ELASTICO_GPU_BACKEND": "simulated"}
-                self.procs[s] = subprocess.Popen(self.argv(s), stdin=subprocess.DEVNULL, env=env,
-                                                 preexec_fn=_die_with_parent())
+                    env["ELASTICO_GPU_BACKEND"] = "simulated"
+                self.procs[s] = subprocess.Popen(self.argv(s), stdin=subprocess.DEVNULL, env=env)
             deadline = time.monotonic() + timeout_s
             if self.tls and self.ca is None:
                 def ready(address: str) -> bool:

@@ -1,0 +1,54 @@
+"""elastico.lifeline: a service started by `elastico up` arms PR_SET_PDEATHSIG itself.  Run in
+child processes: arming changes the process it runs in.  (tests/test_up.py checks the whole
+thing: children of a SIGKILLed `up` stop.)"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from elastico.errors import InvalidArgument
+from elastico.lifeline import ENV, arm_from_env
+
+linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+CHILD = ("import os; from elastico.lifeline import arm_from_env, ENV; "
+         "print(arm_from_env(), ENV in os.environ)")
+
+
+def _child(parent: str | None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != ENV}
+    if parent is not None:
+        env[ENV] = parent
+    return subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True,
+                          timeout=60)
+
+
+@linux
+def test_armed_when_the_named_parent_is_the_parent():
+    r = _child(str(os.getpid()))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["True", "False"]  # armed, and not passed on
+
+
+@linux
+def test_a_child_whose_named_parent_is_gone_stops_at_once():
+    # the pid named is not its parent (as when `up` died before the child armed): SIGTERM
+    r = _child("2")
+    assert r.returncode == -15, (r.returncode, r.stdout, r.stderr)
+
+
+def test_not_armed_without_the_variable():
+    r = _child(None)
+    assert r.returncode == 0 and r.stdout.split() == ["False", "False"]
+
+
+@pytest.mark.parametrize("raw", ["", "abc", "1", "-5", "0"])
+def test_a_bad_value_names_the_variable(raw):
+    if not sys.platform.startswith("linux"):
+        pytest.skip("read only on Linux")
+    env = {ENV: raw}
+    with pytest.raises(InvalidArgument, match=ENV):
+        arm_from_env(env)
