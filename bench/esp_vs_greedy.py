@@ -38,13 +38,15 @@ import numpy as np
 
 def main(argv=None) -> int:
     from elastico.clusters import load_cluster
+    from elastico.errors import ElasticoError
     from elastico.evaluate import Settings, _inputs, _truth, _workload
     from elastico.placer.policies import PolicyEnv, make_policy
     from elastico.placer.policies.elastico import charge_switch, greedy_choice
     from elastico.pricing import solve
     from elastico.simulator import simulate
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("--cluster", default="trace", help="as elastico evaluate --clusters")
     ap.add_argument("--gpus", type=int, default=512)
     ap.add_argument("--seed", type=int, default=0)
@@ -52,11 +54,13 @@ def main(argv=None) -> int:
                     help="drop the services and divide arrival times by K (> 0)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args(argv)
-    if args.batch_only is not None and not args.batch_only > 0:
-        ap.error(f"--batch-only: {args.batch_only} must be > 0")
-
-    nodes, wl = _workload(load_cluster(args.cluster), args.gpus, args.seed,
-                          Settings(jobs_per_gpu=2.0))
+    if args.batch_only is not None and not 0 < args.batch_only < float("inf"):
+        ap.error(f"--batch-only: {args.batch_only} must be a finite number > 0")
+    try:
+        nodes, wl = _workload(load_cluster(args.cluster), args.gpus, args.seed,
+                              Settings(jobs_per_gpu=2.0))
+    except ElasticoError as e:  # a cluster or size that does not exist: say which
+        ap.error(str(e))
     jobs = list(wl.jobs)
     if args.batch_only is not None:
         jobs = [dataclasses.replace(j, arrival_s=j.arrival_s / args.batch_only)

@@ -23,7 +23,8 @@ restarts:
   (``sigma`` cancels), so at most ``work x max_c n_c a_c / x_c``; a service progresses at
   rate 1, so at most ``work x peak``.
 
-The ceiling is ``min(1, sum_j min(instantaneous_j, work_j) / (gpus x window))``.  It ignores
+The ceiling is ``min(1, sum_j min(instantaneous_j, work_j) / (gpus x window))``, raised by a
+relative 1e-9 to absorb floating-point summation order.  It ignores
 GPU capacity, placement and every job's competition for the GPUs, so it is loose: a measured
 utilization below it says nothing; a *target* above it cannot be reached by any such policy
 on that workload under the simulator's model.
@@ -39,6 +40,8 @@ from elastico.errors import InvalidArgument
 from elastico.model import Configuration, Job, JobKind
 
 __all__ = ["JobEnvelope", "job_envelope", "utilization_ceiling", "workload_ceiling"]
+
+_ROUNDING = 1e-9
 
 
 @dataclass(frozen=True)
@@ -100,7 +103,9 @@ def utilization_ceiling(envelopes: Sequence[JobEnvelope], gpus: int) -> float:
     if not hi > lo:
         return math.nan
     total = sum(min(e.peak * (hi - e.arrival_s), e.work * e.busy_per_work) for e in envelopes)
-    return min(1.0, total / (gpus * (hi - lo)))
+    # raised by a relative 1e-9: the simulator sums the same products in another order, and a
+    # utilization that reaches the ceiling exactly must not print one ulp above it
+    return min(1.0, total / (gpus * (hi - lo)) * (1.0 + _ROUNDING))
 
 
 def workload_ceiling(jobs: Sequence[Job], catalog: Any, gpus: int, *,

@@ -202,13 +202,18 @@ def _markdown(runs: Sequence[dict], meta: dict, out: Path | None = None) -> str:
                 fmtv = (lambda x: f"{x:.1%}") if "utilization of" in row["goal"] else \
                     (lambda x: f"{x:,.0f}" if isinstance(x, int) else f"{x:.2f}x")
                 short = "" if row["met"] else (
-                    f" (short by {t - v:.1%})" if "utilization of" in row["goal"] else
+                    f" (short by {100 * (t - v):.1f} pp)" if "utilization of" in row["goal"] else
                     f" (short by {(t - v) / t:.0%})" if isinstance(t, float) else "")
                 c = row.get("ceiling")
                 lines.append(f"| {row['goal']} | {fmtv(t)} | {fmtv(v)} | "
                              f"{'yes' if row['met'] else 'no' + short} | "
                              f"{fmtv(c) if c is not None else '-'} |")
             lines.append("")
+            if any(row.get("ceiling") is not None for row in g):
+                lines += ["Ceiling: the most GPU utilization any policy choosing among the "
+                          "evaluated configurations could reach on these workloads (mean over "
+                          "the seeds; in the ratio row divided by exclusive's measured "
+                          "utilization).", ""]
             out_of_reach = [row["goal"] for row in g
                             if row.get("ceiling") is not None and row["ceiling"] < row["target"]]
             if out_of_reach:

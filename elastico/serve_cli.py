@@ -217,7 +217,16 @@ def stop_on_signals(stop: threading.Event | None = None) -> Iterator[threading.E
     restores the previous handlers after it.  Enter it before printing a "listening" line: a
     supervisor may send SIGTERM as soon as it reads one."""
     stop = stop if stop is not None else threading.Event()
-    old = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
+
+    def handler(*_) -> None:
+        # Python runs a handler in the main thread between bytecodes, possibly while that
+        # thread holds ``stop``'s internal lock (inside ``stop.wait``, or inside this very
+        # handler's ``set`` when a second signal comes): ``stop.set()`` here could wait on
+        # itself forever.  Another thread sets it instead, once the lock is free.
+        if not stop.is_set():
+            threading.Thread(target=stop.set, name="stop-on-signal", daemon=True).start()
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield stop
     finally:

@@ -291,6 +291,9 @@ def run(args: argparse.Namespace) -> int:
     for r in runs:
         r["gpu_utilization_ceiling"] = ceiling
     _print_table(runs)
+    if not any(j.kind.elastic for j in wl.jobs):
+        print("note: this workload has no batch job, so the JCT, queueing, makespan and "
+              "throughput rows are over its services (docs/metrics.md)")
     if math.isfinite(ceiling):
         print(f"GPU utilization ceiling of this workload: {ceiling:.1%} (the most any policy "
               "choosing among these configurations could reach; docs/metrics.md)")

@@ -1,12 +1,12 @@
 """``elastico up``: every ElastiCo service as its own process on loopback (local mode).
 
-Starts ``python -m elastico serve SERVICE`` for pricing, predictor, placer (pricing and
-predicting through the other two) and -- when this installation has its server -- the node
-agent, on ``base_port``, ``base_port + 1``, ... (default 50051 pricing, 50052 predictor, 50053
-placer, 50054 node agent; the node agent with ``ELASTICO_GPU_BACKEND=simulated`` unless the
-environment chooses a backend), plaintext on loopback unless TLS files are given
-(``--tls-cert``/``--tls-key`` with ``--tls-ca``, the CA that signed them: the placer calls
-pricing and predictor over TLS verified with it).  The TLS files, the host and the ports are
+Starts ``elastico serve SERVICE`` (in this interpreter, :func:`child_command`) for pricing,
+predictor, placer (pricing and predicting through the other two) and -- when this
+installation has its server -- the node agent, on ``base_port``, ``base_port + 1``, ...
+(default 50051 pricing, 50052 predictor, 50053 placer, 50054 node agent; the node agent
+with ``ELASTICO_GPU_BACKEND=simulated`` unless the environment chooses a backend), plaintext
+on loopback unless TLS files are given (``--tls-cert``/``--tls-key`` with ``--tls-ca``, the CA
+that signed them: the placer calls pricing and predictor over TLS verified with it).  The TLS files, the host and the ports are
 checked once before any child starts (exit 2).  Once every service answers the gRPC health
 check ``SERVING`` it prints their addresses; SIGTERM or
 SIGINT (Ctrl-C) stops them all (each gets SIGTERM and finishes its in-flight RPCs); if one of
@@ -57,6 +57,20 @@ def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
     return ports
 
 
+#: A child's bootstrap: elastico's command line with the current folder left off sys.path.
+#: ``python -m elastico`` run from a source checkout imports the checkout's ``elastico/``
+#: folder, which holds only part of the package (the services live in services/ and are
+#: mapped in at install time), instead of the installed package.
+_BOOT = ("import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
+         "from elastico.cli import main; sys.exit(main())")
+
+
+def child_command(args: list[str]) -> list[str]:
+    """The argv that runs ``elastico ARGS`` in a new process of this interpreter, importing
+    the installed package whatever the current folder is."""
+    return [sys.executable, "-c", _BOOT, *args]
+
+
 def _healthy(address: str, timeout: float, ca: bytes | None = None) -> bool:
     """Whether ``address`` answers the gRPC health check ``SERVING`` (over TLS verified with
     ``ca`` when given, else plaintext)."""
@@ -105,8 +119,8 @@ class Stack:
         return f"{self.host}:{self.ports[service]}"
 
     def argv(self, service: str) -> list[str]:
-        args = [sys.executable, "-m", "elastico", "serve", service,
-                "--address", self.address(service)] + (self.tls or ["--plaintext"])
+        args = child_command(["serve", service, "--address", self.address(service)]
+                             + (self.tls or ["--plaintext"]))
         if service == "placer":
             args += ["--pricing-address", self.address("pricing"),
                      "--predictor-address", self.address("predictor")]
@@ -192,7 +206,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tls-key", default=None, metavar="PEM", help="its private key")
     p.add_argument("--tls-ca", default=None, metavar="PEM",
                    help="CA that signed --tls-cert: the placer verifies pricing and predictor "
-                        "with it, and up its health checks (required with --tls-cert)")
+                        "with it, and up verifies the services' health checks with it (required "
+                        "with --tls-cert)")
     p.set_defaults(func=run)
 
 

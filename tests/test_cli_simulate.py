@@ -161,7 +161,10 @@ def _no_nan(token):
 def test_a_one_pod_workload_has_no_load_and_writes_strict_json(tmp_path, capsys):
     out = tmp_path / "m.json"
     assert main(TINY + ["--policy", "exclusive", "--json", str(out)]) == 0
-    assert "load n/a" in capsys.readouterr().err
+    cap = capsys.readouterr()
+    assert "load n/a" in cap.err and "(1 service)" in cap.err
+    # its one pod is a service: the JCT rows are over services, and the table says so
+    assert "no batch job, so the JCT" in cap.out
     doc = json.loads(out.read_text(), parse_constant=_no_nan)
     assert doc["load"] is None and doc["jobs"] == 1
     assert doc["gpu_utilization_ceiling"] is None  # no arrival window to average over
