@@ -162,7 +162,7 @@ def test_a_one_pod_workload_has_no_load_and_writes_strict_json(tmp_path, capsys)
     out = tmp_path / "m.json"
     assert main(TINY + ["--policy", "exclusive", "--json", str(out)]) == 0
     cap = capsys.readouterr()
-    assert "load n/a" in cap.err and "(1 service)" in cap.err
+    assert "load n/a" in cap.err and "1 node (" in cap.err and "1 job (1 service)" in cap.err
     # its one pod is a service: the JCT rows are over services, and the table says so
     assert "no batch job, so the JCT" in cap.out
     doc = json.loads(out.read_text(), parse_constant=_no_nan)
