@@ -12,7 +12,8 @@ how many of them the two choices differ on, and whether a resource ran over 95 %
 capacity in ESP's choice.  The replay itself follows ESP's choices; a second replay under
 ``elastico-no-esp`` gives the greedy policy's average JCT beside it.  ``--batch-only K``
 drops the services and divides every arrival time by K (a variant in which only batch jobs
-contend for the GPUs; the offered load of the batch jobs is printed).
+contend for the GPUs; the batch jobs' offered load over their own arrival window is printed,
+:func:`elastico.workload.offered_load`).
 
 What it answers: whether the prices find better rounds than greedy (they do where capacity
 binds), and how often the two differ at all -- the per-round reason behind the ablation
@@ -44,6 +45,7 @@ def main(argv=None) -> int:
     from elastico.placer.policies.elastico import charge_switch, greedy_choice
     from elastico.pricing import solve
     from elastico.simulator import simulate
+    from elastico.workload import offered_load
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -86,11 +88,8 @@ def main(argv=None) -> int:
                                                              slowdown=predictor))
     greedy_run = simulate(nodes, jobs, greedy_policy, truth=_truth(),
                           activity=lambda j, c: greedy_policy.catalog.profile(j, c).gpu_activity)
-    arrivals = [j.arrival_s for j in jobs]
-    span = max(arrivals) - min(arrivals)
-    gpus = sum(n.num_gpus for n in nodes)
-    batch_load = (sum(j.request.gpus_total * min(j.work, span) for j in jobs if j.kind.elastic)
-                  / (gpus * span)) if span > 0 else float("nan")
+    batch_load = offered_load([j for j in jobs if j.kind.elastic],
+                              sum(n.num_gpus for n in nodes))
     a = np.array(rows)
     rel = (a[:, 0] - a[:, 1]) / np.maximum(np.abs(a[:, 1]), 1e-12)
     gap = (a[:, 2] - a[:, 0]) / np.maximum(np.abs(a[:, 0]), 1e-12)

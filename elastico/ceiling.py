@@ -1,7 +1,8 @@
 """The GPU-utilization ceiling of a workload: the most utilization any policy could reach.
 
 Who calls it: :mod:`elastico.evaluate` (one ceiling per cluster and seed, written into
-results.json and the report) and tests.  Pure: plain numbers in, a number out.
+results.json and the report), ``elastico simulate`` (printed under its table) and tests.
+Pure: plain data in, a number out.
 
 ``gpu_utilization`` (docs/metrics.md) is the time-average, over the arrival window
 ``[first arrival, last arrival]`` (the simulator runs at least to the last arrival), of busy
@@ -34,10 +35,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from elastico.errors import InvalidArgument
-from elastico.model import Configuration, Job, JobKind
+from elastico.model import Configuration, Job, JobKind, Node
+from elastico.throughput import ThroughputModel
 
 __all__ = ["JobEnvelope", "job_envelope", "utilization_ceiling", "workload_ceiling"]
 
@@ -108,25 +110,29 @@ def utilization_ceiling(envelopes: Sequence[JobEnvelope], gpus: int) -> float:
     return min(1.0, total / (gpus * (hi - lo)) * (1.0 + _ROUNDING))
 
 
-def workload_ceiling(jobs: Sequence[Job], catalog: Any, gpus: int, *,
-                     mig_models: Iterable[str] = ()) -> float:
-    """The ceiling of ``jobs`` on a cluster of ``gpus`` GPUs over every configuration the
-    evaluated policies may give a job: RST's candidates before pruning
-    (:func:`elastico.shapes.candidate_configurations`, MIG instances on ``mig_models``
-    included) and the requested shape as a whole GPU (``exclusive``, ``gavel``) and as a
-    share (``time-slicing``, ``fgd``, ``elastico-no-rst``).  ``catalog``: a
-    :class:`elastico.placer.policies.common.JobCatalog` (``gpu_models``, ``requested``,
-    ``profile``; the activity the simulator is given) with the cluster's throughput model as
-    ``catalog.env.throughput``.  A job whose request fits no GPU model of the cluster can
-    never run (the simulator marks it unplaceable): it adds nothing and is skipped.  NaN and
-    errors as :func:`utilization_ceiling`."""
+def workload_ceiling(jobs: Sequence[Job], nodes: Sequence[Node],
+                     throughput: ThroughputModel) -> float:
+    """The ceiling of ``jobs`` on ``nodes`` over every configuration the evaluated policies
+    may give a job: RST's candidates before pruning
+    (:func:`elastico.shapes.candidate_configurations`, MIG instances on the nodes' MIG-mode
+    models included) and the requested shape as a whole GPU (``exclusive``, ``gavel``) and as
+    a share (``time-slicing``, ``fgd``, ``elastico-no-rst``).  Activities and requested shapes
+    come from a :class:`elastico.placer.policies.common.JobCatalog` on ``nodes`` with
+    ``throughput``, as the policies' own (the simulator's ``activity``).  A job whose request
+    fits no GPU model of the cluster can never run (the simulator marks it unplaceable): it
+    adds nothing and is skipped.  NaN and errors as :func:`utilization_ceiling`."""
+    from elastico.clusters import mig_models_of
+    from elastico.placer.policies.common import JobCatalog, PolicyEnv
+    from elastico.predictor import NoInterference
     from elastico.shapes import candidate_configurations
 
-    mig_models = tuple(mig_models)
+    # the slowdown model plays no part in a profile or a requested shape
+    catalog = JobCatalog(PolicyEnv(nodes=nodes, throughput=throughput, slowdown=NoInterference()))
+    mig_models = tuple(mig_models_of(nodes))
     envs = []
     for j in jobs:
         try:
-            configs = candidate_configurations(j, catalog.gpu_models, catalog.env.throughput,
+            configs = candidate_configurations(j, catalog.gpu_models, throughput,
                                                mig_models=mig_models)
         except InvalidArgument:
             continue
@@ -136,4 +142,4 @@ def workload_ceiling(jobs: Sequence[Job], catalog: Any, gpus: int, *,
                                  lambda m, _a=asked: _a.get(m, 0.0)))
     if not envs:
         return math.nan
-    return utilization_ceiling(envs, gpus)
+    return utilization_ceiling(envs, sum(n.num_gpus for n in nodes))

@@ -122,15 +122,9 @@ def _ceiling(spec: ClusterSpec, gpus: int, seed: int, settings: Settings) -> flo
     instances included, and the requested shape as a whole GPU (``exclusive``, ``gavel``) and
     as a share (``time-slicing``, ``fgd``, ``elastico-no-rst``)."""
     from elastico.ceiling import workload_ceiling
-    from elastico.clusters import mig_models_of
-    from elastico.placer.policies import PolicyEnv
-    from elastico.placer.policies.common import JobCatalog
 
     nodes, wl = _workload(spec, gpus, seed, settings)
-    _, _, model, predictor, _ = _inputs()
-    catalog = JobCatalog(PolicyEnv(nodes=nodes, throughput=model, slowdown=predictor))
-    return workload_ceiling(wl.jobs, catalog, sum(n.num_gpus for n in nodes),
-                            mig_models=mig_models_of(nodes))
+    return workload_ceiling(wl.jobs, nodes, _inputs()[2])
 
 
 def run_one(task: Task) -> RunOutput:

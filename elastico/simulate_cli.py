@@ -287,7 +287,9 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if via is not None:
             via.__exit__(None, None, None)
-    ceiling = _ceiling(nodes, model, wl.jobs, slowdown)
+    from elastico.ceiling import workload_ceiling
+
+    ceiling = workload_ceiling(wl.jobs, nodes, model)
     for r in runs:
         r["gpu_utilization_ceiling"] = ceiling
     _print_table(runs)
@@ -299,19 +301,6 @@ def run(args: argparse.Namespace) -> int:
               "choosing among these configurations could reach; docs/metrics.md)")
     _write_json(args.json, runs)
     return 0
-
-
-def _ceiling(nodes, model, jobs, slowdown) -> float:
-    """:func:`elastico.ceiling.workload_ceiling` of the replayed jobs (NaN without an arrival
-    window)."""
-    from elastico.ceiling import workload_ceiling
-    from elastico.clusters import mig_models_of
-    from elastico.placer.policies import PolicyEnv
-    from elastico.placer.policies.common import JobCatalog
-
-    catalog = JobCatalog(PolicyEnv(nodes=nodes, throughput=model, slowdown=slowdown))
-    return workload_ceiling(jobs, catalog, sum(n.num_gpus for n in nodes),
-                            mig_models=mig_models_of(nodes))
 
 
 def _replay(args, policies, nodes, model, wl, slowdown, truth, tracer, via) -> list[dict]:

@@ -6,9 +6,9 @@ installation has its server -- the node agent, on ``base_port``, ``base_port + 1
 (default 50051 pricing, 50052 predictor, 50053 placer, 50054 node agent; the node agent
 with ``ELASTICO_GPU_BACKEND=simulated`` unless the environment chooses a backend), plaintext
 on loopback unless TLS files are given (``--tls-cert``/``--tls-key`` with ``--tls-ca``, the CA
-that signed them: the placer calls pricing and predictor over TLS verified with it).  The TLS files, the host and the ports are
-checked once before any child starts (exit 2).  Once every service answers the gRPC health
-check ``SERVING`` it prints their addresses; SIGTERM or
+that signed them: the placer calls pricing and predictor over TLS verified with it).  The TLS
+files, the host and the ports are checked once before any child starts (exit 2).  Once every
+service answers the gRPC health check ``SERVING`` it prints their addresses; SIGTERM or
 SIGINT (Ctrl-C) stops them all (each gets SIGTERM and finishes its in-flight RPCs); if one of
 them dies, the others are stopped and ``up`` exits 1 naming it.  On Linux the children get
 SIGTERM when ``up`` dies, even by SIGKILL (``PR_SET_PDEATHSIG``), so none is left running.

@@ -12,7 +12,6 @@ from elastico.ceiling import JobEnvelope, job_envelope, utilization_ceiling, wor
 from elastico.errors import InvalidArgument
 from elastico.model import Job, JobKind, Node, Request
 from elastico.placer.policies import POLICIES, PolicyEnv, make_policy
-from elastico.placer.policies.common import JobCatalog
 from elastico.predictor import AnalyticSlowdown
 from elastico.simulator import simulate
 from elastico.throughput import ThroughputModel
@@ -33,8 +32,7 @@ def job(i, arrival, work, *, kind=JobKind.TRAINING, gpus=1, share=1.0, jt=JT):
 
 def ceiling_of(nodes, jobs):
     """The ceiling over the configurations every policy may use (as elastico.evaluate)."""
-    cat = JobCatalog(PolicyEnv(nodes=nodes, throughput=MODEL, slowdown=AnalyticSlowdown()))
-    return workload_ceiling(jobs, cat, sum(n.num_gpus for n in nodes))
+    return workload_ceiling(jobs, nodes, MODEL)
 
 
 def simulated(nodes, jobs, policy):
