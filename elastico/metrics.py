@@ -144,8 +144,6 @@ class ServiceMetrics:
         ``RoundResult``): duration, jobs by status, GPU allocation and predicted utilization
         (``slowdowns``: job id -> predicted slowdown; None = the result state's own model),
         the shadow prices, and whether it ran degraded."""
-        from elastico.model import resource_space_for
-
         self.round_seconds.observe(float(result.phase_seconds.get("round", 0.0)))
         counts: dict[str, int] = {}
         for d in result.decisions.values():
@@ -164,7 +162,7 @@ class ServiceMetrics:
             self.gpu_utilization.set(busy / gpus)
         prices = getattr(result.pricing, "prices", None)
         if prices is not None:
-            for name, p in zip(resource_space_for(inp.nodes).names, prices):
+            for name, p in zip(result.resource_names, prices):
                 self.price.labels(name).set(float(p))
         if result.degraded:
             self.rounds_degraded.inc()

@@ -14,8 +14,12 @@ Units used throughout (DESIGN.md):
   trace (its requested shape on the reference GPU, see docs/model.md).  Time: seconds.
 
 Resource vector layout (:class:`ResourceSpace`): for each GPU model ``m`` in the cluster,
-``gpu:m`` (GPUs) and ``gpumem:m`` (GiB), then ``cpu`` (cores) and ``mem`` (GiB).  Keeping GPU
-models apart is what makes a V100 and a T4 different resources with different shadow prices.
+``gpu:m`` (GPUs) and ``gpumem:m`` (GiB); then, for each model ``m`` with GPUs in MIG mode (only
+in the space of a policy that uses MIG instances), ``gpu:m:mig`` and ``gpumem:m:mig``; then
+``cpu`` (cores) and ``mem`` (GiB).  Keeping GPU models apart is what makes a V100 and a T4
+different resources with different shadow prices; keeping MIG-mode GPUs apart from the same
+model's normal ones is what keeps a price from selling a MIG instance on a GPU that cannot
+host one (MIG mode is per GPU: NVIDIA MIG user guide, "Enable MIG Mode").
 """
 
 from __future__ import annotations
@@ -60,41 +64,58 @@ MIG_CAPABLE_MODELS = frozenset({"A100-40GB", "A100-80GB", "H100-80GB", "H200", "
 
 @dataclass(frozen=True)
 class ResourceSpace:
-    """Names and indices of the R resources of one cluster (see module docstring)."""
+    """Names and indices of the R resources of one cluster (see module docstring).
+
+    ``gpu_models``: the cluster's GPU models; ``mig_models``: those of them whose MIG-mode
+    GPUs are a pool of their own (a subset of ``gpu_models``; empty for a policy that never
+    uses MIG instances).  ValueError for a duplicate or a MIG model not in ``gpu_models``."""
 
     gpu_models: tuple[str, ...]
+    mig_models: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if len(set(self.gpu_models)) != len(self.gpu_models):
             raise ValueError(f"gpu_models: duplicated model in {self.gpu_models!r}")
+        if len(set(self.mig_models)) != len(self.mig_models):
+            raise ValueError(f"mig_models: duplicated model in {self.mig_models!r}")
+        stray = [m for m in self.mig_models if m not in self.gpu_models]
+        if stray:
+            raise ValueError(f"mig_models: {stray!r} not in gpu_models {self.gpu_models!r}")
 
     @property
     def size(self) -> int:
-        return 2 * len(self.gpu_models) + 2
+        return 2 * (len(self.gpu_models) + len(self.mig_models)) + 2
 
     @property
     def names(self) -> tuple[str, ...]:
         out: list[str] = []
         for m in self.gpu_models:
             out += [f"gpu:{m}", f"gpumem:{m}"]
+        for m in self.mig_models:
+            out += [f"gpu:{m}:mig", f"gpumem:{m}:mig"]
         return tuple(out + ["cpu", "mem"])
 
-    def gpu_index(self, model: str) -> int:
+    def gpu_index(self, model: str, mig: bool = False) -> int:
+        """Index of ``gpu:model`` (``gpu:model:mig`` with ``mig``; KeyError when absent)."""
         try:
+            if mig:
+                return 2 * len(self.gpu_models) + 2 * self.mig_models.index(model)
             return 2 * self.gpu_models.index(model)
         except ValueError:
-            raise KeyError(f"gpu_model: {model!r} is not in this cluster {self.gpu_models!r}") from None
+            pool = "MIG-mode GPU pools" if mig else "cluster"
+            known = self.mig_models if mig else self.gpu_models
+            raise KeyError(f"gpu_model: {model!r} is not in this {pool} {known!r}") from None
 
-    def gpumem_index(self, model: str) -> int:
-        return self.gpu_index(model) + 1
+    def gpumem_index(self, model: str, mig: bool = False) -> int:
+        return self.gpu_index(model, mig) + 1
 
     @property
     def cpu_index(self) -> int:
-        return 2 * len(self.gpu_models)
+        return 2 * (len(self.gpu_models) + len(self.mig_models))
 
     @property
     def mem_index(self) -> int:
-        return 2 * len(self.gpu_models) + 1
+        return self.cpu_index + 1
 
 
 @dataclass(frozen=True)
@@ -129,14 +150,17 @@ class Configuration:
         return self.num_gpus * self.gpu_share
 
     def demand(self, space: ResourceSpace) -> np.ndarray:
-        """Resource vector, shape ``(space.size,)``, float64 (layout in ResourceSpace)."""
+        """Resource vector, shape ``(space.size,)``, float64 (layout in ResourceSpace).  A MIG
+        instance draws on its model's MIG-mode pool when ``space`` has one, otherwise on the
+        model's only pool."""
         r = np.zeros(space.size)
         if self.is_wait:
             return r
         if self.num_gpus:
             if self.gpu_model is None:
                 raise ValueError(f"configuration {self.name!r}: num_gpus > 0 needs a gpu_model")
-            g = space.gpu_index(self.gpu_model)
+            mig = self.mig_profile is not None and self.gpu_model in space.mig_models
+            g = space.gpu_index(self.gpu_model, mig)
             r[g] = self.num_gpus * self.gpu_share
             r[g + 1] = self.num_gpus * self.gpu_mem_gib
         r[space.cpu_index] = self.cpu
@@ -250,23 +274,43 @@ class Node:
         return self.gpu_model in MIG_CAPABLE_MODELS
 
 
-def resource_space_for(nodes: Iterable[Node]) -> ResourceSpace:
-    """The resource space of a set of nodes: GPU models in first-seen order."""
+def resource_space_for(nodes: Iterable[Node], mig: bool = False) -> ResourceSpace:
+    """The resource space of a set of nodes: GPU models in first-seen order; with ``mig``, a
+    MIG-mode pool for every model with GPUs in MIG mode by the nodes' labels
+    (:func:`elastico.clusters.mig_gpus_of`, which raises InvalidArgument for a bad label)."""
+    nodes = list(nodes)
     seen: dict[str, None] = {}
     for n in nodes:
         if n.num_gpus:
             seen.setdefault(n.gpu_model, None)
-    return ResourceSpace(tuple(seen))
+    mig_models: dict[str, None] = {}
+    if mig:
+        from elastico.clusters import mig_gpus_of  # clusters builds on this module
+
+        for i, _ in mig_gpus_of(nodes):
+            mig_models.setdefault(nodes[i].gpu_model, None)
+    return ResourceSpace(tuple(seen), tuple(mig_models))
 
 
 def capacity_of(nodes: Sequence[Node], space: ResourceSpace) -> np.ndarray:
-    """Aggregate capacity vector of ``nodes`` in ``space``, shape ``(space.size,)``."""
+    """Aggregate capacity vector of ``nodes`` in ``space``, shape ``(space.size,)``: a node's
+    MIG-mode GPUs (by its label, :func:`elastico.clusters.mig_gpus_of`) count in their
+    model's MIG-mode pool when ``space`` has one, the rest in the model's pool."""
+    nodes = list(nodes)
     cap = np.zeros(space.size)
-    for n in nodes:
+    in_mig = [0] * len(nodes)
+    if space.mig_models:
+        from elastico.clusters import mig_gpus_of
+
+        for i, _ in mig_gpus_of(nodes):
+            in_mig[i] += nodes[i].gpu_model in space.mig_models
+    for n, k in zip(nodes, in_mig):
         if n.num_gpus:
-            g = space.gpu_index(n.gpu_model)
-            cap[g] += n.num_gpus
-            cap[g + 1] += n.num_gpus * n.gpu_mem_gib
+            for mig, count in ((False, n.num_gpus - k), (True, k)):
+                if count:
+                    g = space.gpu_index(n.gpu_model, mig)
+                    cap[g] += count
+                    cap[g + 1] += count * n.gpu_mem_gib
         cap[space.cpu_index] += n.cpu
         cap[space.mem_index] += n.mem_gib
     return cap

@@ -13,7 +13,7 @@ from elastico.model import JobKind
 from elastico.placer.kube import annotations as A
 from elastico.placer.kube.bookings import rebuild_book
 from elastico.placer.kube.inventory import node_inventory
-from elastico.placer.policies import PolicyEnv
+from elastico.placer.policies import PolicyEnv, make_policy
 from elastico.placer.policies.common import JobCatalog
 from elastico.predictor import AnalyticSlowdown
 from elastico.throughput import ThroughputModel
@@ -157,6 +157,27 @@ def test_node_inventory_maps_nvml_names_health_labels_and_allocatable():
     assert inv.uuids == tuple(f"GPU-n1-{i}" for i in range(4))
 
 
+def test_mig_mode_gpus_are_named_and_counted_on_the_node_for_the_policy():
+    from elastico.clusters import MIG_GPUS_LABEL
+    from elastico.model import capacity_of
+
+    # GPUs 1 and 3 of four in MIG mode (not the first ones); a stale label on the Node object
+    # is replaced by the count the node agent reports
+    raw = node(models=("NVIDIA A100-SXM4-40GB",) * 4, mig={1: True, 3: True},
+               labels={"topology.kubernetes.io/zone": "z1", MIG_GPUS_LABEL: "4"})
+    inv = node_inventory(raw, known_models=MODELS, quantity=quantity)
+    assert inv.mig_gpus == (1, 3)
+    assert dict(inv.node.labels) == {"topology.kubernetes.io/zone": "z1", MIG_GPUS_LABEL: "2"}
+    policy = make_policy("elastico", PolicyEnv(nodes=[inv.node], throughput=TM,
+                                               slowdown=AnalyticSlowdown(), mig_pools=True))
+    # 2 normal-mode GPUs of 16 GiB (this fixture's memory), 2 in MIG mode, priced apart
+    assert list(capacity_of([inv.node], policy.space)[:4]) == [2, 32, 2, 32]
+    assert policy.catalog.mig_models == frozenset({"A100-40GB"})
+    # without MIG GPUs the label goes away
+    plain = node_inventory(node(labels={MIG_GPUS_LABEL: "1"}), known_models=MODELS, quantity=quantity)
+    assert MIG_GPUS_LABEL not in dict(plain.node.labels) and plain.mig_gpus == ()
+
+
 @pytest.mark.parametrize("kw,why", [
     (dict(ready="False"), "not Ready"),
     (dict(raw="not json"), "invalid"),
@@ -164,6 +185,7 @@ def test_node_inventory_maps_nvml_names_health_labels_and_allocatable():
     (dict(models=("Tesla T4", "Tesla V100-SXM2-16GB")), "mixed"),
     (dict(models=("NVIDIA A100",)), "unknown"),
     (dict(models=("A100",)), "unknown"),
+    (dict(mig={0: True}), "V100M16 has no MIG profiles"),
 ])
 def test_a_node_without_a_usable_inventory_hosts_nothing(kw, why):
     out = node_inventory(node(**kw), known_models=MODELS, quantity=quantity)

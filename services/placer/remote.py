@@ -326,7 +326,9 @@ class RemotePlacerPolicy:
             d = decisions[jid]
             job = jobs[jid]
             state.rebook(d.assignment, profile(job, d.config), job.slowdown_bound)
-        return RoundResult(decisions, state, pricing=RoundSummary(resp), degraded=resp.degraded,
+        summary = RoundSummary(resp)
+        return RoundResult(decisions, state, pricing=summary, resource_names=summary.resource_names,
+                           degraded=resp.degraded,
                            wake_at_s=resp.wake_at_s if resp.HasField("wake_at_s") else None)
 
     def forget(self, job_id: str) -> None:

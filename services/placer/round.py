@@ -89,6 +89,8 @@ class RoundResult:
     decisions: dict[str, Decision]
     state: ClusterState
     pricing: object | None = None
+    # names of ``pricing.prices`` (the policy's resource space, elastico.model.ResourceSpace)
+    resource_names: tuple[str, ...] = ()
     phase_seconds: dict[str, float] = field(default_factory=dict)
     degraded: str = ""
     # the policy's next round is due at this time (seconds, RoundInput.now's clock) even if

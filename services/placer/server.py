@@ -40,7 +40,6 @@ import grpc
 from elastico.errors import InvalidArgument
 from elastico.grpc_server import abort_if_expired, serve_one
 from elastico.metrics import ServiceMetrics
-from elastico.model import resource_space_for
 from elastico.predictor import SlowdownModel
 from elastico.pricing import UTILITIES
 from elastico.throughput import ThroughputModel
@@ -162,7 +161,7 @@ class PlacerServicer(placer_pb2_grpc.PlacerServiceServicer):
         if self._metrics is not None:
             self._metrics.observe_round(inp, result, slow)
         res = result.pricing
-        names = resource_space_for(nodes).names if res is not None else ()
+        names = result.resource_names if res is not None else ()
         resp = placer_pb2.RunRoundResponse(
             round_id=round_id,
             pricing_gap=float(getattr(res, "gap", 0.0) or 0.0),

@@ -7,8 +7,15 @@ the caller passes (the loop passes ``kubernetes.utils.parse_quantity``); no kube
 The node agent writes the annotation ``elastico.io/gpu-inventory`` on its Node: a JSON list of
 ``{"index": int, "uuid": str, "model": str, "memory_gib": float, "healthy": bool,
 "mig_mode": bool}`` (docs/annotations.md).  A node hosts ElastiCo pods only when it is Ready,
-schedulable, and has a valid inventory of one GPU model the throughput model knows; any other
-node is reported with the reason (the loop logs it once) and gets nothing.
+schedulable, and has a valid inventory of one GPU model the throughput model knows (GPUs in
+MIG mode only on a model with a MIG profile table); any other node is reported with the reason
+(the loop logs it once) and gets nothing.
+
+MIG mode: :attr:`NodeInventory.mig_gpus` names the GPUs (the placement state books MIG
+instances only there); the built :class:`~elastico.model.Node` also carries their *count* as
+the label :data:`elastico.clusters.MIG_GPUS_LABEL` (replacing any such label on the Node
+object), which is what the policy reads to offer MIG instances and to price the model's
+MIG-mode GPUs as a pool of their own (:func:`elastico.model.capacity_of`).
 """
 
 from __future__ import annotations
@@ -19,8 +26,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Callable, Iterable, Mapping
 
+from elastico.clusters import MIG_GPUS_LABEL
 from elastico.contract import INVENTORY
 from elastico.model import Node
+from elastico.placer.mig import MIG_PROFILES
 
 __all__ = ["INVENTORY", "NVML_NAMES", "NodeInventory", "node_inventory", "gpu_model_name"]
 
@@ -108,6 +117,13 @@ def node_inventory(obj: Mapping, *, known_models: Iterable[str],
     model = gpu_model_name(models.pop(), known_models)
     if model is None:
         return f"GPU model {rows[0][2]!r} unknown to the throughput model"
+    mig_gpus = tuple(r[0] for r in rows if r[5])
+    if mig_gpus and model not in MIG_PROFILES:
+        return f"GPUs {list(mig_gpus)} in MIG mode, but {model} has no MIG profiles"
+    labels = dict(meta.get("labels") or {})
+    labels.pop(MIG_GPUS_LABEL, None)
+    if mig_gpus:
+        labels[MIG_GPUS_LABEL] = str(len(mig_gpus))
     alloc = status.get("allocatable") or {}
     try:
         cpu = float(quantity(str(alloc.get("cpu", "0"))))
@@ -116,6 +132,6 @@ def node_inventory(obj: Mapping, *, known_models: Iterable[str],
         return f"bad status.allocatable {alloc!r}: {e}"
     node = Node(name=name, gpu_model=model, num_gpus=len(rows),
                 gpu_mem_gib=min(r[3] for r in rows), cpu=cpu, mem_gib=mem_gib,
-                labels=tuple(sorted((meta.get("labels") or {}).items())),
+                labels=tuple(sorted(labels.items())),
                 unhealthy_gpus=frozenset(r[0] for r in rows if not r[4]))
-    return NodeInventory(node, tuple(r[1] for r in rows), tuple(r[0] for r in rows if r[5]))
+    return NodeInventory(node, tuple(r[1] for r in rows), mig_gpus)

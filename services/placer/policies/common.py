@@ -57,6 +57,11 @@ class PolicyEnv:
     replica_pods: bool = True
     # the MMKP solver: elastico.pricing.solve's signature and PricingResult (None = solve)
     pricer: Callable[..., Any] | None = None
+    # price a model's MIG-mode GPUs as a pool of their own (gpu:<model>:mig, elastico.model)
+    # instead of one pool per model.  Off: measured worse on a100h100-512 (avg JCT +7.3 % and
+    # +3.8 % on seeds 0 and 1, restarts 57 -> 124 and 63 -> 97, as jobs move between the two
+    # pools whenever their prices cross; a100h100-64, seeds 0-4: +1.2 %); docs/pricing.md
+    mig_pools: bool = False
 
     def __post_init__(self) -> None:
         if self.pricer is None:

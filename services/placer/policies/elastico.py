@@ -68,7 +68,10 @@ class ElasticoPolicy:
         # MIG instances are shapes other than the requested one: only with RST (the
         # simulator puts the cluster's MIG-labelled GPUs in MIG mode only when this is set)
         self.uses_mig = rst
-        self.space = resource_space_for(env.nodes)
+        # with env.mig_pools, MIG-mode GPUs are priced as a pool of their own (model.py): a MIG
+        # instance and a whole or MPS-shared GPU of one model then never compete for the same
+        # GPUs in the prices (off by default: PolicyEnv.mig_pools says why)
+        self.space = resource_space_for(env.nodes, mig=self.uses_mig and env.mig_pools)
         self.capacity = capacity_of(env.nodes, self.space)
         self.utility_fn = UTILITIES[env.utility]
         self.prices: np.ndarray | None = None  # warm start ("dynamic prices")
@@ -258,7 +261,7 @@ class ElasticoPolicy:
         for jid, d in decisions.items():
             if d.changed:
                 self._changed_at[jid] = inp.now
-        return RoundResult(decisions, state, pricing=res)
+        return RoundResult(decisions, state, pricing=res, resource_names=self.space.names)
 
     def _place_service_mig(self, a: ActiveJob, state: ClusterState, failed: FailedShapes,
                            partial: bool) -> Decision | None:
