@@ -9,7 +9,10 @@ the shadow prices are for); scipy is already a dependency of the package.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
+import sys
 import time
 
 import numpy as np
@@ -33,6 +36,21 @@ class ExactResult:
         return self.status == 0
 
 
+@contextlib.contextmanager
+def _stdout_to_stderr():
+    """HiGHS's C++ writes a stray ``HighsMipSolverData::transformNewIntegerFeasibleSolution
+    tmpSolver.run();`` to file descriptor 1 even when silent (ERGO-Code/HiGHS#2783): send fd 1
+    to stderr meanwhile, so a bench's ``--json`` stdout stays parseable."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def solve_exact(u: np.ndarray, d: np.ndarray, off: np.ndarray, cap: np.ndarray,
                 time_limit_s: float = 60.0, rel_gap: float = 0.0) -> ExactResult:
     """Solves the MMKP ``u`` [M], ``d`` [M, R], ``off`` [N+1], ``cap`` [R] with HiGHS.
@@ -49,8 +67,9 @@ def solve_exact(u: np.ndarray, d: np.ndarray, off: np.ndarray, cap: np.ndarray,
     one_per_job = csr_matrix((np.ones(m), (job, np.arange(m))), shape=(n, m))
     cons = [LinearConstraint(one_per_job, 1, 1), LinearConstraint(csr_matrix(d.T), -np.inf, cap)]
     t0 = time.perf_counter()
-    res = milp(-u, constraints=cons, integrality=np.ones(m), bounds=Bounds(0, 1),
-               options={"time_limit": time_limit_s, "mip_rel_gap": rel_gap, "disp": False})
+    with _stdout_to_stderr():
+        res = milp(-u, constraints=cons, integrality=np.ones(m), bounds=Bounds(0, 1),
+                   options={"time_limit": time_limit_s, "mip_rel_gap": rel_gap, "disp": False})
     ms = 1e3 * (time.perf_counter() - t0)
     bound = getattr(res, "mip_dual_bound", None)
     bound = None if bound is None else -float(bound)
