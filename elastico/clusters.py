@@ -129,12 +129,14 @@ class ClusterSpec:
                                      else trace.read_nodes(), gpus)
         out: list[Node] = []
         seen: dict[str, int] = {}  # nodes named so far per GPU model (pools may share one)
+        # the file, so an error is traced to what the user typed (a100-mig.yaml names itself a100)
+        where = f" ({Path(self.source).name})" if self.source else ""
         for i, p in enumerate(self.pools):
             share = gpus * p.fraction / p.gpus_per_node
             count = round(share)
             if abs(share - count) > 1e-9:
                 raise InvalidArgument(
-                    "gpus", gpus, f"cluster {self.name!r}: pools[{i}] ({p.gpu_model}) would get "
+                    "gpus", gpus, f"cluster {self.name!r}{where}: pools[{i}] ({p.gpu_model}) would get "
                     f"{gpus} x {p.fraction:g} / {p.gpus_per_node} = {share:g} nodes; choose a GPU "
                     f"count that gives every pool whole nodes")
             labels = ((MIG_GPUS_LABEL, str(p.mig_gpus_per_node)),) if p.mig_gpus_per_node else ()

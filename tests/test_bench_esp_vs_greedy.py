@@ -23,7 +23,7 @@ def _bench():
     (["--batch-only", "nan"], "--batch-only: nan must be a finite number > 0"),
     (["--cluster", "nosuch"], "cluster: 'nosuch' is not allowed"),
     (["--gpus", "0"], "gpus: 0 is not allowed"),
-    (["--cluster", "a100-mig", "--gpus", "7"], "gpus: 7 is not allowed"),
+    (["--cluster", "a100-mig", "--gpus", "7"], "gpus: 7 is not allowed (cluster 'a100' (a100-mig.yaml)"),
 ])
 def test_bad_input_is_an_argparse_error(args, needle, capsys):
     with pytest.raises(SystemExit) as e:

@@ -4,6 +4,7 @@ optima), hypothesis properties, warm start and the float32 path."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -250,6 +251,16 @@ def test_primal_every_must_be_a_positive_integer(bad):
     u, d, off, cap = random_instance(np.random.default_rng(0), 3, 3, 2)
     with pytest.raises(InvalidArgument, match="primal_every"):
         solve(u, d, off, cap, primal_every=bad)
+
+
+def test_utilities_whose_per_job_sum_overflows_are_refused():
+    # each utility is finite, but one per job sums past the float64 maximum (1.8e308): the
+    # objective of choosing both would be inf, so the instance is refused up front
+    with pytest.raises(InvalidArgument, match=r"utility: 'largest \|utility\| of jobs 0\.\.1"):
+        solve([0.0, 1.7e308, 0.0, -1.7e308], [[0.0], [1.0], [0.0], [1.0]], [0, 2, 4], [2.0])
+    # just below the limit is solved: both fit
+    res = solve([0.0, 8e307, 0.0, 8e307], [[0.0], [1.0], [0.0], [1.0]], [0, 2, 4], [2.0])
+    assert list(res.choice) == [1, 1] and math.isfinite(res.primal_value)
 
 
 # ---- native primal heuristics against their numpy references --------------------------------

@@ -133,6 +133,15 @@ def check_instance(utility: Any, demand: Any, offsets: Any, capacity: Any
     d = check_demand(demand, m)
     off = check_offsets(offsets, m)
     cap = check_vector("capacity", capacity, d.shape[1], nonneg=True, length_name="R")
+    # Each value finite is not enough: the objective of a choice (and the Lagrangian bound)
+    # sums one utility per job, which must stay below the float64 maximum too.
+    with np.errstate(over="ignore"):
+        total = np.cumsum(np.maximum.reduceat(np.abs(u), off[:-1]))
+    if total.size and not np.isfinite(total[-1]):
+        j = int(np.argmin(np.isfinite(total)))
+        raise InvalidArgument(
+            "utility", f"largest |utility| of jobs 0..{j} summing to inf",
+            "per-job largest |utility| must sum to a finite float64 (< 1.8e308)")
     return u, d, off, cap
 
 
