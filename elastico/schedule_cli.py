@@ -53,6 +53,8 @@ DEFAULT_HEALTH_ADDRESS = "127.0.0.1:50055"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from elastico.serve_cli import add_upstream_arguments  # the placer's flags, one definition
+
     p = sub.add_parser("schedule", help="run the Kubernetes scheduler loop (schedulerName: elastico)",
                        description=__doc__.split("\n\n")[1],
                        epilog="Configuration: flags > environment (ELASTICO_PLACER_*, "
@@ -93,20 +95,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="CA that probe certificates must chain to: mutual TLS")
     p.add_argument("--plaintext", action="store_true", default=None,
                    help="serve the health endpoint without TLS on a non-loopback address")
-    p.add_argument("--pricing-address", default=None, metavar="HOST:PORT",
-                   help="price through the PricingService there (default: in-process; env "
-                        "ELASTICO_PLACER_PRICING_ADDRESS)")
-    p.add_argument("--predictor-address", default=None, metavar="HOST:PORT",
-                   help="predict through the PredictorService there, the analytic model "
-                        "answering while it fails (default: the analytic model in-process; env "
-                        "ELASTICO_PLACER_PREDICTOR_ADDRESS)")
-    p.add_argument("--upstream-ca", default=None, metavar="PEM",
-                   help="CA of the pricing/predictor servers: call them over TLS (default "
-                        "plaintext; env ELASTICO_UPSTREAM_CA)")
-    p.add_argument("--upstream-cert", default=None, metavar="PEM",
-                   help="client certificate for mutual TLS to them (env ELASTICO_UPSTREAM_CERT)")
-    p.add_argument("--upstream-key", default=None, metavar="PEM",
-                   help="the client certificate's private key (env ELASTICO_UPSTREAM_KEY)")
+    add_upstream_arguments(p, scope="", predictor_default="the analytic model in-process")
     p.set_defaults(func=run)
 
 

@@ -31,7 +31,7 @@ from elastico.tracing import NOOP, Tracer
 from elastico.serve_config import (
     DEFAULT_PORTS, SERVICES, ServeConfig, TlsConfig, load_serve_config, overrides_from_args)
 
-__all__ = ["register", "run", "start", "upstream_clients", "tls_credentials", "start_metrics_http",
+__all__ = ["register", "run", "start", "add_upstream_arguments", "upstream_clients", "tls_credentials", "start_metrics_http",
            "stop_on_signals"]
 
 _AVAILABLE = ("pricing", "predictor", "placer")
@@ -92,19 +92,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(kfold: LightGBM k-fold by job type on the bundled observations, so "
                         "that no pair is predicted by a model trained on it; analytic) -- for "
                         "simulate --via-grpc")
-    p.add_argument("--pricing-address", default=None, metavar="HOST:PORT",
-                   help="placer only: price through the PricingService there (default: "
-                        "in-process; env ELASTICO_PLACER_PRICING_ADDRESS)")
-    p.add_argument("--predictor-address", default=None, metavar="HOST:PORT",
-                   help="placer only: predict through the PredictorService there (default: "
-                        "the bundled model in-process; env ELASTICO_PLACER_PREDICTOR_ADDRESS)")
-    p.add_argument("--upstream-ca", default=None, metavar="PEM",
-                   help="placer only: CA of the pricing/predictor servers: call them over TLS "
-                        "(default plaintext; env ELASTICO_UPSTREAM_CA)")
-    p.add_argument("--upstream-cert", default=None, metavar="PEM",
-                   help="placer only: client certificate for mutual TLS to them")
-    p.add_argument("--upstream-key", default=None, metavar="PEM",
-                   help="placer only: the client certificate's private key")
+    add_upstream_arguments(p, scope="placer only: ",
+                           predictor_default="the bundled model in-process")
     p.set_defaults(func=run)
 
 
@@ -152,6 +141,30 @@ def _simulator_core(kind: str):
             return sa, (sb if both else None), self.version
 
     return SimulatorCore()
+
+
+def add_upstream_arguments(p: argparse.ArgumentParser, *, scope: str,
+                           predictor_default: str) -> None:
+    """The flags naming the pricing and predictor servers a placer calls, and the TLS files
+    for calling them (``serve placer`` and ``schedule``; read by :func:`upstream_clients`
+    through :class:`~elastico.serve_config.ServeConfig`).  ``scope`` prefixes each help text
+    (e.g. "placer only: "); ``predictor_default`` says what predicts without the flag."""
+    p.add_argument("--pricing-address", default=None, metavar="HOST:PORT",
+                   help=f"{scope}price through the PricingService there (default: in-process; "
+                        "env ELASTICO_PLACER_PRICING_ADDRESS)")
+    p.add_argument("--predictor-address", default=None, metavar="HOST:PORT",
+                   help=f"{scope}predict through the PredictorService there, the analytic model "
+                        f"answering while it fails (default: {predictor_default}; env "
+                        "ELASTICO_PLACER_PREDICTOR_ADDRESS)")
+    p.add_argument("--upstream-ca", default=None, metavar="PEM",
+                   help=f"{scope}CA of the pricing/predictor servers: call them over TLS "
+                        "(default plaintext; env ELASTICO_UPSTREAM_CA)")
+    p.add_argument("--upstream-cert", default=None, metavar="PEM",
+                   help=f"{scope}client certificate for mutual TLS to them (env "
+                        "ELASTICO_UPSTREAM_CERT)")
+    p.add_argument("--upstream-key", default=None, metavar="PEM",
+                   help=f"{scope}the client certificate's private key (env "
+                        "ELASTICO_UPSTREAM_KEY)")
 
 
 def upstream_clients(cfg: ServeConfig, tracer: Tracer):
