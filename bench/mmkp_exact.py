@@ -33,7 +33,11 @@ class ExactResult:
 
     @property
     def optimal(self) -> bool:
-        return self.status == 0
+        """HiGHS finished (status 0) *and* its bound meets the value to 1e-9 relative: status 0
+        alone only means HiGHS's gaps were met, and its absolute one (1e-6) is not settable
+        through scipy (ERGO-Code/HiGHS ``mip_abs_gap``)."""
+        return (self.status == 0 and self.value is not None and self.bound is not None
+                and self.bound - self.value <= 1e-9 * max(abs(self.bound), 1e-300))
 
 
 @contextlib.contextmanager
@@ -56,8 +60,11 @@ def solve_exact(u: np.ndarray, d: np.ndarray, off: np.ndarray, cap: np.ndarray,
     """Solves the MMKP ``u`` [M], ``d`` [M, R], ``off`` [N+1], ``cap`` [R] with HiGHS.
 
     ``time_limit_s``: HiGHS's wall-clock limit (seconds); ``rel_gap``: its ``mip_rel_gap``
-    (0 = prove optimality).  Raises nothing for a hard instance: the result then carries
-    status 1 and HiGHS's incumbent, if any."""
+    (0 = prove optimality).  The objective is scaled so that the largest any choice can reach,
+    ``sum_j max_c |u_c|``, is 1e6: HiGHS also stops at an *absolute* gap of 1e-6, which at the
+    scale of the ``jct`` utility (round objectives ~1e-2) would be a 1e-4 relative gap.
+    ``value`` and ``bound`` are in ``u``'s units.  Raises nothing for a hard instance: the
+    result then carries status 1 and HiGHS's incumbent, if any."""
     from scipy.optimize import Bounds, LinearConstraint, milp
     from scipy.sparse import csr_matrix
 
@@ -66,13 +73,15 @@ def solve_exact(u: np.ndarray, d: np.ndarray, off: np.ndarray, cap: np.ndarray,
     job = np.repeat(np.arange(n), np.diff(off))
     one_per_job = csr_matrix((np.ones(m), (job, np.arange(m))), shape=(n, m))
     cons = [LinearConstraint(one_per_job, 1, 1), LinearConstraint(csr_matrix(d.T), -np.inf, cap)]
+    top = float(np.maximum.reduceat(np.abs(u), off[:-1]).sum()) if n else 0.0
+    scale = 1e6 / top if top > 0 else 1.0
     t0 = time.perf_counter()
     with _stdout_to_stderr():
-        res = milp(-u, constraints=cons, integrality=np.ones(m), bounds=Bounds(0, 1),
+        res = milp(-u * scale, constraints=cons, integrality=np.ones(m), bounds=Bounds(0, 1),
                    options={"time_limit": time_limit_s, "mip_rel_gap": rel_gap, "disp": False})
     ms = 1e3 * (time.perf_counter() - t0)
     bound = getattr(res, "mip_dual_bound", None)
-    bound = None if bound is None else -float(bound)
+    bound = None if bound is None else -float(bound) / scale
     if res.x is None:
         return ExactResult(None, None, bound, int(res.status), ms)
     x = np.round(res.x)

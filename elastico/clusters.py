@@ -57,7 +57,11 @@ _TOP = {"name": True, "description": False, "pools": True}
 _POOL = {"gpu_model": True, "gpus_per_node": True, "cpu_cores": True, "mem_gib": True,
          "fraction": True, "gpu_mem_gib": False, "mig_gpus_per_node": False}
 MAX_GPUS_PER_NODE = 64
-#: node label: how many of the node's GPUs (the first ones) are in MIG mode
+#: node label: how many of the node's GPUs are in MIG mode.  A cluster definition's nodes have
+#: their first ones in MIG mode (:func:`mig_gpus_of`); on live nodes (the Kubernetes loop's
+#: inventory, the placer service's NodeSpec) the label is only the count, set from the GPUs
+#: actually in MIG mode, whose indices reach the ClusterState separately -- so call
+#: :func:`mig_gpus_of` only on nodes built from a cluster definition.
 MIG_GPUS_LABEL = "elastico.io/mig-gpus"
 
 

@@ -518,6 +518,12 @@ def messages(descriptor, depth: int = 0):
         for fd in descriptor.fields:
             if not draw(st.booleans()):
                 continue
+            if fd.type == FieldDescriptor.TYPE_MESSAGE and fd.message_type.GetOptions().map_entry:
+                # a map<k, v> field: nasty keys and values, e.g. NodeSpec.labels
+                key, value = (fd.message_type.fields_by_name[n] for n in ("key", "value"))
+                getattr(msg, fd.name).update(draw(st.dictionaries(
+                    _scalar(key), _scalar(value), max_size=3)))
+                continue
             if fd.type == FieldDescriptor.TYPE_MESSAGE:
                 if depth >= 2:
                     continue

@@ -145,3 +145,21 @@ def test_failed_shapes_answer_like_a_scan_of_the_list(seed):
             failed.append(c)
             plain.append(c)
     assert list(failed) == plain and len(failed) == len(plain)
+
+
+def test_node_labels_travel_and_mig_gpus_become_the_count_label_the_policy_reads():
+    from elastico.clusters import MIG_GPUS_LABEL
+
+    zone = ("topology.kubernetes.io/zone", "z1")
+    # GPUs 1 and 3 in MIG mode; a stale count label in the message is replaced
+    a100 = Node("a0", "A100-40GB", 4, 40.0, 64.0, 512.0, labels=(zone, (MIG_GPUS_LABEL, "4")))
+    v100 = Node("v0", "V100", 2, 16.0, 32.0, 256.0, labels=(zone,))
+    nodes, mig = wire.nodes_from_messages([wire.node_to_message(a100, [1, 3]),
+                                           wire.node_to_message(v100)])
+    assert mig == [(0, 1), (0, 3)]
+    assert dict(nodes[0].labels) == {"topology.kubernetes.io/zone": "z1", MIG_GPUS_LABEL: "2"}
+    assert nodes[1].labels == (zone,)
+    # the placer service's policy therefore offers MIG instances on the A100s
+    p = make_policy("elastico", PolicyEnv(nodes=nodes, throughput=ThroughputModel.bundled(),
+                                          slowdown=AnalyticSlowdown()))
+    assert p.catalog.mig_models == frozenset({"A100-40GB"})

@@ -20,6 +20,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 from google.protobuf.message import Message
 
+from elastico.clusters import MIG_GPUS_LABEL
 from elastico.errors import Infeasible, InvalidArgument, NotFound
 from elastico.model import MIG_CAPABLE_MODELS, Configuration, Job, JobKind, Node, Request
 from elastico.placer.mig import MIG_PROFILES
@@ -129,7 +130,8 @@ def config_from_message(m: common_pb2.Configuration, where: str) -> Configuratio
 def node_to_message(n: Node, mig_gpus: Iterable[int] = ()) -> placer_pb2.NodeSpec:
     return placer_pb2.NodeSpec(name=n.name, gpu_model=n.gpu_model, num_gpus=n.num_gpus,
                                gpu_mem_gib=n.gpu_mem_gib, cpu=n.cpu, mem_gib=n.mem_gib,
-                               unhealthy_gpus=sorted(n.unhealthy_gpus), mig_gpus=list(mig_gpus))
+                               unhealthy_gpus=sorted(n.unhealthy_gpus), mig_gpus=list(mig_gpus),
+                               labels=dict(n.labels))
 
 
 def nodes_from_messages(msgs: Sequence[placer_pb2.NodeSpec], where: str = "nodes"
@@ -162,7 +164,13 @@ def nodes_from_messages(msgs: Sequence[placer_pb2.NodeSpec], where: str = "nodes
             raise InvalidArgument(f"{w}.mig_gpus", list(m.mig_gpus),
                                   f"empty: {m.gpu_model!r} is not a MIG-capable model with a "
                                   f"profile table ({sorted(MIG_PROFILES)})")
+        # the MIG-mode GPUs' count, as the label the policy reads (offered MIG instances,
+        # capacity): the indices themselves go to the ClusterState, never through the label
+        labels = {k: v for k, v in m.labels.items() if k != MIG_GPUS_LABEL}
+        if len(m.mig_gpus):
+            labels[MIG_GPUS_LABEL] = str(len(m.mig_gpus))
         nodes.append(Node(m.name, m.gpu_model, m.num_gpus, m.gpu_mem_gib, m.cpu, m.mem_gib,
+                          labels=tuple(sorted(labels.items())),
                           unhealthy_gpus=frozenset(m.unhealthy_gpus)))
         mig += [(i, g) for g in m.mig_gpus]
     return nodes, mig

@@ -14,8 +14,9 @@ MIG mode only on a model with a MIG profile table); any other node is reported w
 MIG mode: :attr:`NodeInventory.mig_gpus` names the GPUs (the placement state books MIG
 instances only there); the built :class:`~elastico.model.Node` also carries their *count* as
 the label :data:`elastico.clusters.MIG_GPUS_LABEL` (replacing any such label on the Node
-object), which is what the policy reads to offer MIG instances and to price the model's
-MIG-mode GPUs as a pool of their own (:func:`elastico.model.capacity_of`).
+object), which is what the policy reads to offer MIG instances (and, with
+``PolicyEnv(mig_pools=True)``, to price the model's MIG-mode GPUs as a pool of their own,
+:func:`elastico.model.capacity_of`).
 """
 
 from __future__ import annotations
