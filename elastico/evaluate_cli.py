@@ -160,9 +160,11 @@ def _check_load(specs, gpus: list[int], seeds: list[int], settings) -> None:
                 except InvalidArgument as e:
                     if e.field != "load":
                         raise
+                    hint = ("lower --load or raise --jobs-per-gpu"
+                            if e.allowed.startswith("must be <") else "raise --load")
                     raise InvalidArgument("--load", settings.load,
                                           f"{e.allowed} (cluster {s.label(g)}, seed {seed}); "
-                                          "lower --load or raise --jobs-per-gpu") from None
+                                          f"{hint}") from None
                 if not math.isfinite(wl.offered_load):
                     raise InvalidArgument("--load", settings.load,
                                           f"cannot be met on cluster {s.label(g)}, seed {seed}: "
@@ -177,8 +179,13 @@ def run(args: argparse.Namespace) -> int:
     specs, gpus, policies, seeds, settings, workers = parse(args)
     tasks = tasks_for(specs, gpus, policies, seeds, settings)
     t0 = time.perf_counter()
-    print(f"evaluate: {len(tasks)} runs ({len(specs)} cluster definitions x {len(gpus)} sizes x "
-          f"{len(policies)} policies x {len(seeds)} seeds) on {workers} processes",
+    def count(n: int, one: str, many: str) -> str:
+        return f"{n} {one if n == 1 else many}"
+
+    print(f"evaluate: {count(len(tasks), 'run', 'runs')} "
+          f"({count(len(specs), 'cluster definition', 'cluster definitions')} x "
+          f"{count(len(gpus), 'size', 'sizes')} x {count(len(policies), 'policy', 'policies')} x "
+          f"{count(len(seeds), 'seed', 'seeds')}) on {count(workers, 'process', 'processes')}",
           file=sys.stderr, flush=True)
 
     def progress(done, total, task, out):

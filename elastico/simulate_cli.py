@@ -250,8 +250,9 @@ def run(args: argparse.Namespace) -> int:
                                      jobs=n_jobs)
     except InvalidArgument as e:
         if e.field == "load":  # the user's knob is --load (or --jobs, which sets the maximum)
-            raise InvalidArgument("--load", e.value, e.allowed + "; lower --load or replay "
-                                  "more pods with --jobs") from None
+            hint = ("lower --load or replay more pods with --jobs"
+                    if e.allowed.startswith("must be <") else "raise --load")
+            raise InvalidArgument("--load", e.value, f"{e.allowed}; {hint}") from None
         raise
     if not wl.jobs and args.jobs == 0:
         raise InvalidArgument("--jobs", 0, f"--jobs 0 replays the trace's proportional share "
@@ -272,7 +273,7 @@ def run(args: argparse.Namespace) -> int:
                               "to scale; leave --load out or replay more pods with --jobs")
     load = f"{wl.offered_load:.3g}" if math.isfinite(wl.offered_load) else \
         "n/a (all pods arrive at once)"
-    print(f"cluster: {args.gpus} GPUs on {_count(len(nodes), 'node')} "
+    print(f"cluster: {_count(args.gpus, 'GPU')} on {_count(len(nodes), 'node')} "
           f"({', '.join(f'{m} {c}' for m, c in _model_mix(nodes))}); "
           f"workload: {_count(len(wl.jobs), 'job')} ({_kind_mix(wl.jobs)}), "
           f"load {load}, seed {args.seed}", file=sys.stderr)
@@ -390,8 +391,10 @@ def _kind_mix(jobs) -> str:
 def _print_table(runs: list[dict]) -> None:
     names = [r["policy"] for r in runs]
     ratio = "exclusive" in names and "elastico" in names and len(names) == 2
-    # each column at least two spaces wider than its policy name (elastico-no-rst, ...)
-    w = max(14, *(len(n) + 2 for n in names))
+    # each column at least two spaces wider than its policy name (elastico-no-rst, ...) and
+    # than its widest value (a makespan of a very thin load can run to 13+ digits)
+    w = max(14, *(len(n) + 2 for n in names),
+            *(len(fmt.format(r[key])) + 2 for key, _, fmt in _ROWS for r in runs))
     head = f"{'metric':<22}" + "".join(f"{n:>{w}}" for n in names) + (f"{'ratio':>10}" if ratio else "")
     print(head)
     print("-" * len(head))

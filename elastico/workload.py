@@ -112,9 +112,14 @@ def offered_load(jobs: Sequence[Job], cluster_gpus: int) -> float:
     return float((g * np.minimum(w, span)).sum() / (cluster_gpus * span))
 
 
+#: the longest arrival span the load search considers, seconds (~31,700 years)
+_MAX_SPAN_S = 1e12
+
+
 def _solve_span(g: np.ndarray, w: np.ndarray, cluster_gpus: int, load: float) -> float:
     """The span S > 0 with sum(g min(w, S)) / (G S) == load (decreasing in S), by bisection in
-    log space.  Raises InvalidArgument if load is above the supremum sum(g)/G."""
+    log space.  Raises InvalidArgument if load is above the supremum sum(g)/G, or so low that
+    S would exceed :data:`_MAX_SPAN_S`."""
     sup = float(g.sum()) / cluster_gpus
     if load >= sup:
         # truncated, not rounded: every value below the number shown is allowed
@@ -125,7 +130,12 @@ def _solve_span(g: np.ndarray, w: np.ndarray, cluster_gpus: int, load: float) ->
                                             "cluster and trace (every sampled job running at "
                                             "once)")
     f = lambda s: float((g * np.minimum(w, s)).sum()) / (cluster_gpus * s) - load
-    lo, hi = 1e-6, 1e12
+    lo, hi = 1e-6, _MAX_SPAN_S
+    if f(hi) > 0:  # even the longest span offers more: refuse rather than give another load
+        least = f(hi) + load
+        raise InvalidArgument("load", load, f"must be >= {least:.3g} for this cluster and "
+                                            f"trace (a lower load would spread the arrivals "
+                                            f"over more than {_MAX_SPAN_S:g} s)")
     for _ in range(200):
         mid = math.sqrt(lo * hi)
         if f(mid) > 0:

@@ -30,3 +30,15 @@ def test_bad_input_is_an_argparse_error(args, needle, capsys):
         _bench().main(args)
     assert e.value.code == 2
     assert needle in capsys.readouterr().err
+
+
+def test_a_workload_with_no_priced_round_reports_zero_counts_and_null_statistics(capsys):
+    # one GPU, seed 23: two services and no batch job, so no round is ever priced
+    import json
+
+    assert _bench().main(["--gpus", "1", "--seed", "23", "--exact", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["rounds_priced"] == out["exact_replay_rounds"] == 0
+    assert out["esp_better_rounds"] == out["greedy_better_rounds"] == 0
+    assert out["mean_objective_gain"] is None and out["p95_certified_gap"] is None
+    assert out["esp_mean_loss_vs_exact"] is None

@@ -77,7 +77,12 @@ def test_bad_load(tmp_path, capsys):
     _bad(tmp_path, capsys, SMALL + ["--load", "nan"], "--load", "nan")
     _bad(tmp_path, capsys, SMALL + ["--load", "-1"], "--load", "-1")
     # above what the sampled jobs can offer: names the maximum
-    _bad(tmp_path, capsys, SMALL + ["--load", "50"], "load", "50", "must be <")
+    _bad(tmp_path, capsys, SMALL + ["--load", "50"], "load", "50", "must be <",
+         "lower --load")
+    # below what the longest arrival span (1e12 s) gives: refused, with the least load, not
+    # replaced by it
+    _bad(tmp_path, capsys, SMALL + ["--load", "1e-300"], "--load: 1e-300", "must be >=",
+         "raise --load")
 
 
 def test_the_load_bound_shown_is_one_the_user_can_give(tmp_path, capsys):

@@ -5,6 +5,7 @@ optima), hypothesis properties, warm start and the float32 path."""
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -261,6 +262,18 @@ def test_utilities_whose_per_job_sum_overflows_are_refused():
     # just below the limit is solved: both fit
     res = solve([0.0, 8e307, 0.0, 8e307], [[0.0], [1.0], [0.0], [1.0]], [0, 2, 4], [2.0])
     assert list(res.choice) == [1, 1] and math.isfinite(res.primal_value)
+
+
+@pytest.mark.parametrize("field, u, d, cap", [
+    ("demand[1, 0]", [0.0, 1.0], [[0.0], [1e39]], [2e39]),
+    ("utility[1]", [0.0, -1e39], [[0.0], [1.0]], [2.0]),
+    ("capacity[0]", [0.0, 1.0], [[0.0], [1.0]], [1e39]),
+])
+def test_float32_refuses_values_beyond_its_range(field, u, d, cap):
+    # cast to float32 these would be inf (max 3.4e38): refused, where float64 solves them
+    with pytest.raises(InvalidArgument, match=rf"{re.escape(field)}: .* with dtype float32"):
+        solve(u, d, [0, 2], cap, dtype="float32")
+    assert solve(u, d, [0, 2], cap).choice.shape == (1,)
 
 
 # ---- native primal heuristics against their numpy references --------------------------------

@@ -151,6 +151,20 @@ def test_load_above_maximum_rejected(pods, sub512, model):
         assert f"< {math.floor(top * 1e4) / 1e4:.4f}..." in str(e.value)
 
 
+def test_load_below_the_longest_span_rejected_not_changed(pods, sub512, model):
+    # the span search stops at 1e12 s: the least load it reaches is the capped load at that
+    # span, sum_j g_j min(work_j, 1e12) / (512 x 1e12) -- every work is far shorter, so
+    # sum_j g_j work_j / (512 x 1e12); a lower load is refused, never quietly replaced
+    w = build_workload(pods, sub512, seed=0, load=0.5, model=model)
+    least = sum(_gpus(j) * min(j.work, 1e12) for j in w.jobs) / (512 * 1e12)
+    ok = build_workload(pods, sub512, seed=0, load=1.01 * least, model=model)
+    assert _capped_load(ok.jobs, 512) == pytest.approx(1.01 * least, rel=1e-6)
+    for load in (0.99 * least, 1e-300):
+        with pytest.raises(InvalidArgument) as e:
+            build_workload(pods, sub512, seed=0, load=load, model=model)
+        assert e.value.field == "load" and f">= {least:.3g}" in str(e.value)
+
+
 def test_arrivals_t_head_rule(by_name, pods, sub512, model):
     w = build_workload(pods, sub512, seed=0, load=0.5, model=model)
     sched = [by_name[j.id].scheduled_s for j in w]

@@ -75,7 +75,9 @@ def prepare(offsets: Any, utility: Any, demand: Any, capacity: Any, *,
     """Validates an instance (raises :class:`elastico.errors.InvalidArgument`) and converts it
     for repeated :meth:`PreparedInstance.select` calls."""
     u, d, off, cap = v.check_instance(utility, demand, offsets, capacity)
-    return prepare_checked(off, u, d, cap, v.check_dtype(dtype), v.check_nthreads(nthreads))
+    dt = v.check_dtype(dtype)
+    v.check_fits_dtype(dt, utility=u, demand=d, capacity=cap)
+    return prepare_checked(off, u, d, cap, dt, v.check_nthreads(nthreads))
 
 
 def prepare_checked(offsets: np.ndarray, utility: np.ndarray, demand: np.ndarray,

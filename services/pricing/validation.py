@@ -159,6 +159,24 @@ def check_dtype(dtype: Any) -> np.dtype:
     return np.dtype(name)
 
 
+def check_fits_dtype(dtype: np.dtype, **arrays: np.ndarray) -> None:
+    """With ``dtype`` float32 every value of each named array must be representable: at most
+    ``np.finfo(np.float32).max`` (3.4e38) in absolute value, or the cast to float32 makes it inf
+    and the selection meaningless.  Raises InvalidArgument naming the first such element
+    (``demand[3, 1]``); float64 accepts anything already checked finite."""
+    if dtype != np.float32:
+        return
+    top = float(np.finfo(np.float32).max)
+    for name, a in arrays.items():
+        bad = np.argwhere(np.abs(a) > top)
+        if bad.size:
+            idx = tuple(int(i) for i in bad[0])
+            where = ", ".join(str(i) for i in idx)
+            raise InvalidArgument(f"{name}[{where}]", float(a[idx]),
+                                  f"must be at most {top:.4g} in absolute value with dtype "
+                                  "float32; use float64")
+
+
 def check_nthreads(nthreads: Any) -> int:
     """Worker threads of the native kernel: an integer ``>= 1``."""
     if isinstance(nthreads, bool) or not isinstance(nthreads, (int, np.integer)) or nthreads < 1:
