@@ -260,9 +260,16 @@ def run(args: argparse.Namespace) -> int:
                               "is no pod that fits this cluster; give a pod count (--jobs N) "
                               "or more --gpus")
     if not wl.jobs:
-        raise InvalidArgument("--trace", str(args.trace or "bundled trace"),
-                              "has no GPU pod that ran and fits this cluster (excluded: "
-                              + ", ".join(f"{k} {v}" for k, v in wl.excluded.items() if v) + ")")
+        # which input to change is the user's call: a cluster file whose nodes fit no pod is
+        # the likelier culprit when one was given
+        field, value = (("--cluster", str(args.cluster)) if args.cluster
+                        else ("--trace", str(args.trace or "bundled trace")))
+        raise InvalidArgument(field, value,
+                              "no GPU pod of the trace that ran fits this cluster's nodes "
+                              "(excluded: "
+                              + ", ".join(f"{k} {v}" for k, v in wl.excluded.items() if v)
+                              + "); give nodes with more GPUs, CPU, memory or GPU memory, or "
+                              "another trace")
     if n_jobs is not None and len(wl.jobs) < n_jobs:
         print(f"note: --jobs {n_jobs} asked, but only {len(wl.jobs)} trace pods are eligible; "
               "replaying all of them", file=sys.stderr)

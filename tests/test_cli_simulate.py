@@ -268,3 +268,12 @@ def test_inflation_mode_bad_input(tmp_path, capsys):
     ("garbage", "host:port"), (":50053", "host:port")])
 def test_a_bad_via_grpc_address_exits_2_before_simulating(tmp_path, capsys, address, allowed):
     _bad(tmp_path, capsys, SMALL + ["--via-grpc", address], f"--via-grpc: {address!r}", allowed)
+
+
+def test_a_cluster_whose_nodes_fit_no_pod_is_blamed_not_the_trace(tmp_path, capsys):
+    # 1 core and 1 GiB per 8-GPU node: every trace pod asks more, so nothing is replayed
+    f = tmp_path / "tiny.yaml"
+    f.write_text("name: tiny\npools:\n  - {gpu_model: A100-80GB, gpus_per_node: 8, "
+                 "cpu_cores: 1, mem_gib: 1, fraction: 1.0}\n")
+    _bad(tmp_path, capsys, ["simulate", "--cluster", str(f), "--gpus", "8", "--no-progress"],
+         f"--cluster: '{f}'", "fits this cluster's nodes", "no_fit")
