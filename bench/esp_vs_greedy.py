@@ -33,11 +33,12 @@ in 1,713 of 1,723 rounds, a resource over 95 % in 44.  ``--batch-only 15`` (batc
 0-2 greedy was 2-5 % lower too.
 
 ``--exact`` (HiGHS, at most 10 s per round), average JCT of ESP / greedy / the exact round
-optimum: trace-512 seeds 0 and 1: 834 / 838 / 844 s and 718 / 717 / 717 s; ``--batch-only 15``
-seed 0: 751 / 737 / 749 s (ESP lost 0.41 % of the optimum's objective per round on average,
-greedy 11.2 %; 17 of 782 rounds hit the 10 s limit); trace-64 ``--batch-only 15`` seeds 0-9,
-mean: 799 / 786 / 780 s.  So the round optimum is no better for JCT than greedy's choice on
-trace-512 (closing note of docs/evaluation/report.md).
+optimum: trace-512 seeds 0 and 1: 834 / 838 / 837 s and 718 / 717 / 723 s (every round proven
+optimal); ``--batch-only 15`` seed 0: 751 / 737 / 747 s (ESP lost 0.41 % of the optimum's
+objective per round on average, greedy 11.2 %; 6 of the exact replay's 779 rounds hit the
+limit); trace-64 ``--batch-only 15`` seeds 0-9, mean: 799 / 786 / 780 s.  So the round optimum
+is no better for JCT than greedy's choice on trace-512 (closing note of
+docs/evaluation/report.md).
 """
 
 from __future__ import annotations
