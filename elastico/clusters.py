@@ -41,7 +41,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from elastico.errors import InvalidArgument
 from elastico.model import Node
@@ -59,42 +59,55 @@ _POOL = {"gpu_model": True, "gpus_per_node": True, "cpu_cores": True, "mem_gib":
 MAX_GPUS_PER_NODE = 64
 #: node label: how many of the node's GPUs are in MIG mode.  A cluster definition's nodes have
 #: their first ones in MIG mode (:func:`mig_gpus_of`); on live nodes (the Kubernetes loop's
-#: inventory, the placer service's NodeSpec) the label is only the count, set from the GPUs
-#: actually in MIG mode, whose indices reach the ClusterState separately -- so call
+#: inventory, the placer service's NodeSpec) the label is only the count
+#: (:func:`with_mig_count`), set from the GPUs actually in MIG mode, whose indices reach the
+#: ClusterState separately -- so read live nodes with :func:`mig_gpu_count`, and call
 #: :func:`mig_gpus_of` only on nodes built from a cluster definition.
 MIG_GPUS_LABEL = "elastico.io/mig-gpus"
+
+
+def mig_gpu_count(node: Node, where: str = "node") -> int:
+    """How many of ``node``'s GPUs are in MIG mode by its :data:`MIG_GPUS_LABEL` (0 without
+    the label).  InvalidArgument (field ``{where}.labels[...]``) for a label that is not an
+    integer in 0..num_gpus, or non-zero on a model without a MIG profile table."""
+    from elastico.placer.mig import MIG_PROFILES
+
+    v = dict(node.labels).get(MIG_GPUS_LABEL)
+    if v is None:
+        return 0
+    try:
+        k = int(v)
+    except ValueError:
+        k = -1
+    if not 0 <= k <= node.num_gpus:
+        raise InvalidArgument(f"{where}.labels[{MIG_GPUS_LABEL}]", v,
+                              f"an integer in 0..{node.num_gpus}")
+    if k and node.gpu_model not in MIG_PROFILES:
+        raise InvalidArgument(f"{where}.labels[{MIG_GPUS_LABEL}]", v,
+                              f"0: {node.gpu_model} has no MIG profiles")
+    return k
+
+
+def with_mig_count(labels: Mapping[str, str], count: int) -> tuple[tuple[str, str], ...]:
+    """``labels`` as a Node's sorted ``labels`` tuple, with :data:`MIG_GPUS_LABEL` set to
+    ``count``, or removed when ``count`` is 0: whatever the labels said before is replaced by
+    the count the caller knows (live nodes: the GPUs reported in MIG mode)."""
+    out = {k: v for k, v in labels.items() if k != MIG_GPUS_LABEL}
+    if count:
+        out[MIG_GPUS_LABEL] = str(count)
+    return tuple(sorted(out.items()))
 
 
 def mig_gpus_of(nodes: Sequence[Node]) -> list[tuple[int, int]]:
     """``(node_index, gpu_index)`` of every GPU in MIG mode by the nodes' :data:`MIG_GPUS_LABEL`
     (the first ``k`` GPUs of a node labelled ``k``; nodes without the label: none).
-    InvalidArgument for a label that is not an integer in 0..num_gpus or on a node whose model
-    has no MIG profile table."""
-    from elastico.placer.mig import MIG_PROFILES
-
-    out: list[tuple[int, int]] = []
-    for i, n in enumerate(nodes):
-        v = dict(n.labels).get(MIG_GPUS_LABEL)
-        if v is None:
-            continue
-        try:
-            k = int(v)
-        except ValueError:
-            k = -1
-        if not 0 <= k <= n.num_gpus:
-            raise InvalidArgument(f"nodes[{i}].labels[{MIG_GPUS_LABEL}]", v,
-                                  f"an integer in 0..{n.num_gpus}")
-        if k and n.gpu_model not in MIG_PROFILES:
-            raise InvalidArgument(f"nodes[{i}].labels[{MIG_GPUS_LABEL}]", v,
-                                  f"0: {n.gpu_model} has no MIG profiles")
-        out += [(i, g) for g in range(k)]
-    return out
+    InvalidArgument like :func:`mig_gpu_count`."""
+    return [(i, g) for i, n in enumerate(nodes) for g in range(mig_gpu_count(n, f"nodes[{i}]"))]
 
 
 def mig_models_of(nodes: Sequence[Node]) -> frozenset[str]:
-    """GPU models with at least one GPU in MIG mode by :func:`mig_gpus_of`."""
-    nodes = list(nodes)
-    return frozenset(nodes[i].gpu_model for i, _ in mig_gpus_of(nodes))
+    """GPU models with at least one GPU in MIG mode by :func:`mig_gpu_count`."""
+    return frozenset(n.gpu_model for i, n in enumerate(nodes) if mig_gpu_count(n, f"nodes[{i}]"))
 
 
 @dataclass(frozen=True)

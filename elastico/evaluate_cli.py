@@ -160,8 +160,8 @@ def _check_load(specs, gpus: list[int], seeds: list[int], settings) -> None:
                 except InvalidArgument as e:
                     if e.field != "load":
                         raise
-                    hint = ("lower --load or raise --jobs-per-gpu"
-                            if e.allowed.startswith("must be <") else "raise --load")
+                    hint = ("raise --load" if workload.load_is_too_low(e)
+                            else "lower --load or raise --jobs-per-gpu")
                     raise InvalidArgument("--load", settings.load,
                                           f"{e.allowed} (cluster {s.label(g)}, seed {seed}); "
                                           f"{hint}") from None

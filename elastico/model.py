@@ -277,7 +277,7 @@ class Node:
 def resource_space_for(nodes: Iterable[Node], mig: bool = False) -> ResourceSpace:
     """The resource space of a set of nodes: GPU models in first-seen order; with ``mig``, a
     MIG-mode pool for every model with GPUs in MIG mode by the nodes' labels
-    (:func:`elastico.clusters.mig_gpus_of`, which raises InvalidArgument for a bad label)."""
+    (:func:`elastico.clusters.mig_gpu_count`, which raises InvalidArgument for a bad label)."""
     nodes = list(nodes)
     seen: dict[str, None] = {}
     for n in nodes:
@@ -285,26 +285,23 @@ def resource_space_for(nodes: Iterable[Node], mig: bool = False) -> ResourceSpac
             seen.setdefault(n.gpu_model, None)
     mig_models: dict[str, None] = {}
     if mig:
-        from elastico.clusters import mig_gpus_of  # clusters builds on this module
+        from elastico.clusters import mig_gpu_count  # clusters builds on this module
 
-        for i, _ in mig_gpus_of(nodes):
-            mig_models.setdefault(nodes[i].gpu_model, None)
+        for i, n in enumerate(nodes):
+            if mig_gpu_count(n, f"nodes[{i}]"):
+                mig_models.setdefault(n.gpu_model, None)
     return ResourceSpace(tuple(seen), tuple(mig_models))
 
 
 def capacity_of(nodes: Sequence[Node], space: ResourceSpace) -> np.ndarray:
     """Aggregate capacity vector of ``nodes`` in ``space``, shape ``(space.size,)``: a node's
-    MIG-mode GPUs (by its label, :func:`elastico.clusters.mig_gpus_of`) count in their
+    MIG-mode GPUs (by its label, :func:`elastico.clusters.mig_gpu_count`) count in their
     model's MIG-mode pool when ``space`` has one, the rest in the model's pool."""
-    nodes = list(nodes)
-    cap = np.zeros(space.size)
-    in_mig = [0] * len(nodes)
-    if space.mig_models:
-        from elastico.clusters import mig_gpus_of
+    from elastico.clusters import mig_gpu_count  # clusters builds on this module
 
-        for i, _ in mig_gpus_of(nodes):
-            in_mig[i] += nodes[i].gpu_model in space.mig_models
-    for n, k in zip(nodes, in_mig):
+    cap = np.zeros(space.size)
+    for i, n in enumerate(nodes):
+        k = mig_gpu_count(n, f"nodes[{i}]") if n.gpu_model in space.mig_models else 0
         if n.num_gpus:
             for mig, count in ((False, n.num_gpus - k), (True, k)):
                 if count:

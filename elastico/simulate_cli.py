@@ -250,8 +250,8 @@ def run(args: argparse.Namespace) -> int:
                                      jobs=n_jobs)
     except InvalidArgument as e:
         if e.field == "load":  # the user's knob is --load (or --jobs, which sets the maximum)
-            hint = ("lower --load or replay more pods with --jobs"
-                    if e.allowed.startswith("must be <") else "raise --load")
+            hint = ("raise --load" if workload.load_is_too_low(e)
+                    else "lower --load or replay more pods with --jobs")
             raise InvalidArgument("--load", e.value, f"{e.allowed}; {hint}") from None
         raise
     if not wl.jobs and args.jobs == 0:

@@ -54,7 +54,8 @@ from elastico.shapes import FOOTPRINT_GIB
 from elastico.throughput import ThroughputModel
 from elastico.trace import TRACE_CLUSTER_GPUS, TracePod
 
-__all__ = ["Workload", "build_workload", "job_kind", "offered_load", "EXCLUSION_REASONS"]
+__all__ = ["Workload", "build_workload", "job_kind", "load_is_too_low", "offered_load",
+           "EXCLUSION_REASONS"]
 
 EXCLUSION_REASONS = ("cpu_only", "no_times", "never_scheduled", "no_fit", "not_sampled")
 SERVICE_QOS = frozenset({"LS", "Guaranteed", "Burstable"})
@@ -114,6 +115,14 @@ def offered_load(jobs: Sequence[Job], cluster_gpus: int) -> float:
 
 #: the longest arrival span the load search considers, seconds (~31,700 years)
 _MAX_SPAN_S = 1e12
+_TOO_LOW = "must be >="  # how the error for a load below what that span gives begins
+
+
+def load_is_too_low(e: InvalidArgument) -> bool:
+    """Whether ``e``, a ``load`` error of :func:`build_workload`, says the load is below the
+    least the arrival span can give (raise it) rather than above the most the jobs can offer
+    (lower it, or replay more pods).  For the CLIs' hints."""
+    return e.field == "load" and e.allowed.startswith(_TOO_LOW)
 
 
 def _solve_span(g: np.ndarray, w: np.ndarray, cluster_gpus: int, load: float) -> float:
@@ -133,7 +142,7 @@ def _solve_span(g: np.ndarray, w: np.ndarray, cluster_gpus: int, load: float) ->
     lo, hi = 1e-6, _MAX_SPAN_S
     if f(hi) > 0:  # even the longest span offers more: refuse rather than give another load
         least = f(hi) + load
-        raise InvalidArgument("load", load, f"must be >= {least:.3g} for this cluster and "
+        raise InvalidArgument("load", load, f"{_TOO_LOW} {least:.3g} for this cluster and "
                                             f"trace (a lower load would spread the arrivals "
                                             f"over more than {_MAX_SPAN_S:g} s)")
     for _ in range(200):

@@ -22,6 +22,9 @@ from elastico.cli import main
     (["--jobs", "0"], ["--jobs", "0"]),
     (["--jobs-per-gpu", "nan"], ["--jobs-per-gpu", "nan"]),
     (["--load", "-1"], ["--load", "-1"]),
+    # below what the longest arrival span gives: refused with the least load and "raise"
+    (["--gpus", "64", "--clusters", "trace", "--seeds", "0", "--load", "1e-300"],
+     ["--load: 1e-300", "must be >=", "raise --load"]),
     (["--restart-s", "inf"], ["--restart-s", "inf"]),
 ])
 def test_bad_flags_exit_2_naming_them(argv, words, capsys, tmp_path):

@@ -20,7 +20,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 from google.protobuf.message import Message
 
-from elastico.clusters import MIG_GPUS_LABEL
+from elastico.clusters import with_mig_count
 from elastico.errors import Infeasible, InvalidArgument, NotFound
 from elastico.model import MIG_CAPABLE_MODELS, Configuration, Job, JobKind, Node, Request
 from elastico.placer.mig import MIG_PROFILES
@@ -166,11 +166,8 @@ def nodes_from_messages(msgs: Sequence[placer_pb2.NodeSpec], where: str = "nodes
                                   f"profile table ({sorted(MIG_PROFILES)})")
         # the MIG-mode GPUs' count, as the label the policy reads (offered MIG instances,
         # capacity): the indices themselves go to the ClusterState, never through the label
-        labels = {k: v for k, v in m.labels.items() if k != MIG_GPUS_LABEL}
-        if len(m.mig_gpus):
-            labels[MIG_GPUS_LABEL] = str(len(m.mig_gpus))
         nodes.append(Node(m.name, m.gpu_model, m.num_gpus, m.gpu_mem_gib, m.cpu, m.mem_gib,
-                          labels=tuple(sorted(labels.items())),
+                          labels=with_mig_count(m.labels, len(m.mig_gpus)),
                           unhealthy_gpus=frozenset(m.unhealthy_gpus)))
         mig += [(i, g) for g in m.mig_gpus]
     return nodes, mig

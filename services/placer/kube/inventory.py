@@ -13,8 +13,8 @@ MIG mode only on a model with a MIG profile table); any other node is reported w
 
 MIG mode: :attr:`NodeInventory.mig_gpus` names the GPUs (the placement state books MIG
 instances only there); the built :class:`~elastico.model.Node` also carries their *count* as
-the label :data:`elastico.clusters.MIG_GPUS_LABEL` (replacing any such label on the Node
-object), which is what the policy reads to offer MIG instances (and, with
+the label :data:`elastico.clusters.MIG_GPUS_LABEL` (:func:`~elastico.clusters.with_mig_count`:
+replacing any such label on the Node object), which is what the policy reads to offer MIG instances (and, with
 ``PolicyEnv(mig_pools=True)``, to price the model's MIG-mode GPUs as a pool of their own,
 :func:`elastico.model.capacity_of`).
 """
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Callable, Iterable, Mapping
 
-from elastico.clusters import MIG_GPUS_LABEL
+from elastico.clusters import with_mig_count
 from elastico.contract import INVENTORY
 from elastico.model import Node
 from elastico.placer.mig import MIG_PROFILES
@@ -121,10 +121,6 @@ def node_inventory(obj: Mapping, *, known_models: Iterable[str],
     mig_gpus = tuple(r[0] for r in rows if r[5])
     if mig_gpus and model not in MIG_PROFILES:
         return f"GPUs {list(mig_gpus)} in MIG mode, but {model} has no MIG profiles"
-    labels = dict(meta.get("labels") or {})
-    labels.pop(MIG_GPUS_LABEL, None)
-    if mig_gpus:
-        labels[MIG_GPUS_LABEL] = str(len(mig_gpus))
     alloc = status.get("allocatable") or {}
     try:
         cpu = float(quantity(str(alloc.get("cpu", "0"))))
@@ -133,6 +129,6 @@ def node_inventory(obj: Mapping, *, known_models: Iterable[str],
         return f"bad status.allocatable {alloc!r}: {e}"
     node = Node(name=name, gpu_model=model, num_gpus=len(rows),
                 gpu_mem_gib=min(r[3] for r in rows), cpu=cpu, mem_gib=mem_gib,
-                labels=tuple(sorted(labels.items())),
+                labels=with_mig_count(meta.get("labels") or {}, len(mig_gpus)),
                 unhealthy_gpus=frozenset(r[0] for r in rows if not r[4]))
     return NodeInventory(node, tuple(r[1] for r in rows), mig_gpus)
