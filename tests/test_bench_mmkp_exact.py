@@ -5,22 +5,15 @@ short of the optimum."""
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from bench_loader import load_bench
 
 
 def _exact():
-    spec = importlib.util.spec_from_file_location(
-        "bench_mmkp_exact", Path(__file__).resolve().parents[1] / "bench" / "mmkp_exact.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("mmkp_exact")
 
 
 def _brute(u, d, off, cap):

@@ -1,0 +1,44 @@
+"""The bench scripts with a replay (bench/esp_vs_greedy.py, bench/mig_pools.py) refuse bad
+input with an argparse error (exit 2, the flag or field named), not a traceback, before any
+replay; esp_vs_greedy's statistics stay defined when no round is priced."""
+
+from __future__ import annotations
+
+import pytest
+from bench_loader import load_bench
+
+
+def _bench():
+    return load_bench("esp_vs_greedy")
+
+
+@pytest.mark.parametrize("script, args, needle", [
+    ("esp_vs_greedy", ["--batch-only", "-1"], "--batch-only: -1.0 must be a finite number > 0"),
+    ("esp_vs_greedy", ["--batch-only", "inf"], "--batch-only: inf must be a finite number > 0"),
+    ("esp_vs_greedy", ["--batch-only", "nan"], "--batch-only: nan must be a finite number > 0"),
+    ("esp_vs_greedy", ["--cluster", "nosuch"], "cluster: 'nosuch' is not allowed"),
+    ("esp_vs_greedy", ["--gpus", "0"], "gpus: 0 is not allowed"),
+    ("esp_vs_greedy", ["--cluster", "a100-mig", "--gpus", "7"],
+     "gpus: 7 is not allowed (cluster 'a100' (a100-mig.yaml)"),
+    ("mig_pools", ["--seeds", "0,x"], "--seeds: '0,x' must be comma-separated integers"),
+    ("mig_pools", ["--seeds", "-1"], "--seeds: '-1' must be integers >= 0"),
+    ("mig_pools", ["--cluster", "nosuch"], "cluster: 'nosuch' is not allowed"),
+    ("mig_pools", ["--gpus", "7", "--cluster", "a100-mig"], "gpus: 7 is not allowed"),
+])
+def test_bad_input_is_an_argparse_error(script, args, needle, capsys):
+    with pytest.raises(SystemExit) as e:
+        load_bench(script).main(args)
+    assert e.value.code == 2
+    assert needle in capsys.readouterr().err
+
+
+def test_a_workload_with_no_priced_round_reports_zero_counts_and_null_statistics(capsys):
+    # one GPU, seed 23: two services and no batch job, so no round is ever priced
+    import json
+
+    assert _bench().main(["--gpus", "1", "--seed", "23", "--exact", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["rounds_priced"] == out["exact_replay_rounds"] == 0
+    assert out["esp_better_rounds"] == out["greedy_better_rounds"] == 0
+    assert out["mean_objective_gain"] is None and out["p95_certified_gap"] is None
+    assert out["esp_mean_loss_vs_exact"] is None
