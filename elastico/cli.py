@@ -34,6 +34,12 @@ from elastico import __version__
 from elastico.errors import ElasticoError
 
 
+def count_of(n: int, one: str, many: str | None = None) -> str:
+    """``"1 GPU"``, ``"2 GPUs"``; ``many`` for irregular plurals (``"2 policies"``): the
+    one wording every command's progress and summary lines use."""
+    return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
 def build_parser() -> argparse.ArgumentParser:
     from elastico import nodeagent_cli, schedule_cli, serve_cli, simulate_cli, up_cli
     from elastico.predictor import cli as predictor_cli

@@ -24,7 +24,8 @@ A cluster definition (e.g. ``data/clusters/a100-mig.yaml``)::
 A cluster of ``N`` GPUs gets ``N x fraction / gpus_per_node`` nodes of each pool, which must
 be a whole number (else :class:`~elastico.errors.InvalidArgument` naming the pool and N).
 Unknown keys, missing keys, wrong types and out-of-range values are refused with the field
-path (``pools[1].fraction``), the value and what is allowed.
+path (``pools[1].fraction``), the value and what is allowed; a key given twice in one mapping
+with its line.
 
 MIG mode.  ``mig_gpus_per_node`` (only on models with a MIG profile table,
 :data:`elastico.placer.mig.MIG_PROFILES`) is carried on each built node as the label
@@ -193,13 +194,41 @@ def load_cluster(ref: str) -> ClusterSpec:
     except (OSError, UnicodeDecodeError) as e:
         raise InvalidArgument("cluster", str(path), f"could not be read: {e}") from None
     try:
-        doc = yaml.safe_load(text)
+        doc = yaml.load(text, Loader=_unique_key_loader())  # noqa: S506 (a SafeLoader)
     except yaml.YAMLError as e:
         where = getattr(e, "problem_mark", None)
         at = f"line {where.line + 1}, column {where.column + 1}: " if where else ""
         raise InvalidArgument("cluster", str(path), f"valid YAML; {at}"
                                                     f"{getattr(e, 'problem', None) or e}") from None
     return parse_cluster(doc, source=str(path))
+
+
+def _unique_key_loader() -> type:
+    """PyYAML's SafeLoader, except that a key given twice in one mapping is an error (YAML
+    1.2, 3.2.1.1: keys are unique; PyYAML keeps the last silently, yaml/pyyaml#165), so a
+    definition edited twice cannot quietly lose its first value.  Keys merged in with ``<<``
+    may still be overridden, as YAML's merge-key spec allows."""
+    import yaml
+    from yaml.constructor import ConstructorError
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            seen: set = set()
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=deep)
+                try:
+                    dup = key in seen
+                    seen.add(key)
+                except TypeError:  # unhashable: the base constructor says so
+                    break
+                if dup:
+                    raise ConstructorError("while constructing a mapping", node.start_mark,
+                                           f"found duplicate key {key!r}", key_node.start_mark)
+            return super().construct_mapping(node, deep)
+
+    return UniqueKeyLoader
 
 
 def _field(where: str, doc: dict, key: str, kind: str, lo: float | None = None,

@@ -173,19 +173,17 @@ def _check_load(specs, gpus: list[int], seeds: list[int], settings) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from elastico.cli import count_of
     from elastico.evaluate import run_all, tasks_for
     from elastico.report import write_report
 
     specs, gpus, policies, seeds, settings, workers = parse(args)
     tasks = tasks_for(specs, gpus, policies, seeds, settings)
     t0 = time.perf_counter()
-    def count(n: int, one: str, many: str) -> str:
-        return f"{n} {one if n == 1 else many}"
-
-    print(f"evaluate: {count(len(tasks), 'run', 'runs')} "
-          f"({count(len(specs), 'cluster definition', 'cluster definitions')} x "
-          f"{count(len(gpus), 'size', 'sizes')} x {count(len(policies), 'policy', 'policies')} x "
-          f"{count(len(seeds), 'seed', 'seeds')}) on {count(workers, 'process', 'processes')}",
+    print(f"evaluate: {count_of(len(tasks), 'run')} "
+          f"({count_of(len(specs), 'cluster definition')} x "
+          f"{count_of(len(gpus), 'size')} x {count_of(len(policies), 'policy', 'policies')} x "
+          f"{count_of(len(seeds), 'seed')}) on {count_of(workers, 'process', 'processes')}",
           file=sys.stderr, flush=True)
 
     def progress(done, total, task, out):

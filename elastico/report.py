@@ -280,7 +280,7 @@ def _plots(outs, out: Path) -> None:
         ax.set_ylabel("fraction of batch jobs")
         ax.set_title(c)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        _legend_or_note(ax, "no batch job finished")
     fig.tight_layout()
     fig.savefig(out / "jct_cdf.png", dpi=110)
     plt.close(fig)
@@ -298,7 +298,7 @@ def _plots(outs, out: Path) -> None:
             ax.set_ylabel(ylabel)
             ax.set_title(f"{c}, seed {plot_seed}")
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=7)
+            _legend_or_note(ax, "no run to plot")
         fig.tight_layout()
         fig.savefig(out / fname, dpi=110)
         plt.close(fig)
@@ -317,3 +317,12 @@ def write_report(outs, out: Path, meta: dict | None = None) -> list[Path]:
     _plots(outs, out)
     paths[1].write_text(_markdown(runs, meta, out))
     return paths
+
+
+def _legend_or_note(ax, empty: str) -> None:
+    """The policies' legend, or ``empty`` written on the panel when nothing was drawn (a
+    legend of no artists is only a matplotlib warning and an empty box)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
+    else:
+        ax.text(0.5, 0.5, empty, transform=ax.transAxes, ha="center", va="center", fontsize=9)

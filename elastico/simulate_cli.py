@@ -18,6 +18,7 @@ import math
 import sys
 from pathlib import Path
 
+from elastico.cli import count_of
 from elastico.errors import InvalidArgument
 from elastico.paths import check_input_file, check_output_file
 from elastico.tracing import NOOP
@@ -280,9 +281,9 @@ def run(args: argparse.Namespace) -> int:
                               "to scale; leave --load out or replay more pods with --jobs")
     load = f"{wl.offered_load:.3g}" if math.isfinite(wl.offered_load) else \
         "n/a (all pods arrive at once)"
-    print(f"cluster: {_count(args.gpus, 'GPU')} on {_count(len(nodes), 'node')} "
+    print(f"cluster: {count_of(args.gpus, 'GPU')} on {count_of(len(nodes), 'node')} "
           f"({', '.join(f'{m} {c}' for m, c in _model_mix(nodes))}); "
-          f"workload: {_count(len(wl.jobs), 'job')} ({_kind_mix(wl.jobs)}), "
+          f"workload: {count_of(len(wl.jobs), 'job')} ({_kind_mix(wl.jobs)}), "
           f"load {load}, seed {args.seed}", file=sys.stderr)
 
     slowdown, truth = _slowdown_models(args.slowdown_model)
@@ -375,10 +376,6 @@ def _slowdown_models(kind: str):
     except (ImportError, InvalidArgument, OSError) as e:
         print(f"note: analytic slowdown model for prediction and truth ({e})", file=sys.stderr)
         return AnalyticSlowdown(), None
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _model_mix(nodes):

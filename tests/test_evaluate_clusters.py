@@ -198,3 +198,31 @@ def test_bad_mig_label_is_named(model, value):
     with pytest.raises(InvalidArgument) as e:
         mig_gpus_of(nodes)
     assert e.value.field == f"nodes[1].labels[{MIG_GPUS_LABEL}]" and e.value.value == value
+
+
+@pytest.mark.parametrize("text, line, key", [
+    ("name: x\nname: y\npools: []\n", 2, "name"),
+    ("name: x\npools:\n  - gpu_model: A100-80GB\n    gpus_per_node: 8\n    gpus_per_node: 4\n",
+     5, "gpus_per_node"),
+])
+def test_a_key_given_twice_is_refused_with_its_line(tmp_path, text, line, key):
+    # PyYAML alone keeps the last value silently: 'gpus_per_node: 4' would win unseen
+    path = tmp_path / "dup.yaml"
+    path.write_text(text)
+    with pytest.raises(InvalidArgument) as e:
+        load_cluster(str(path))
+    assert e.value.field == "cluster" and e.value.value == str(path)
+    assert f"line {line}, column" in e.value.allowed
+    assert f"found duplicate key '{key}'" in e.value.allowed
+
+
+def test_merge_keys_may_still_be_overridden(tmp_path):
+    # '<<' merges a mapping whose keys the pool may override (YAML merge-key spec): legal,
+    # so not a duplicate; the override wins (8 GPUs per node, not the merged 4)
+    path = tmp_path / "merge.yaml"
+    path.write_text("name: mix\npools:\n"
+                    "  - <<: {gpu_model: A100-80GB, gpus_per_node: 4, cpu_cores: 128,\n"
+                    "         mem_gib: 2048, fraction: 1.0}\n"
+                    "    gpus_per_node: 8\n")
+    nodes = load_cluster(str(path)).nodes(16)
+    assert len(nodes) == 2 and all(n.num_gpus == 8 for n in nodes)

@@ -59,6 +59,21 @@ def test_pngs_are_valid(tiny):
     assert {p.name for p in paths} == {"results.json", "report.md", *PLOTS}
 
 
+def test_plots_without_a_finished_job_or_a_series_warn_nothing(tiny, tmp_path):
+    # a services-only workload finishes no batch job; a run may have no time series: the
+    # panels then say so instead of matplotlib's "No artists with labels" warning
+    import dataclasses
+    import warnings
+
+    _, outs, _ = tiny
+    empty = [dataclasses.replace(o, jct=[], series={}) for o in outs]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        write_report(empty, tmp_path, {"settings": {"seeds": "0, 1"}})
+    for name in PLOTS:
+        assert (tmp_path / name).read_bytes()[:8] == PNG_MAGIC
+
+
 def test_markdown_has_table_goals_and_ablations(tiny):
     out, outs, _ = tiny
     md = (out / "report.md").read_text()
