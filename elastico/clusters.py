@@ -46,7 +46,7 @@ from typing import Any, Mapping, Sequence
 
 from elastico.errors import InvalidArgument
 from elastico.model import Node
-from elastico.trace import MAX_QUANTITY
+from elastico.trace import MAX_GPUS_PER_NODE, MAX_QUANTITY
 
 __all__ = ["ClusterSpec", "Pool", "TRACE", "load_cluster", "parse_cluster", "bundled_clusters",
            "MIG_GPUS_LABEL", "mig_gpus_of", "mig_models_of"]
@@ -57,7 +57,6 @@ _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 _TOP = {"name": True, "description": False, "pools": True}
 _POOL = {"gpu_model": True, "gpus_per_node": True, "cpu_cores": True, "mem_gib": True,
          "fraction": True, "gpu_mem_gib": False, "mig_gpus_per_node": False}
-MAX_GPUS_PER_NODE = 64
 #: node label: how many of the node's GPUs are in MIG mode.  A cluster definition's nodes have
 #: their first ones in MIG mode (:func:`mig_gpus_of`); on live nodes (the Kubernetes loop's
 #: inventory, the placer service's NodeSpec) the label is only the count

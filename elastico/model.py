@@ -32,6 +32,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 __all__ = [
+    "MAX_PRIORITY",
     "JobKind",
     "ResourceSpace",
     "Configuration",
@@ -60,6 +61,11 @@ class JobKind(str, enum.Enum):
 
 # GPU models with MIG support (NVIDIA MIG user guide, "Supported GPUs").
 MIG_CAPABLE_MODELS = frozenset({"A100-40GB", "A100-80GB", "H100-80GB", "H200", "A30"})
+
+#: Largest job priority (a utility weight, > 0).  Weights are relative; a cap far above any
+#: sensible ratio keeps a round's summed utilities finite (a priority of 1e308 overflowed
+#: the pricing instance to inf).
+MAX_PRIORITY = 1e6
 
 
 @dataclass(frozen=True)
@@ -243,8 +249,9 @@ class Job:
     def __post_init__(self) -> None:
         if not (math.isfinite(self.work) and self.work >= 0):
             raise ValueError(f"job {self.id}: work {self.work} must be finite and >= 0")
-        if not (math.isfinite(self.priority) and self.priority > 0):
-            raise ValueError(f"job {self.id}: priority {self.priority} must be > 0")
+        if not (math.isfinite(self.priority) and 0 < self.priority <= MAX_PRIORITY):
+            raise ValueError(f"job {self.id}: priority {self.priority} must be in "
+                             f"(0, {MAX_PRIORITY:g}]")
         if not self.slowdown_bound >= 1.0:
             raise ValueError(f"job {self.id}: slowdown_bound {self.slowdown_bound} must be >= 1")
 

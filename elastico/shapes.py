@@ -54,6 +54,7 @@ from elastico.model import WAIT, Configuration, Job, JobKind, Node, ShapeFamily
 from elastico.throughput import REFERENCE_GPU, ThroughputModel
 
 __all__ = [
+    "FitsNoModel",
     "pareto_prune",
     "requested_configuration",
     "build_family",
@@ -180,6 +181,19 @@ def _host(job: Job, num_gpus: int, gpus_total: float) -> tuple[float, float]:
     return cpu, mem
 
 
+class FitsNoModel(InvalidArgument):
+    """A job's request fits no GPU model of the cluster (allowed models, GPUs per node, GPU
+    memory).  A fact about this job on this cluster, not a malformed input: a scheduling
+    round makes the job unplaceable and goes on with the others."""
+
+    def __init__(self, job: Job, why: str):
+        req = job.request
+        super().__init__(
+            f"job[{job.id}].request",
+            f"{req.num_gpus} GPU(s) @{req.gpu_share:g} on {sorted(req.gpu_models) or 'any'}",
+            why)
+
+
 def _check_job(job: Job, model: ThroughputModel) -> None:
     if job.request.num_gpus < 1:
         raise InvalidArgument(f"job[{job.id}].request.num_gpus", job.request.num_gpus,
@@ -282,10 +296,8 @@ def _candidates(job: Job, gpu_models: Mapping[str, tuple[int, float]], model: Th
                if (not req.gpu_models or m in req.gpu_models)
                and req.num_gpus <= size and foot <= mem + _EPS]
     if not allowed:
-        raise InvalidArgument(
-            f"job[{job.id}].request",
-            f"{req.num_gpus} GPU(s) @{req.gpu_share:g} on {sorted(req.gpu_models) or 'any'}",
-            "fits no GPU model of the cluster: " + ", ".join(
+        raise FitsNoModel(
+            job, "fits no GPU model of the cluster: " + ", ".join(
                 f"{m} ({s} GPUs/node, {g:g} GiB)" for m, (s, g) in gpu_models.items()))
     ref = _reference(job, model)
     requested = [requested_configuration(job, m, gpu_models[m][1], whole_gpus=False, model=model)

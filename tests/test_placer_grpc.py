@@ -79,6 +79,21 @@ def test_run_round_places_jobs_like_the_in_process_round(placer):
     booked = sum(len(d.placement.gpu_indices) * d.placement.gpu_share for d in resp.decisions
                  if d.HasField("placement"))
     assert text("elastico_gpu_allocation") == pytest.approx(booked / 4)
+    # pricing ran in-process: its solve is observed too (it stayed at 0 before)
+    assert text("elastico_pricing_solve_seconds_count") == 1.0
+    assert text("elastico_pricing_iterations") == resp.pricing_iterations >= 1
+    assert text("elastico_pricing_gap") == pytest.approx(resp.pricing_gap)
+    for name, price in zip(resp.resource_names, resp.prices):
+        assert text("elastico_pricing_price", {"resource": name}) == pytest.approx(price)
+    # a round on another cluster: only its resources keep a price
+    other = [Node("p0", "P100", 2, 16.0, 32.0, 128.0)]
+    req = placer_pb2.RunRoundRequest(now=101.0, nodes=[wire.node_to_message(n) for n in other],
+                                     jobs=[wire.job_to_message(ActiveJob(_job(9)))],
+                                     policy="elastico")
+    resp2 = stub.RunRound(req, timeout=30)
+    assert text("elastico_pricing_price", {"resource": "gpu:V100M16"}) is None
+    assert {s.labels["resource"] for s in metrics.price.collect()[0].samples} == set(
+        resp2.resource_names)
 
 
 def test_the_remote_policy_round_trips_bookings_exactly(placer):
@@ -111,6 +126,16 @@ def test_the_remote_policy_round_trips_bookings_exactly(placer):
     (lambda r: setattr(r.options, "utility", "speed"), "options.utility"),
     (lambda r: setattr(r.options, "restart_s", -3.0), "options.restart_s"),
     (lambda r: setattr(r, "now", float("inf")), "now"),
+    # a node of 2**31-1 GPUs made the placer allocate per GPU until the OOM killer came
+    (lambda r: setattr(r.nodes[1], "num_gpus", 2**31 - 1), "nodes[1].num_gpus"),
+    (lambda r: setattr(r.nodes[0], "num_gpus", 65), "nodes[0].num_gpus"),
+    (lambda r: setattr(r.jobs[2].request, "num_gpus", 65), "jobs[2].request.num_gpus"),
+    # names the request's field, not only the throughput model's argument
+    (lambda r: setattr(r.nodes[1], "gpu_model", "RTX4090"), "nodes[1].gpu_model"),
+    (lambda r: setattr(r.jobs[1], "job_type", "zzz"), "jobs[1].job_type"),
+    (lambda r: setattr(r.jobs[0], "job_type", ""), "jobs[0].job_type"),
+    # two such jobs summed to an inf utility, reported as 'utility[8]'
+    (lambda r: setattr(r.jobs[1], "priority", 1e308), "jobs[1].priority"),
 ])
 def test_bad_fields_are_invalid_argument_naming_them_and_nothing_is_kept(placer, mutate, field):
     stub, _, metrics = placer
@@ -201,6 +226,12 @@ def test_place_books_items_in_order_and_validates(placer):
         stub.Place(req, timeout=30)
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert e.value.details().startswith("items[1].configuration.gpu_share:")
+    req.items[1].configuration.gpu_share = 0.5
+    req.items[1].job.job_type = "zzz"
+    with pytest.raises(grpc.RpcError) as e:
+        stub.Place(req, timeout=30)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert e.value.details().startswith("items[1].job.job_type:")
 
 
 def test_health_and_reflection_answer(placer):

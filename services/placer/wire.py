@@ -22,8 +22,10 @@ from google.protobuf.message import Message
 
 from elastico.clusters import with_mig_count
 from elastico.errors import Infeasible, InvalidArgument, NotFound
-from elastico.model import MIG_CAPABLE_MODELS, Configuration, Job, JobKind, Node, Request
+from elastico.model import (MAX_PRIORITY, MIG_CAPABLE_MODELS, Configuration, Job, JobKind, Node,
+                            Request)
 from elastico.placer.mig import MIG_PROFILES
+from elastico.trace import MAX_GPUS_PER_NODE
 from elastico.v1 import common_pb2, placer_pb2
 
 from .placement import Assignment, ClusterState, Part
@@ -147,8 +149,9 @@ def nodes_from_messages(msgs: Sequence[placer_pb2.NodeSpec], where: str = "nodes
         if not m.name or m.name in seen:
             raise InvalidArgument(f"{w}.name", m.name, "a non-empty name, unique among nodes")
         seen.add(m.name)
-        if m.num_gpus < 0:
-            raise InvalidArgument(f"{w}.num_gpus", m.num_gpus, "an integer >= 0")
+        if not 0 <= m.num_gpus <= MAX_GPUS_PER_NODE:  # the placement state is per GPU
+            raise InvalidArgument(f"{w}.num_gpus", m.num_gpus,
+                                  f"an integer in 0..{MAX_GPUS_PER_NODE} (GPUs of one node)")
         if m.num_gpus and not m.gpu_model:
             raise InvalidArgument(f"{w}.gpu_model", m.gpu_model, "a GPU model when num_gpus > 0")
         for name in ("gpu_mem_gib", "cpu", "mem_gib"):
@@ -171,6 +174,27 @@ def nodes_from_messages(msgs: Sequence[placer_pb2.NodeSpec], where: str = "nodes
                           unhealthy_gpus=frozenset(m.unhealthy_gpus)))
         mig += [(i, g) for g in m.mig_gpus]
     return nodes, mig
+
+
+def check_known(model, nodes: Sequence[Node], jobs: Sequence[ActiveJob], nodes_where: str,
+                jobs_where: str | Sequence[str]) -> None:
+    """Every node with GPUs has a GPU model and every job a job type that the throughput
+    ``model`` knows (:class:`elastico.throughput.ThroughputModel`), else InvalidArgument
+    naming the request's field (``nodes[2].gpu_model``, ``jobs[0].job_type``) -- checked
+    before the round, where the same mistake would surface without its path.
+    ``jobs_where``: the field of all jobs (``jobs`` -> ``jobs[i]``) or one path per job."""
+    models = set(model.gpu_models())
+    for i, n in enumerate(nodes):
+        if n.num_gpus and n.gpu_model not in models:
+            raise InvalidArgument(f"{nodes_where}[{i}].gpu_model", n.gpu_model,
+                                  "a GPU model the throughput model knows: "
+                                  + ", ".join(sorted(models)))
+    types = model.job_types()
+    for i, a in enumerate(jobs):
+        if a.job.job_type not in types:
+            w = f"{jobs_where}[{i}]" if isinstance(jobs_where, str) else jobs_where[i]
+            raise InvalidArgument(f"{w}.job_type", a.job.job_type,
+                                  "one of the throughput model's job types: " + ", ".join(types))
 
 
 # ---------------------------------------------------------------------------------- jobs
@@ -205,13 +229,15 @@ def job_from_message(m: placer_pb2.JobSpec, where: str) -> ActiveJob:
     _number(f"{where}.work", m.work)
     _number(f"{where}.done", m.done, hi=m.work, allowed=f"in [0, work = {m.work!r}]")
     priority = m.priority or 1.0
-    _number(f"{where}.priority", priority, lo_open=True, allowed="finite and > 0 (0 = 1.0)")
+    _number(f"{where}.priority", priority, lo_open=True, hi=MAX_PRIORITY,
+            allowed=f"in (0, {MAX_PRIORITY:g}] (0 = 1.0)")
     bound = m.slowdown_bound or 1.5
     _number(f"{where}.slowdown_bound", bound, lo=1.0, allowed="finite and >= 1 (0 = 1.5)")
     r = m.request
     w = f"{where}.request"
-    if r.num_gpus < 0:
-        raise InvalidArgument(f"{w}.num_gpus", r.num_gpus, "an integer >= 0")
+    if not 0 <= r.num_gpus <= MAX_GPUS_PER_NODE:
+        raise InvalidArgument(f"{w}.num_gpus", r.num_gpus,
+                              f"an integer in 0..{MAX_GPUS_PER_NODE} (a pod's GPUs are on one node)")
     if r.num_gpus:
         _number(f"{w}.gpu_share", r.gpu_share, lo_open=True, hi=1.0,
                 allowed="a fraction in (0, 1] when num_gpus > 0")

@@ -28,7 +28,7 @@ from elastico.contract import (
     MPS_ACTIVE_THREAD_PERCENTAGE, MPS_PINNED_MEM_LIMIT_GIB, PREDICTED_SLOWDOWN, PREFIX, ROUND_ID,
     SCHEDULER_NAME)
 from elastico.errors import InvalidArgument
-from elastico.model import Configuration, Job, JobKind, Request
+from elastico.model import MAX_PRIORITY, Configuration, Job, JobKind, Request
 from elastico.shapes import FOOTPRINT_GIB
 
 __all__ = [
@@ -176,9 +176,9 @@ def parse_pod_annotations(annotations: Mapping[str, str] | None, *, gpu_models: 
         raise InvalidArgument(SHAPE_FAMILY, family, f"one of {list(SHAPE_FAMILIES)}")
     if workload is JobKind.SERVICE and family != "fixed" and SHAPE_FAMILY in ann:
         raise InvalidArgument(SHAPE_FAMILY, family, "fixed (a service keeps its requested shape)")
-    prio = _decimal(PRIORITY, get(PRIORITY), "a decimal number > 0")
-    if prio <= 0:
-        raise InvalidArgument(PRIORITY, get(PRIORITY), "a decimal number > 0")
+    prio = _decimal(PRIORITY, get(PRIORITY), f"a decimal number in (0, {MAX_PRIORITY:g}]")
+    if not 0 < prio <= MAX_PRIORITY:
+        raise InvalidArgument(PRIORITY, get(PRIORITY), f"a decimal number in (0, {MAX_PRIORITY:g}]")
     if SLOWDOWN_BOUND in ann:
         bound = _decimal(SLOWDOWN_BOUND, ann[SLOWDOWN_BOUND], "a decimal number >= 1")
         if bound < 1.0:

@@ -89,20 +89,40 @@ class JobCatalog:
         # models with GPUs in MIG mode (node labels): their families get MIG configurations
         self.mig_models = mig_models_of(env.nodes)
         self._families: dict[str, ShapeFamily] = {}
+        # what each cached job's entries were built from: a live job id may come back with
+        # another request or job type (a pod recreated under its name), and must not keep
+        # the old one's shapes (e.g. GPU models it may no longer use)
+        self._specs: dict[str, tuple] = {}
         self._requested: dict[tuple[str, bool], tuple[Configuration, ...]] = {}
         self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._profiles: dict[tuple, JobProfile] = {}
 
+    def _current_spec(self, job: Job) -> None:
+        """Drops the job's cached entries when its kind, job type or request differ from
+        what they were built from (everything a family, its arrays and requested shapes
+        depend on besides the cluster)."""
+        spec = (job.kind, job.job_type, job.request)
+        old = self._specs.get(job.id)
+        if old != spec:
+            if old is not None:
+                self.forget(job.id)
+            self._specs[job.id] = spec
+
     def family(self, job: Job) -> ShapeFamily:
+        self._current_spec(job)
         fam = self._families.get(job.id)
         if fam is None:
-            fam = build_family(job, self.gpu_models, self.env.throughput,
-                               max_configs=self.env.max_configs, mig_models=self.mig_models)
+            fam = self._build(job)
             self._families[job.id] = fam
         return fam
 
+    def _build(self, job: Job) -> ShapeFamily:
+        return build_family(job, self.gpu_models, self.env.throughput,
+                            max_configs=self.env.max_configs, mig_models=self.mig_models)
+
     def arrays(self, job: Job, space: ResourceSpace) -> tuple[np.ndarray, np.ndarray]:
         """(solo throughputs [K], demands [K, R]) of the job's family, cached."""
+        self._current_spec(job)
         out = self._arrays.get(job.id)
         if out is None:
             fam = self.family(job)
@@ -112,6 +132,7 @@ class JobCatalog:
 
     def requested(self, job: Job, whole_gpus: bool) -> tuple[Configuration, ...]:
         """The job's requested shape on every allowed GPU model of the cluster."""
+        self._current_spec(job)
         key = (job.id, whole_gpus)
         out = self._requested.get(key)
         if out is None:
@@ -147,6 +168,7 @@ class JobCatalog:
         return out
 
     def forget(self, job_id: str) -> None:
+        self._specs.pop(job_id, None)
         self._families.pop(job_id, None)
         self._arrays.pop(job_id, None)
         self._requested.pop((job_id, True), None)

@@ -40,12 +40,12 @@ import math
 
 import numpy as np
 
-from elastico.errors import InvalidArgument
 from elastico.model import WAIT, Configuration, JobKind, ShapeFamily, capacity_of, resource_space_for
 from elastico.predictor import NoInterference
 from elastico.pricing import UTILITIES, PricingResult
 from elastico.pricing.utilities import charge_switch
 from elastico.pricing.utilities import switch_cost as pricing_switch_cost
+from elastico.shapes import FitsNoModel
 
 from ..placement import ClusterState, FailedShapes, Gang
 from ..round import ActiveJob, Decision, RoundInput, RoundResult, Status
@@ -132,9 +132,19 @@ class ElasticoPolicy:
         dwell = self.env.dwell_factor * self.env.restart_s
         movable: list[ActiveJob] = []
         for a in elastic:
+            try:
+                fam = self.catalog.family(a.job)
+            except FitsNoModel as e:  # this job only, not the round
+                if a.running:  # (its request changed while it ran) it keeps what it has
+                    decisions[a.job.id] = keep_running(a, state)
+                    cap -= self._current(a.job.id, a.config, None)[1]
+                else:
+                    decisions[a.job.id] = Decision(a.job.id, Status.UNPLACEABLE, None,
+                                                   reason=f"{e.value} {e.allowed}")
+                continue
             if a.running and inp.now - self._changed_at.get(a.job.id, -math.inf) < dwell:
                 decisions[a.job.id] = keep_running(a, state)
-                cap -= self._current(a.job.id, a.config, self.catalog.family(a.job).configs)[1]
+                cap -= self._current(a.job.id, a.config, fam.configs)[1]
             else:
                 movable.append(a)
         elastic = movable
@@ -273,7 +283,7 @@ class ElasticoPolicy:
             return None
         try:
             fam = self.catalog.family(a.job)
-        except InvalidArgument:  # fits no GPU model: place_fixed_shape says so
+        except FitsNoModel:  # place_fixed_shape says so
             return None
         configs = sorted((c for c in fam.configs
                           if c.mig_profile is not None and (c.gpu_share < 1.0) == partial),
@@ -341,12 +351,12 @@ class RequestedShapeCatalog(JobCatalog):
     """A :class:`JobCatalog` whose shape family is ``wait`` + the requested shape (sharing
     pods keep their fraction of a GPU) on every allowed GPU model: RST switched off."""
 
-    def family(self, job) -> ShapeFamily:
-        fam = self._families.get(job.id)
-        if fam is None:
-            fam = ShapeFamily((WAIT,) + tuple(dict.fromkeys(self.requested(job, False))))
-            self._families[job.id] = fam
-        return fam
+    def _build(self, job) -> ShapeFamily:
+        shapes = self.requested(job, False)
+        if not shapes:  # as build_family: the round makes this job unplaceable, alone
+            raise FitsNoModel(job, "fits no GPU model of the cluster (requested shape only: "
+                                   "elastico-no-rst)")
+        return ShapeFamily((WAIT,) + tuple(dict.fromkeys(shapes)))
 
 
 def greedy_choice(utility: np.ndarray, demand: np.ndarray, offsets: np.ndarray,
