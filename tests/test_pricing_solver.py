@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -274,6 +275,26 @@ def test_float32_refuses_values_beyond_its_range(field, u, d, cap):
     with pytest.raises(InvalidArgument, match=rf"{re.escape(field)}: .* with dtype float32"):
         solve(u, d, [0, 2], cap, dtype="float32")
     assert solve(u, d, [0, 2], cap).choice.shape == (1,)
+
+
+@pytest.mark.parametrize("dtype, price, ok", [
+    ("float64", 5e307, True),    # prices . capacity = 1.5e308: still finite
+    ("float64", 1e308, False),   # 3e308: the dual bound was inf and the gap NaN
+    ("float32", 1e38, True),     # 3e38 < 3.4e38
+    ("float32", 1e39, False),    # not a float32 at all
+])
+def test_warm_start_prices_whose_costs_overflow_are_refused(dtype, price, ok):
+    # two jobs, capacity [1, 2]; job 1's [1, 2] item (utility 2) is the optimum, value 2
+    u, d, off, cap = [0, 1, 0, 2], [[0, 0], [1, 1], [0, 0], [1, 2]], [0, 2, 4], [1, 2]
+    if ok:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            r = solve(u, d, off, cap, initial_prices=[price, price], max_iterations=30,
+                      dtype=dtype)
+        assert r.primal_value == 2.0 and math.isfinite(r.gap) and r.gap <= 1e-9
+    else:
+        with pytest.raises(InvalidArgument, match=r"^initial_prices"):
+            solve(u, d, off, cap, initial_prices=[price, price], dtype=dtype)
 
 
 # ---- native primal heuristics against their numpy references --------------------------------

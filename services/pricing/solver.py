@@ -377,7 +377,9 @@ def solve(utility: Any, demand: Any, offsets: Any, capacity: Any, *,
     lam = (np.zeros(R) if initial_prices is None
            else v.check_prices(initial_prices, R, "initial_prices").copy())
     dt = v.check_dtype(dtype)
-    v.check_fits_dtype(dt, utility=u, demand=d, capacity=cap)
+    v.check_fits_dtype(dt, utility=u, demand=d, capacity=cap, initial_prices=lam)
+    if initial_prices is not None:
+        v.check_price_costs(lam, d, cap, dt)
     nt = v.check_nthreads(nthreads)
     max_it, gap_tol = _check_options(max_iterations, gap_tolerance)
     if primal_every is not None and (isinstance(primal_every, bool)

@@ -150,6 +150,23 @@ def check_prices(prices: Any, r: int, field: str = "prices") -> np.ndarray:
     return check_vector(field, prices, r, nonneg=True, length_name="R")
 
 
+def check_price_costs(prices: np.ndarray, demand: np.ndarray, capacity: np.ndarray,
+                      dtype: np.dtype, field: str = "initial_prices") -> None:
+    """Warm-start ``prices`` [R] (already checked finite and >= 0) whose cost of the capacity,
+    ``prices . capacity``, or of some configuration, ``demand [M, R] . prices``, is beyond
+    ``dtype``'s range would make the dual bound inf and the gap NaN (prices of 1e308 did);
+    raises InvalidArgument on ``field``."""
+    top = float(np.finfo(dtype).max)
+    with np.errstate(over="ignore", invalid="ignore"):
+        costs = np.append(demand @ prices, prices @ capacity)
+    if not np.all(np.abs(costs) <= top):
+        shown = prices.tolist() if prices.size <= 8 else f"{prices.size} prices, max {prices.max():g}"
+        raise InvalidArgument(field, shown,
+                              f"prices whose cost of the capacity (prices . capacity) and of "
+                              f"every configuration (demand . prices) stay within {dtype.name}'s "
+                              f"range ({top:.3g})")
+
+
 def check_dtype(dtype: Any) -> np.dtype:
     """``"float64"`` or ``"float32"`` (or the numpy dtypes)."""
     name = np.dtype(dtype).name if isinstance(dtype, (type, np.dtype)) else dtype
