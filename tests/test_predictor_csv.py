@@ -87,6 +87,8 @@ def test_bad_rows_are_all_reported_by_line_number(tmp_path):
     ("gpu_model,slowdown_a,a_batch_size\nP100,1.2,2.5\n", ":2: a_batch_size"),
     ("gpu_model,slowdown_a,a_mem_gib\nP100,1.2,inf\n", ":2: a_mem_gib"),
     ("gpu_model,slowdown_a\nP100,0\n", ":2: slowdown_a"),
+    ("gpu_model,slowdown_a\nP100,1e-300\n", ":2: slowdown_a"),  # overflowed 1/slowdown
+    ("gpu_model,slowdown_a,slowdown_b\nP100,1.2,51\n", ":2: slowdown_b"),
 ])
 def test_bad_files_name_the_place(tmp_path, text, needle):
     p = tmp_path / "x.csv"

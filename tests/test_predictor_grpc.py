@@ -109,9 +109,16 @@ def test_report_observation_stores_for_retraining(serve, tmp_path):
     r = stub.ReportObservation(pb.ReportObservationRequest(observations=[only_a]),
                                timeout=TIMEOUT)
     assert (r.accepted, r.stored) == (1, 3)
+    # a source with line breaks is one quoted CSV cell: still one more observation, not three
+    multi = pb.Observation(a=pb.JobProfile(**LM), b=pb.JobProfile(**R50), gpu_model="A10",
+                           slowdown_a=1.2, source="rack 4\nnode 7\nrun 2")
+    r = stub.ReportObservation(pb.ReportObservationRequest(observations=[multi]),
+                               timeout=TIMEOUT)
+    assert (r.accepted, r.stored) == (1, 4)
     stored = core.store.reported()
     assert [(o.gpu_model, o.slowdown_a, o.slowdown_b, o.source) for o in stored] == [
-        ("A10", 1.4, 1.25, "node-7"), ("A10", 1.4, 1.25, "node-7"), ("A10", 1.1, None, "")]
+        ("A10", 1.4, 1.25, "node-7"), ("A10", 1.4, 1.25, "node-7"), ("A10", 1.1, None, ""),
+        ("A10", 1.2, None, "rack 4\nnode 7\nrun 2")]
     assert stored[0].a.sm_activity == 0.6 and stored[0].a.job_type == R50["job_type"]
     # one bad observation: INVALID_ARGUMENT naming it, nothing stored
     bad = pb.Observation(a=pb.JobProfile(**LM), b=pb.JobProfile(**R50), gpu_model="A10",
@@ -121,6 +128,16 @@ def test_report_observation_stores_for_retraining(serve, tmp_path):
                                timeout=TIMEOUT)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert err.value.details().startswith("observations[1].slowdown_a:")
+    # past what the predictor can represent (50) or its reciprocal: a recording error
+    for value in (1e308, 50.5, 0.019, 5e-324):
+        bad.slowdown_a = value
+        with pytest.raises(grpc.RpcError) as err:
+            stub.ReportObservation(pb.ReportObservationRequest(observations=[bad]),
+                                   timeout=TIMEOUT)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert err.value.details().startswith("observations[0].slowdown_a:")
+        assert "[0.02, 50]" in err.value.details()
+    assert len(core.store.reported()) == 4
     for req in (pb.ReportObservationRequest(),
                 pb.ReportObservationRequest(observations=[pb.Observation(
                     a=pb.JobProfile(**LM), b=pb.JobProfile(**R50), gpu_model="Z",
@@ -128,7 +145,7 @@ def test_report_observation_stores_for_retraining(serve, tmp_path):
         with pytest.raises(grpc.RpcError) as err:
             stub.ReportObservation(req, timeout=TIMEOUT)
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert len(core.store.reported()) == 3
+    assert len(core.store.reported()) == 4
 
 
 def test_health_and_the_analytic_fallback(serve, tmp_path):

@@ -39,7 +39,7 @@ from elastico.predictor.features import (
 )
 from elastico.predictor.observations import Observation
 from elastico.predictor.profile import JobProfile
-from elastico.predictor.schema import SCHEMA_VERSION
+from elastico.predictor.schema import MAX_SLOWDOWN, SCHEMA_VERSION
 
 __all__ = [
     "MODEL_FORMAT",
@@ -62,7 +62,7 @@ DEFAULT_PARAMS: dict[str, Any] = {
     "num_threads": 1, "deterministic": True, "force_row_wise": True, "verbose": -1,
 }
 DEFAULT_ROUNDS = 300
-_MIN_NORM = 0.02  # normalized-throughput floor: predicted slowdown <= 50
+_MIN_NORM = 1.0 / MAX_SLOWDOWN  # normalized-throughput floor: predicted slowdown <= 50
 
 
 def _lgb():

@@ -23,6 +23,7 @@ from typing import Any, Mapping
 from elastico.errors import InvalidArgument
 
 __all__ = [
+    "MAX_SLOWDOWN",
     "SCHEMA_VERSION",
     "MAX_BATCH_SIZE",
     "MAX_MEM_GIB",
@@ -220,9 +221,19 @@ def check_gpu_model(value: Any, field: str = "gpu_model") -> str:
     return value
 
 
+#: Largest measured slowdown accepted, and its reciprocal the smallest: the predictor
+#: represents slowdowns up to 50 (``model.py`` clips normalized throughput at 0.02), the
+#: bundled Gavel pairs span 1.005-11, and a value past these (1e308 was accepted and made a
+#: retrain's MAE 1.4e307) is a unit or recording error, not a measurement.
+MAX_SLOWDOWN = 50.0
+
+
 def check_slowdown(value: Any, field: str) -> float:
-    """A measured slowdown (co-located step time / solo step time): finite and > 0.  Values
-    below 1 are kept as measured (noise).  InvalidArgument naming ``field`` otherwise."""
-    if not _finite(value) or value <= 0.0:
-        raise InvalidArgument(field, value, "a finite slowdown > 0 (co-located / solo step time)")
+    """A measured slowdown (co-located step time / solo step time) in [1/MAX_SLOWDOWN,
+    MAX_SLOWDOWN] = [0.02, 50].  Values below 1 are kept as measured (noise).
+    InvalidArgument naming ``field`` otherwise."""
+    if not _finite(value) or not 1.0 / MAX_SLOWDOWN <= value <= MAX_SLOWDOWN:
+        raise InvalidArgument(field, value,
+                              f"a slowdown in [{1.0 / MAX_SLOWDOWN:g}, {MAX_SLOWDOWN:g}] "
+                              "(co-located / solo step time)")
     return float(value)

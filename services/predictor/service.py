@@ -148,8 +148,11 @@ class ModelStore:
             return self._count()
 
     def _count(self) -> int:
-        with open(self.reported_file, encoding="utf-8") as f:
-            return max(sum(1 for line in f if line.strip()) - 1, 0)
+        import csv
+
+        # records, not lines: a quoted cell (a `source`) may hold line breaks
+        with open(self.reported_file, encoding="utf-8", newline="") as f:
+            return max(sum(1 for row in csv.reader(f) if row) - 1, 0)
 
     def reported(self) -> list[Observation]:
         """Every reported observation, in arrival order ([] when none)."""
