@@ -16,7 +16,9 @@ metric                                          type       labels / unit
 
 Pricing adds ``elastico_pricing_solve_seconds`` (histogram), ``elastico_pricing_gap``
 (certified relative gap of the last solve), ``elastico_pricing_iterations`` (of the last solve),
-``elastico_pricing_price{resource}`` (last shadow price per resource, utility per unit).
+``elastico_pricing_price{resource}`` (last shadow price per resource, utility per unit; only
+the last solve's resources carry a value).  A placer that prices in-process observes the same
+from each round's solve.
 The predictor adds ``elastico_predictor_pairs_total`` and
 ``elastico_predictor_fallback_total`` (pairs answered by the analytic fallback because no
 learned model was available).
@@ -129,8 +131,13 @@ class ServiceMetrics:
         self.solve_seconds.observe(seconds)
         self.gap.set(gap)
         self.iterations.set(iterations)
-        for name, value in prices.items():
-            self.price.labels(name).set(value)
+        self._set_prices(prices.items())
+
+    def _set_prices(self, prices) -> None:
+        # only this solve's resources: another cluster's names would otherwise stay forever
+        self.price.clear()
+        for name, value in prices:
+            self.price.labels(name).set(float(value))
 
     def observe_prediction(self, pairs: int, fallback: bool) -> None:
         """One PredictSlowdown batch of ``pairs`` pairs, answered by the fallback or not."""
@@ -160,10 +167,13 @@ class ServiceMetrics:
             busy = sum(len(a.gpus) * state.profile(a.job_id).gpu_activity
                        / slow.get(a.job_id, 1.0) for a in state.assignments())
             self.gpu_utilization.set(busy / gpus)
-        prices = getattr(result.pricing, "prices", None)
-        if prices is not None:
-            for name, p in zip(result.resource_names, prices):
-                self.price.labels(name).set(float(p))
+        res = result.pricing
+        if res is not None:
+            self._set_prices(zip(result.resource_names, res.prices))
+            if res.iterations:  # a solve, not the greedy ablation's choice (no prices, no gap)
+                self.solve_seconds.observe(float(res.seconds))
+                self.gap.set(float(res.gap))
+                self.iterations.set(int(res.iterations))
         if result.degraded:
             self.rounds_degraded.inc()
 
