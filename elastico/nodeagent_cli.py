@@ -39,19 +39,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--address", default="0.0.0.0:50054", metavar="HOST:PORT",
                    help="NodeAgentService listen address (default 0.0.0.0:50054)")
     p.add_argument("--plaintext", action="store_true", help="serve NodeAgentService without TLS")
-    p.add_argument("--tls-cert", default=os.environ.get("ELASTICO_TLS_CERT"), metavar="PEM")
-    p.add_argument("--tls-key", default=os.environ.get("ELASTICO_TLS_KEY"), metavar="PEM")
-    p.add_argument("--tls-client-ca", default=os.environ.get("ELASTICO_TLS_CLIENT_CA"), metavar="PEM")
+    p.add_argument("--tls-cert", default=os.environ.get("ELASTICO_TLS_CERT"), metavar="PEM",
+                   help="server certificate chain, PEM (default: env ELASTICO_TLS_CERT); with "
+                        "--tls-key, unless --plaintext")
+    p.add_argument("--tls-key", default=os.environ.get("ELASTICO_TLS_KEY"), metavar="PEM",
+                   help="private key of --tls-cert, PEM (default: env ELASTICO_TLS_KEY)")
+    p.add_argument("--tls-client-ca", default=os.environ.get("ELASTICO_TLS_CLIENT_CA"),
+                   metavar="PEM", help="CA bundle that client certificates must chain to "
+                                       "(mutual TLS; default: env ELASTICO_TLS_CLIENT_CA, else "
+                                       "no client certificate asked)"),
     p.add_argument("--devices", type=int, default=16,
                    help="elastico.io/gpu handles advertised = most pods co-located on the node (16)")
     p.add_argument("--socket-dir", default="/var/lib/kubelet/device-plugins",
-                   help="kubelet's device-plugin directory")
+                   help="kubelet's device-plugin directory (default "
+                        "/var/lib/kubelet/device-plugins)")
     p.add_argument("--mps", action=argparse.BooleanOptionalAction, default=True,
                    help="start and watch the MPS control daemon (default on)")
-    p.add_argument("--mps-pipe-dir", default="/run/nvidia-mps", help="host MPS pipe directory")
-    p.add_argument("--mps-log-dir", default="/var/log/nvidia-mps", help="host MPS log directory")
+    p.add_argument("--mps-pipe-dir", default="/run/nvidia-mps", help="host MPS pipe directory (CUDA_MPS_PIPE_DIRECTORY; default /run/nvidia-mps)")
+    p.add_argument("--mps-log-dir", default="/var/log/nvidia-mps", help="host MPS log directory (CUDA_MPS_LOG_DIRECTORY; default /var/log/nvidia-mps)")
     p.add_argument("--inventory-refresh-s", type=float, default=60.0,
-                   help="seconds between inventory rewrites (also on every health change)")
+                   help="seconds between inventory rewrites (also on every health change; "
+                        "default 60)")
     p.set_defaults(func=run)
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import socket
 import sys
 import threading
@@ -42,6 +43,9 @@ from typing import Any
 
 from elastico.errors import InvalidArgument
 from elastico.serve_config import ServeConfig, load_serve_config, overrides_from_args
+
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 __all__ = ["register", "run", "load_config"]
 
@@ -66,17 +70,23 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="kubeconfig to use (default: the in-cluster service account)")
     p.add_argument("--identity", default=None,
                    help="this replica's name in the Lease (default: $POD_NAME or the host name)")
-    p.add_argument("--lease-namespace", default="elastico-system")
-    p.add_argument("--lease-name", default="elastico-placer")
+    p.add_argument("--lease-namespace", default="elastico-system",
+                   help="namespace of the leader-election Lease (default elastico-system)")
+    p.add_argument("--lease-name", default="elastico-placer",
+                   help="name of the leader-election Lease (default elastico-placer)")
     p.add_argument("--no-leader-election", action="store_true",
                    help="bind without a Lease (only ever with a single replica)")
-    p.add_argument("--policy", default="elastico", choices=("elastico", "exclusive"))
+    p.add_argument("--policy", default="elastico", choices=("elastico", "exclusive"),
+                   help="scheduling policy of every round: elastico (shapes, prices, "
+                        "interference-aware placement) or exclusive (requested whole GPUs, "
+                        "Kubernetes today); default elastico")
     p.add_argument("--round-interval", type=float, default=2.0, metavar="S",
                    help="seconds between rounds (default 2)")
     p.add_argument("--round-timeout", type=float, default=30.0, metavar="S",
                    help="deadline of one round's pricing and predictor calls, seconds; pricing "
                         "past it abandons the round with nothing applied (default 30)")
-    p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+                   help="logging threshold (default INFO)")
     p.add_argument("--config", type=Path, default=None, metavar="FILE.toml",
                    help="TOML config file ([serve], [serve.tls], [serve.placer])")
     p.add_argument("--health-address", default=None, metavar="HOST:PORT",
@@ -95,7 +105,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="CA that probe certificates must chain to: mutual TLS")
     p.add_argument("--plaintext", action="store_true", default=None,
                    help="serve the health endpoint without TLS on a non-loopback address")
-    add_upstream_arguments(p, scope="", predictor_default="the analytic model in-process")
+    add_upstream_arguments(p, scope="", predictor_default="the bundled model in-process")
     p.set_defaults(func=run)
 
 
@@ -145,12 +155,22 @@ def run(args: argparse.Namespace) -> int:
     from elastico.placer.kube.health import LoopHealth, start_health_endpoint
     from elastico.placer.kube.leader import LeaseElector
     from elastico.placer.kube.loop import LoopConfig, SchedulerLoop, default_policy_factory
-    from elastico.predictor import AnalyticSlowdown
+    from elastico.predictor import default_slowdown_model
     from elastico.serve_cli import (
         start_metrics_http, stop_on_signals, tls_credentials, upstream_clients)
     from elastico.telemetry import configure
     from elastico.throughput import ThroughputModel
 
+    # Kubernetes' own rules (apimachinery validation): a namespace is a DNS-1123 label, a
+    # Lease name a DNS-1123 subdomain; refused here, not as an API error every round
+    if not _DNS1123_LABEL.fullmatch(args.lease_namespace or ""):
+        raise InvalidArgument("--lease-namespace", args.lease_namespace,
+                              "a DNS-1123 label: at most 63 of a-z, 0-9 and '-', starting and "
+                              "ending with a letter or digit")
+    if not (_DNS1123_SUBDOMAIN.fullmatch(args.lease_name or "") and len(args.lease_name) <= 253):
+        raise InvalidArgument("--lease-name", args.lease_name,
+                              "a DNS-1123 subdomain: at most 253 of a-z, 0-9, '-' and '.', "
+                              "each dot-separated part starting and ending with a letter or digit")
     if not args.round_interval > 0:
         raise InvalidArgument("--round-interval", args.round_interval, "a number of seconds > 0")
     if not 0 < args.round_timeout <= 3600:
@@ -166,7 +186,9 @@ def run(args: argparse.Namespace) -> int:
     tracer = configure("elastico-placer")
     pricer, remote_slowdown = upstream_clients(cfg, tracer)
     throughput = ThroughputModel.bundled()
-    slowdown = remote_slowdown or AnalyticSlowdown()
+    # the same in-process default as `serve placer` (the bundled LightGBM model; the analytic
+    # model, with a logged warning, where it cannot be loaded)
+    slowdown = remote_slowdown or default_slowdown_model()[0]
     metrics = LoopMetrics()
     loop = SchedulerLoop(
         client.CoreV1Api(api), elector=elector, tracer=tracer, metrics=metrics,

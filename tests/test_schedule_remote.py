@@ -486,3 +486,16 @@ def test_a_busy_health_address_exits_2_naming_it(tmp_path):
     assert r.returncode == 2, r.stderr
     assert f"health address: '127.0.0.1:{port}' is not allowed (a free address" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("flag, value", [
+    ("--lease-name", ""), ("--lease-name", "Bad_Name"), ("--lease-name", "a..b"),
+    ("--lease-namespace", "Bad_NS!"), ("--lease-namespace", "x" * 64),
+    ("--lease-namespace", "ns-"),
+])
+def test_a_lease_name_kubernetes_would_refuse_exits_2_before_any_api_call(flag, value):
+    # refused up front (Kubernetes' DNS-1123 rules), not as an API error logged every round
+    r = _schedule(flag, value, "--health-address", "127.0.0.1:0")
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith(f"elastico: error: {flag}: {value!r} is not allowed (a DNS-1123"), r.stderr
+    assert "Traceback" not in r.stderr
