@@ -1,7 +1,8 @@
 """``simulate --via-grpc`` equals the in-process simulation: the same trace slice replayed
 through PlacerService.RunRound (pricing through PricingService, prediction through
 PredictorService serving the simulator's k-fold model) gives the same metrics (wall-clock
-round times aside) and the same record for every job."""
+round times aside) and the same record for every job -- on the trace cluster and on a MIG
+cluster (the MIG-mode GPUs the simulator sets for a MIG-aware policy travel to the placer)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ import dataclasses
 import pytest
 
 from elastico import trace, workload
+from elastico.clusters import load_cluster, mig_gpus_of
 from elastico.placer.policies import PolicyEnv, make_policy
 from elastico.placer.remote import RemotePlacerPolicy, RemotePricer, RemoteSlowdownModel, open_channel
 from elastico.placer.server import build_server as placer_server
+from elastico.predictor import AnalyticSlowdown
 from elastico.predictor.server import build_server as predictor_server
 from elastico.pricing.server import build_server as pricing_server
 from elastico.serve_cli import _simulator_core
@@ -21,12 +24,34 @@ from elastico.simulator import simulate
 from elastico.throughput import ThroughputModel
 
 
-# gavel: its rounds at lease ends (RoundResult.wake_at_s) must cross the wire too
-@pytest.mark.parametrize("policy_name", ["elastico", "gavel"])
-def test_simulation_through_the_services_equals_the_in_process_one(policy_name):
-    nodes = trace.sub_cluster(trace.read_nodes(), 16)
+class _Configs:
+    """``policy`` that remembers the configurations its rounds placed."""
+
+    def __init__(self, policy):
+        self._policy, self.configs = policy, set()
+
+    def __getattr__(self, name):
+        return getattr(self._policy, name)
+
+    def __call__(self, inp, state):
+        result = self._policy(inp, state)
+        self.configs |= {d.config for d in result.decisions.values() if d.config is not None}
+        return result
+
+
+# gavel: its rounds at lease ends (RoundResult.wake_at_s) must cross the wire too;
+# a100-mig: elastico places MIG instances (the simulator's MIG-mode GPUs reach the placer)
+@pytest.mark.parametrize("policy_name,cluster", [("elastico", "trace"), ("gavel", "trace"),
+                                                 ("elastico", "a100-mig")])
+def test_simulation_through_the_services_equals_the_in_process_one(policy_name, cluster):
     tm = ThroughputModel.bundled()
-    wl = workload.build_workload(trace.read_pods(), nodes, seed=3, model=tm, jobs=50)
+    if cluster == "trace":
+        nodes = trace.sub_cluster(trace.read_nodes(), 16)
+        wl = workload.build_workload(trace.read_pods(), nodes, seed=3, model=tm, jobs=50)
+    else:
+        nodes = load_cluster(cluster).nodes(16, trace.read_nodes())
+        wl = workload.build_workload(trace.read_pods(), nodes, seed=0, load=None, model=tm,
+                                     jobs=16)
     slow, truth = _slowdown_models("predictor")
     servers = []
     try:
@@ -39,11 +64,13 @@ def test_simulation_through_the_services_equals_the_in_process_one(policy_name):
             slowdown=RemoteSlowdownModel(open_channel(f"127.0.0.1:{dport}"), timeout_s=30))
         lsrv.start()
         servers = [psrv, dsrv, lsrv]
-        runs = []
+        runs, policies = [], []
         for via in (False, True):
             env = PolicyEnv(nodes=nodes, throughput=tm, slowdown=slow, restart_s=30.0)
-            policy = (RemotePlacerPolicy(open_channel(f"127.0.0.1:{lport}"), policy_name, env,
-                                         timeout_s=120) if via else make_policy(policy_name, env))
+            policy = _Configs(RemotePlacerPolicy(open_channel(f"127.0.0.1:{lport}"),
+                                                 policy_name, env, timeout_s=120)
+                              if via else make_policy(policy_name, env))
+            policies.append(policy)
             runs.append(simulate(nodes, wl.jobs, policy, restart_s=30.0, truth=truth,
                                  activity=lambda j, c, cat=policy.catalog:
                                  cat.profile(j, c).gpu_activity))
@@ -55,4 +82,22 @@ def test_simulation_through_the_services_equals_the_in_process_one(policy_name):
     assert {k: v for k, v in a.metrics.items() if k not in wall} == {
         k: v for k, v in b.metrics.items() if k not in wall}
     assert [dataclasses.asdict(r) for r in a.records] == [dataclasses.asdict(r) for r in b.records]
-    assert a.rounds == b.rounds and a.metrics["restarts"] > 0 and a.metrics["jobs_completed"] > 0
+    assert a.rounds == b.rounds and a.metrics["jobs_completed"] > 0
+    if cluster == "trace":
+        assert a.metrics["restarts"] > 0
+    else:  # the case is about MIG: the remote round placed MIG instances too
+        assert any(c.mig_profile for c in policies[1].configs)
+
+
+def test_the_remote_policy_sends_the_mig_gpus_the_simulator_sets_for_its_policy():
+    """elastico uses MIG instances: the simulator puts the nodes' labelled MIG GPUs in MIG
+    mode (uses_mig) and each request's nodes carry them; elastico-no-rst does not: none."""
+    nodes = load_cluster("a100-mig").nodes(16, trace.read_nodes())
+    env = PolicyEnv(nodes=nodes, throughput=ThroughputModel.bundled(), slowdown=AnalyticSlowdown())
+    ch = open_channel("127.0.0.1:9")  # never called
+    for name in ("elastico", "elastico-no-rst", "gavel"):
+        remote = RemotePlacerPolicy(ch, name, env)
+        assert remote.uses_mig is getattr(make_policy(name, env), "uses_mig", False)
+        want = mig_gpus_of(nodes) if remote.uses_mig else []
+        assert [(i, g) for i, m in enumerate(remote._nodes) for g in m.mig_gpus] == want
+    assert RemotePlacerPolicy(ch, "elastico", env).uses_mig and mig_gpus_of(nodes)

@@ -30,6 +30,7 @@ from typing import Any, Iterator, Sequence
 import grpc
 import numpy as np
 
+from elastico.clusters import mig_gpus_of
 from elastico.errors import ElasticoError, InvalidArgument
 from elastico.model import Node
 from elastico.predictor import AnalyticSlowdown, JobProfile, SlowdownModel
@@ -41,6 +42,7 @@ from elastico.v1 import placer_pb2, placer_pb2_grpc, predictor_pb2, predictor_pb
 from elastico.v1 import pricing_pb2, pricing_pb2_grpc
 
 from .placement import ClusterState
+from .policies import POLICIES
 from .policies.common import JobCatalog, PolicyEnv
 from .round import RoundInput, RoundResult
 from . import wire
@@ -276,10 +278,21 @@ class RemotePlacerPolicy:
     name; ``env``: the cluster and the knobs sent along (utility, restart_s, scorer), and the
     throughput model for the interference profiles of the rebuilt bookings.  ``timeout_s``:
     deadline of one round (None: none).  A failed call raises :class:`RoundDeadlineExceeded`
-    or :class:`DependencyUnavailable` (the caller keeps its previous allocation)."""
+    or :class:`DependencyUnavailable` (the caller keeps its previous allocation).
+    ``mig_gpus``: the ``(node, GPU)`` pairs in MIG mode, sent in every request (the placer
+    sets the nodes' MIG count label from them); None: those the simulator puts in MIG mode
+    for the in-process policy of that name (:func:`elastico.clusters.mig_gpus_of` when it
+    ``uses_mig``, else none).  :attr:`uses_mig`: whether any is in MIG mode."""
 
     def __init__(self, channel: grpc.Channel, policy: str, env: PolicyEnv, *,
-                 timeout_s: float | None = None, mig_gpus: Sequence[tuple[int, int]] = ()):
+                 timeout_s: float | None = None,
+                 mig_gpus: Sequence[tuple[int, int]] | None = None):
+        if mig_gpus is None:  # an unknown name: none (the placer refuses it)
+            cls = POLICIES.get(policy)
+            mig = cls is not None and getattr(cls(env), "uses_mig", False)
+            mig_gpus = mig_gpus_of(env.nodes) if mig else ()
+        # the simulator puts mig_gpus_of(nodes) in MIG mode when this is set
+        self.uses_mig = bool(mig_gpus)
         self._stub = placer_pb2_grpc.PlacerServiceStub(channel)
         self.name = policy
         self.env = env
