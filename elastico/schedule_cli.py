@@ -178,6 +178,9 @@ def run(args: argparse.Namespace) -> int:
     cfg = load_config(args)
     logging.basicConfig(level=args.log_level,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.log_level != "DEBUG":  # urllib3 warns once per retry of every request; the
+        # informers and the loop log each failure once, with its cause and their next retry
+        logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     load_kube_config(args.kubeconfig)
     identity = args.identity or os.environ.get("POD_NAME") or socket.gethostname()
     api = client.ApiClient()

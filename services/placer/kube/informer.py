@@ -1,6 +1,8 @@
 """Informer-style cache of one Kubernetes resource: list, then watch from the list's
 resourceVersion; re-watch when a stream ends, relist on ``410 Gone`` or any error, and relist
-every ``resync_s`` anyway.
+every ``resync_s`` anyway.  Consecutive failures back off exponentially with jitter, as
+client-go's reflector does (0.8 s doubling to 30 s, each delay stretched by a uniform factor in
+[1, 2)), so an unreachable API server is asked about once per half minute, not every second.
 
 Who calls it: :class:`elastico.placer.kube.loop.SchedulerLoop` (one thread per resource).
 Whom it calls: a list function of the official client (``CoreV1Api.list_*``) and
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import threading
 import time
 from typing import Callable, Mapping
@@ -46,8 +49,12 @@ class Informer:
 
     def __init__(self, name: str, list_fn: Callable, *, on_change: Callable[[], None] = lambda: None,
                  watch_timeout_s: int = 60, resync_s: float = 300.0,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic,
+                 backoff_s: tuple[float, float] = (0.8, 30.0), rng: random.Random | None = None):
         self.name, self.list_fn, self.on_change = name, list_fn, on_change
+        # (first, largest) delay after consecutive failures (module docstring)
+        self.backoff_s, self._rng = backoff_s, rng or random.Random()
+        self.failures = 0
         self.watch_timeout_s, self.resync_s, self.clock = watch_timeout_s, resync_s, clock
         self._lock = threading.Lock()
         self._cache: dict[str, dict] = {}
@@ -106,6 +113,7 @@ class Informer:
                 if rv is None or self.clock() - listed_at >= self.resync_s:
                     rv = self.relist()
                     listed_at = self.clock()
+                    self.failures = 0
                 self.watches += 1
                 self._watch = watch.Watch()
                 for ev in self._watch.stream(self.list_fn, resource_version=rv,
@@ -124,15 +132,26 @@ class Informer:
                 if e.status == 410:
                     log.info("%s watch: resourceVersion %s expired (410 Gone); relisting", self.name, rv)
                 else:
-                    log.warning("%s watch failed (%s %s); relisting", self.name, e.status, e.reason)
-                    stop.wait(1.0)
+                    delay = self.next_delay()
+                    log.warning("%s watch failed (%s %s); relisting in %.1f s", self.name,
+                                e.status, e.reason, delay)
+                    stop.wait(delay)
                 rv = None
             except Exception as e:  # dropped connection, bad chunk: relist, never die
                 if stop.is_set():
                     break
-                log.warning("%s watch broke (%s: %s); relisting", self.name, type(e).__name__, e)
+                delay = self.next_delay()
+                log.warning("%s watch broke (%s: %s); relisting in %.1f s", self.name,
+                            type(e).__name__, e, delay)
                 rv = None
-                stop.wait(1.0)
+                stop.wait(delay)
+
+    def next_delay(self) -> float:
+        """Seconds to wait after one more consecutive failure: ``min(largest, first x
+        2**(failures-1))`` x a uniform factor in [1, 2) (client-go's jitter 1.0)."""
+        self.failures += 1
+        first, largest = self.backoff_s
+        return min(largest, first * 2.0 ** min(self.failures - 1, 60)) * (1.0 + self._rng.random())
 
     def stop(self) -> None:
         w = self._watch

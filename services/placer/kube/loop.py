@@ -277,8 +277,13 @@ class SchedulerLoop:
         one round per second) until ``stop`` is set.  A round that fails is logged; it
         changed nothing it did not finish (each write is on its own, see module docstring)."""
         self.start()
-        self.wait_synced()
         try:
+            # up to 30 s for the first lists, but a stop meanwhile (an API server that is not
+            # there yet) ends it at once instead of after the wait
+            end = time.monotonic() + 30.0
+            while not (stop.is_set() or self.pods.synced.is_set() and self.nodes.synced.is_set()
+                       or time.monotonic() >= end):
+                stop.wait(0.2)
             while not stop.is_set():
                 t0 = self.heartbeat = time.monotonic()
                 try:
