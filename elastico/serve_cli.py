@@ -75,12 +75,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-workers", default=None, metavar="N",
                    help="RPC worker threads, 1..256 (default: 8)")
     p.add_argument("--max-concurrent-rpcs", default=None, metavar="N",
-                   help="RPCs in flight before callers get RESOURCE_EXHAUSTED (default: 32)")
+                   help="RPCs in flight before callers get RESOURCE_EXHAUSTED, 1..100000 "
+                        "(default: 32)")
     p.add_argument("--metrics-port", default=None, metavar="P",
                    help="serve Prometheus metrics on http://HOST:P/metrics (0 = any free port; "
                         "default: off; env ELASTICO_METRICS_PORT)")
     p.add_argument("--grace-s", default=None, metavar="S",
-                   help="seconds in-flight RPCs get to finish on shutdown (default: 10)")
+                   help="seconds in-flight RPCs get to finish on shutdown, 0..3600 (default: 10; "
+                        "a handler still computing then is cancelled, its caller gets "
+                        "UNAVAILABLE)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--model-dir", type=Path, default=None, metavar="DIR",
                    help="predictor only: model store to serve from and report into (default: "

@@ -432,7 +432,8 @@ def load_serve_config(service: str, *, config_path: Path | None = None,
             raise InvalidArgument(missing, "missing",
                                   "both a certificate and its key (tls.cert and tls.key)")
         if plaintext:
-            raise InvalidArgument("plaintext", True, "false when a TLS certificate is configured")
+            raise InvalidArgument("plaintext", "true",
+                                  "false (or unset) when a TLS certificate is configured")
         cfg = replace(cfg, tls=TlsConfig(
             cert=_pem("tls.cert", tls["cert"], "CERTIFICATE"),
             key=_pem("tls.key", tls["key"], "PRIVATE KEY"),

@@ -232,6 +232,9 @@ def _check(args: argparse.Namespace, ports: dict[str, int]) -> bytes | None:
     except InvalidArgument as e:  # serve's names of the settings -> up's flags
         flag = {"tls.cert": "--tls-cert", "tls.key": "--tls-key", "upstream_ca": "--tls-ca",
                 "address": "--host"}.get(e.field, e.field)
+        if flag == "--host":  # the flag's own value, not the address built from it
+            raise InvalidArgument(flag, args.host, "a host name or IP address of this host, "
+                                                   "e.g. 127.0.0.1, ::1 or localhost") from None
         raise InvalidArgument(flag, e.value, e.allowed.replace("tls.cert", "--tls-cert")) from None
     except OSError as e:
         raise InvalidArgument("--tls-ca", args.tls_ca, f"a readable PEM file ({e})") from None

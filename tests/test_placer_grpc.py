@@ -182,6 +182,16 @@ def test_over_committed_or_missing_bookings_are_invalid(placer):
         stub.RunRound(_request([a, b, c], [ba, bb, bc]), timeout=30)
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert e.value.details().startswith("bookings[2]:")
+    assert "GPU 0 of n0 no longer has its share free" in e.value.details()
+    # two half-GPU bookings of 8 GiB each fit the share but not a 16 GiB GPU with 12 GiB each:
+    # the message says memory, with the numbers (it said "share" before)
+    ba.gpu_mem_gib = bb.gpu_mem_gib = 12.0
+    with pytest.raises(grpc.RpcError) as e:
+        stub.RunRound(_request([a, b], [ba, bb]), timeout=30)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert e.value.details().startswith("bookings[1]:")
+    assert "GPU 0 of n0 has 4 GiB of GPU memory free, the booking needs 12" in e.value.details()
+    ba.gpu_mem_gib = bb.gpu_mem_gib = 8.0
     with pytest.raises(grpc.RpcError) as e:  # running, but no booking
         stub.RunRound(_request([a], []), timeout=30)
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "current" in e.value.details()

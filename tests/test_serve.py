@@ -82,6 +82,15 @@ def test_bad_config_names_the_field(tmp_path, toml, field):
     assert e.value.field == field, str(e.value)
 
 
+def test_plaintext_with_a_certificate_is_named_in_toml_spelling(tmp_path):
+    f = tmp_path / "c.toml"
+    f.write_text('[serve]\nplaintext = true\n[serve.tls]\ncert = "c.pem"\nkey = "k.pem"\n')
+    with pytest.raises(InvalidArgument) as e:
+        load_serve_config("pricing", config_path=f, env={})
+    assert (e.value.field, e.value.value) == ("plaintext", "true")  # not Python's True
+    assert "false (or unset) when a TLS certificate is configured" in e.value.allowed
+
+
 def test_config_must_be_a_regular_file(tmp_path):
     with pytest.raises(InvalidArgument, match="existing TOML file"):
         load_serve_config("pricing", config_path=tmp_path, env={})  # a folder

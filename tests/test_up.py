@@ -111,6 +111,8 @@ def test_incoherent_tls_flags_exit_2_naming_them(pki, capsys):
 
 def test_a_bad_host_or_a_busy_port_exits_2_before_starting_anything(capsys):
     assert "--host: 'nohost.invalid'" in _up_error(capsys, "--host", "nohost.invalid")
+    # the flag's own value, not the ':0' address built from it
+    assert "--host: '' is not allowed (a host name or IP address" in _up_error(capsys, "--host", "")
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()

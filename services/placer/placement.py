@@ -1485,9 +1485,12 @@ class ClusterState:
                     trial[g].place(prof, st)
         else:
             for g, c in per_gpu.items():
-                if self._used_share[g] + c * a.gpu_share > 1.0 + EPS or \
-                        self._used_mem[g] + c * a.gpu_mem_gib > self._gpu_cap_mem[g] + EPS:
+                if self._used_share[g] + c * a.gpu_share > 1.0 + EPS:
                     raise Infeasible(f"job {a.job_id!r}: {where[g]} no longer has its share free")
+                if self._used_mem[g] + c * a.gpu_mem_gib > self._gpu_cap_mem[g] + EPS:
+                    free = self._gpu_cap_mem[g] - self._used_mem[g]
+                    raise Infeasible(f"job {a.job_id!r}: {where[g]} has {free:g} GiB of GPU "
+                                     f"memory free, the booking needs {c * a.gpu_mem_gib:g}")
                 if a.gpu_share >= _WHOLE and self._n_res[g] > 0:
                     raise Infeasible(f"job {a.job_id!r}: {where[g]} is no longer free for a whole GPU")
         self._book_assignment(a, prof)
