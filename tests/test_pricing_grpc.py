@@ -137,6 +137,11 @@ BAD = {
     "offsets not ending at M": (dict(offsets=[0, 2, 4]), ["instance.offsets[2]", "4", "M=5"]),
     "empty family": (dict(offsets=[0, 2, 2, 5]), ["instance.offsets[2]", "2"]),
     "resource names": (dict(names=["gpu"]), ["instance.resource_names", "(1,)"]),
+    # the names key the prices (GetPrices, the price metric's labels): each once
+    "duplicate resource name": (dict(names=["gpu", "gpu"]), ["instance.resource_names[1]",
+                                                            "'gpu'", "unique"]),
+    "empty resource name": (dict(names=["", "mem"]), ["instance.resource_names[0]"]),
+    "overflowing initial prices": (dict(initial_prices=[1e308, 1e308]), ["initial_prices"]),
     "initial prices": (dict(initial_prices=[-1.0, 0.0]), ["initial_prices[0]", "-1.0"]),
     "max iterations": (dict(max_iterations=-5), ["max_iterations", "-5"]),
     "gap tolerance": (dict(gap_tolerance=math.inf), ["gap_tolerance", "inf"]),

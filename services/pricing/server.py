@@ -97,6 +97,11 @@ def solve_kwargs(request: pricing_pb2.SolveRequest) -> dict[str, Any]:
     if len(inst.resource_names) not in (0, r):
         raise InvalidArgument("instance.resource_names.shape", (len(inst.resource_names),),
                               f"must be empty or of length R={r} = len(instance.capacity)")
+    names = list(inst.resource_names)
+    for k, name in enumerate(names):
+        if not name or name in names[:k]:  # the prices' metric labels and GetPrices' keys
+            raise InvalidArgument(f"instance.resource_names[{k}]", name,
+                                  "a non-empty name, unique among resource_names")
     return dict(
         utility=_floats(inst.utility),
         demand=_floats(inst.demand).reshape(m, r),
