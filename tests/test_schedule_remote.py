@@ -469,15 +469,21 @@ def test_a_missing_or_broken_kubeconfig_exits_2_naming_it(tmp_path):
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
-def test_a_busy_health_address_exits_2_naming_it(tmp_path):
-    # a grpc server holds the port: without SO_REUSEPORT off, a second one would share it
-    srv, port = _started(pricing_server)
-    kubeconfig = tmp_path / "config"
-    kubeconfig.write_text(json.dumps({
+def _unreachable_kubeconfig(tmp_path):
+    """A kubeconfig whose API server (127.0.0.1:9, the discard port) is never there."""
+    path = tmp_path / "config"
+    path.write_text(json.dumps({
         "apiVersion": "v1", "kind": "Config", "current-context": "c",
         "clusters": [{"name": "k", "cluster": {"server": "http://127.0.0.1:9"}}],
         "users": [{"name": "u", "user": {"token": "t"}}],
         "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}]}))
+    return path
+
+
+def test_a_busy_health_address_exits_2_naming_it(tmp_path):
+    # a grpc server holds the port: without SO_REUSEPORT off, a second one would share it
+    srv, port = _started(pricing_server)
+    kubeconfig = _unreachable_kubeconfig(tmp_path)
     try:
         r = _schedule("--kubeconfig", str(kubeconfig), "--no-leader-election",
                       "--health-address", f"127.0.0.1:{port}")
@@ -505,14 +511,9 @@ def test_sigterm_while_the_api_server_is_unreachable_stops_at_once_and_quietly(t
     # before: the loop waited out 30 s for its first lists whatever the stop said (a pod
     # killed on rollout would hang for its grace period), and urllib3 wrote three warnings
     # per retry on top of the informers' own line, about 24 lines a second
-    kubeconfig = tmp_path / "config"
-    kubeconfig.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "k", "cluster": {"server": "http://127.0.0.1:9"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}]}))
+    kubeconfig = _unreachable_kubeconfig(tmp_path)
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("ELASTICO_", "OTEL_", "KUBERNETES_"))}
+           if not k.startswith(("ELASTICO_", "OTEL_", "KUBERNETES_"))}  # as _schedule's
     proc = subprocess.Popen([sys.executable, "-m", "elastico", "schedule", "--kubeconfig",
                              str(kubeconfig), "--no-leader-election",
                              "--health-address", "127.0.0.1:0"],
