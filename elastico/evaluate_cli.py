@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -59,7 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="elastico's objective (default: %(default)s)")
     p.add_argument("--restart-s", type=float, default=30.0,
                    help="seconds of progress lost per reconfiguration (default: %(default)s)")
-    p.add_argument("--out", type=Path, default=Path("docs/evaluation"), metavar="DIR",
+    p.add_argument("--out", type=_folder, default=Path("docs/evaluation"), metavar="DIR",
                    help="output folder (default: %(default)s)")
     p.add_argument("--jobs", type=int, default=None, metavar="PROCESSES",
                    help="number of parallel worker processes running the simulations, "
@@ -100,6 +101,7 @@ def parse(args: argparse.Namespace):
     from elastico.evaluate import Settings
     from elastico.placer.policies import POLICIES
     from elastico.paths import check_output_dir, check_output_file
+    from elastico.report import REPORT_FILES
 
     gpus = _ints("--gpus", args.gpus, 1, MAX_GPUS)
     seeds = _ints("--seeds", args.seeds, 0)
@@ -132,8 +134,9 @@ def parse(args: argparse.Namespace):
     if args.jobs is not None and not (1 <= args.jobs <= 256):
         raise InvalidArgument("--jobs", args.jobs, "an integer in 1..256")
     check_output_dir("--out", args.out)
-    if args.out.is_dir():
-        check_output_file("--out", args.out / "results.json")
+    if args.out.is_dir():  # every file the report replaces, before an hour of runs
+        for name in REPORT_FILES:
+            check_output_file("--out", args.out / name)
     settings = Settings(jobs_per_gpu=args.jobs_per_gpu, load=args.load,
                         restart_s=args.restart_s, utility=args.utility)
     if args.load is not None:
@@ -172,6 +175,17 @@ def _check_load(specs, gpus: list[int], seeds: list[int], settings) -> None:
                                           "times; leave --load out or raise --jobs-per-gpu")
 
 
+def _interrupt(*_) -> None:
+    raise KeyboardInterrupt
+
+
+def _folder(text: str) -> Path:
+    # Path("") is ".": an empty --out would quietly write the report where the command runs
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an output folder, not an empty string")
+    return Path(text)
+
+
 def run(args: argparse.Namespace) -> int:
     from elastico.cli import count_of
     from elastico.evaluate import run_all, tasks_for
@@ -193,10 +207,18 @@ def run(args: argparse.Namespace) -> int:
               f"{r['jobs_per_hour']:,.2f} jobs/h, util {r['gpu_utilization']:.1%} "
               f"({r['wall_s']:,.0f} s)", file=sys.stderr, flush=True)
 
-    outs = run_all(tasks, workers=workers, progress=progress)
+    # SIGTERM (a CI job cancelled, `kill`) ends the run as Ctrl-C does: the worker processes
+    # are terminated and nothing is written (`elastico: interrupted`, exit 130)
+    old_term = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        outs = run_all(tasks, workers=workers, progress=progress)
+    finally:
+        signal.signal(signal.SIGTERM, old_term)
     wall = time.perf_counter() - t0
     meta = {"settings": {
-        "clusters": ", ".join(s.name for s in specs), "GPUs": ", ".join(map(str, gpus)),
+        # as --clusters takes them (a definition's own name, e.g. a100h100, labels its rows)
+        "clusters": ", ".join(_names("--clusters", args.clusters)),
+        "GPUs": ", ".join(map(str, gpus)),
         "seeds": ", ".join(map(str, seeds)), "jobs per GPU": f"{settings.jobs_per_gpu:g}",
         "load": "default (1.0, or 0.9 of the maximum)" if settings.load is None
         else f"{settings.load:g}", "restart": f"{settings.restart_s:g} s",

@@ -18,7 +18,7 @@ import sys
 
 from elastico.errors import InvalidArgument
 
-__all__ = ["ENV", "arm_from_env"]
+__all__ = ["ENV", "arm", "arm_from_env"]
 
 #: The parent's process id, set by ``elastico up`` in each child's environment.
 ENV = "ELASTICO_DIE_WITH_PARENT"
@@ -43,6 +43,16 @@ def arm_from_env(environ=os.environ) -> bool:
         parent = 0
     if parent <= 1:
         raise InvalidArgument(ENV, raw, "a parent process id (an integer > 1), set by elastico up")
+    return arm(parent)
+
+
+def arm(parent: int) -> bool:
+    """In a child of process ``parent``: SIGTERM when the parent thread that started this
+    process ends (even by SIGKILL), at once if ``parent`` is already gone.  Linux only
+    (returns False elsewhere, doing nothing).  Also used by ``elastico evaluate``'s worker
+    processes (:mod:`elastico.evaluate`), so that none outlives a killed run."""
+    if not sys.platform.startswith("linux"):
+        return False
     import ctypes
 
     prctl = ctypes.CDLL(None, use_errno=True).prctl

@@ -21,6 +21,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Sequence
 
@@ -47,6 +49,8 @@ TABLE = (
     ("round_ms_p99", "round p99 (ms)", "{:,.1f}", True),
 )
 PLOTS = ("jct_cdf.png", "gpu_utilization.png", "queue_length.png")
+#: Every file :func:`write_report` replaces in its folder.
+REPORT_FILES = ("results.json", "report.md") + PLOTS
 #: the paper's headline claims, checked on the 512-GPU clusters (elastico against exclusive, means over seeds)
 GOALS = {"jct_ratio": 3.0, "throughput_ratio": 2.1, "utilization": 0.46,
          "utilization_ratio": 1.8, "service_bound_violations": 0}
@@ -312,11 +316,33 @@ def write_report(outs, out: Path, meta: dict | None = None) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     runs = [o.run for o in outs]
     meta.setdefault("plot_seed", min(r["seed"] for r in runs) if runs else 0)
-    paths = [out / "results.json", out / "report.md"] + [out / p for p in PLOTS]
-    paths[0].write_text(json.dumps({"runs": runs}, indent=1) + "\n")
-    _plots(outs, out)
-    paths[1].write_text(_markdown(runs, meta, out))
-    return paths
+    # all files are made in a staging folder beside the report, then each moved into place
+    # (a rename): a failure or an interrupt while making them leaves the previous report
+    # whole, never new results.json beside an old report.md
+    stage = Path(tempfile.mkdtemp(prefix=".report-", dir=out))
+    try:
+        # strict JSON: a non-finite number (the load of a workload without an arrival
+        # window) is null, as in simulate --json, not Python's Infinity/NaN
+        (stage / "results.json").write_text(
+            json.dumps({"runs": _json_safe(runs)}, indent=1, allow_nan=False) + "\n")
+        _plots(outs, stage)
+        (stage / "report.md").write_text(_markdown(runs, meta, out))
+        for name in REPORT_FILES:
+            os.replace(stage / name, out / name)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return [out / name for name in REPORT_FILES]
+
+
+def _json_safe(value):
+    """``value`` with every non-finite float replaced by None (JSON null)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
 
 
 def _legend_or_note(ax, empty: str) -> None:

@@ -3,6 +3,12 @@ before any run starts."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
+
 import pytest
 
 from elastico.cli import main
@@ -82,6 +88,68 @@ def test_tiny_run_writes_the_report(capsys, tmp_path):
     err = capsys.readouterr().err
     assert "[2/2" in err and "report.md" in err
     assert (out / "results.json").is_file() and (out / "jct_cdf.png").is_file()
+    # the settings line names clusters as --clusters takes them
+    assert "clusters trace," in (out / "report.md").read_text()
+    assert [p.name for p in out.iterdir() if p.name.startswith(".")] == []  # no staging left
+
+
+def test_an_empty_out_is_refused_not_the_current_folder(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as e:
+        main(["evaluate", "--out", "", "--gpus", "8", "--seeds", "0"])
+    assert e.value.code == 2
+    assert "--out" in capsys.readouterr().err and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_sigterm_stops_the_run_and_its_worker_processes(tmp_path):
+    # before: the parent died at once (no handler) and its two workers ran on, re-parented
+    # to init, then hung on their result pipe
+    out = tmp_path / "ev"
+    proc = subprocess.Popen([sys.executable, "-m", "elastico", "evaluate", "--gpus", "64",
+                             "--clusters", "trace", "--policies", "exclusive,elastico",
+                             "--seeds", "0,1", "--jobs", "2", "--out", str(out)],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr.readline().startswith("evaluate: 4 runs")
+        workers: set[int] = set()
+        deadline = time.monotonic() + 60
+        while len(workers) < 2 and time.monotonic() < deadline:
+            workers |= _children(proc.pid)
+            time.sleep(0.1)
+        assert len(workers) >= 2
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err, err
+    end = time.monotonic() + 10
+    while time.monotonic() < end and any(_alive(w) for w in workers):
+        time.sleep(0.1)
+    assert not any(_alive(w) for w in workers)
+    assert not (out / "report.md").exists()
+
+
+def _children(pid: int) -> set[int]:
+    kids = set()
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                stat = open(f"/proc/{d}/stat").read()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                kids.add(int(d))
+    return kids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
 
 
 def test_simulate_cluster_flag(capsys, tmp_path):

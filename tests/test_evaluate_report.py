@@ -5,6 +5,7 @@ the markdown holds the table, the goal check and the ablation check."""
 from __future__ import annotations
 
 import json
+import math
 import struct
 from pathlib import Path
 
@@ -72,6 +73,40 @@ def test_plots_without_a_finished_job_or_a_series_warn_nothing(tiny, tmp_path):
         write_report(empty, tmp_path, {"settings": {"seeds": "0, 1"}})
     for name in PLOTS:
         assert (tmp_path / name).read_bytes()[:8] == PNG_MAGIC
+
+
+def test_a_failed_write_leaves_the_previous_report_whole(tiny, tmp_path, monkeypatch):
+    # files are made in a staging folder and moved into place only when all are made
+    import elastico.report as report
+
+    _, outs, _ = tiny
+    write_report(outs, tmp_path, {"settings": {"seeds": "0, 1"}})
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+
+    def broken(*_):
+        raise RuntimeError("disk full while plotting")
+
+    monkeypatch.setattr(report, "_plots", broken)
+    with pytest.raises(RuntimeError):
+        write_report(outs[:2], tmp_path, {"settings": {"seeds": "0"}})
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # no staging left
+
+
+def test_non_finite_numbers_are_json_null(tiny, tmp_path):
+    # a workload without an arrival window has load inf and no ceiling: strict JSON, as
+    # simulate --json writes them (Python's json wrote Infinity and NaN)
+    import dataclasses
+
+    _, outs, _ = tiny
+    odd = [dataclasses.replace(outs[0], run={**outs[0].run, "load": math.inf,
+                                             "gpu_utilization_ceiling": math.nan})]
+    write_report(odd, tmp_path, {"settings": {"seeds": "0"}})
+
+    def refuse(token):
+        raise ValueError(f"not JSON: {token}")
+
+    doc = json.loads((tmp_path / "results.json").read_text(), parse_constant=refuse)
+    assert doc["runs"][0]["load"] is None and doc["runs"][0]["gpu_utilization_ceiling"] is None
 
 
 def test_markdown_has_table_goals_and_ablations(tiny):

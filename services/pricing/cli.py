@@ -73,7 +73,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     s.add_argument("--initial-prices", metavar="FILE.npy",
                    help="warm-start shadow prices [R] written with numpy.save, finite and >= 0, "
                         "in utility per unit of each resource (e.g. a previous run's prices) "
-                        "(default: none, cold start at 0)")
+                        "(default: none: a cold start, prices from 0 along the ray that "
+                        "clears the zero-price overuse; docs/pricing.md)")
     s.set_defaults(func=_cmd_solve)
     return p
 
