@@ -211,7 +211,7 @@ def test_solve_help_describes_every_option(capsys):
     out = " ".join(capsys.readouterr().out.split())
     for flag, text in [("--max-iterations", "(default: 200)"), ("--gap-tolerance", "(default: 0.001)"),
                        ("--dtype", "(default: float64)"), ("--nthreads", "(default: 1)"),
-                       ("--initial-prices", "(default: none, cold start at 0)"),
+                       ("--initial-prices", "(default: none: a cold start"),
                        ("--json", "(default: table)"), ("--instance", "(required)")]:
         assert flag in out and text in out, (flag, text)
     assert "1..1000000" in out and "GPUs, GiB, cores" in out and "fraction" in out

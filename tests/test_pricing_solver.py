@@ -297,6 +297,14 @@ def test_warm_start_prices_whose_costs_overflow_are_refused(dtype, price, ok):
             solve(u, d, off, cap, initial_prices=[price, price], dtype=dtype)
 
 
+def test_a_choice_inside_the_feasibility_tolerance_stays_under_the_bound():
+    # two items of 500000.0004 on a capacity of 1e6: 8e-4 over, inside 1e-9 x 1e6 = 1e-3, so
+    # both count as fitting (value 2); the bound is of that relaxed instance, so >= 2
+    r = solve([0, 1, 0, 1], [[0], [500000.0004], [0], [500000.0004]], [0, 2, 4], [1e6])
+    assert list(r.choice) == [1, 1] and r.primal_value == 2.0
+    assert r.dual_bound >= r.primal_value and 0.0 <= r.gap <= 1e-9
+
+
 # ---- native primal heuristics against their numpy references --------------------------------
 
 

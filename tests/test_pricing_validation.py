@@ -34,7 +34,10 @@ def call(**kw):
     (dict(offsets=np.array([0, 3, 4])), r"^offsets\[2\]: 4 is not allowed \(must equal M=5"),
     (dict(offsets=np.array([1, 3, 5])), r"^offsets\[0\]: 1 is not allowed \(must be 0\)"),
     (dict(offsets=np.array([0, 3, 3, 5])), r"^offsets\[2\]: 3 is not allowed \(.*job 1 would have an empty family\)"),
-    (dict(offsets=np.array([0.0, 2.5, 5.0])), r"^offsets.dtype: 'float64' "),
+    # the value that is not whole is named (whole floats, from JSON, are accepted)
+    (dict(offsets=np.array([0.0, 2.5, 5.0])), r"^offsets\[1\]: 2.5 is not allowed \(integers"),
+    (dict(offsets=np.array([0.0, np.nan, 5.0])), r"^offsets\[1\]: nan "),
+    (dict(offsets=np.array(["0", "3", "5"])), r"^offsets.dtype: '<U1' "),
     (dict(offsets=np.array([[0, 3, 5]])), r"^offsets.shape: \(1, 3\) "),
     (dict(initial_prices=np.array([1.0, -0.5])), r"^initial_prices\[1\]: -0.5 "),
     (dict(initial_prices=np.array([1.0])), r"^initial_prices.shape: \(1,\) "),

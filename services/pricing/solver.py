@@ -75,7 +75,9 @@ class PricingResult:
         prices: float64[R] >= 0, the shadow prices at ``dual_bound`` (utility per unit of each
             resource); pass them as ``initial_prices`` to warm-start the next round.
         primal_value: ``sum_j utility[offsets[j] + choice[j]]`` (utility units).
-        dual_bound: lowest Lagrangian value found (float64 arithmetic), ``>= OPT``.
+        dual_bound: lowest Lagrangian value found (float64 arithmetic), ``>= OPT``; when
+            ``choice`` uses the feasibility tolerance (:data:`FEASIBILITY_RTOL`; totals above
+            C), of the instance with capacities ``max(C, totals)``, for which it is feasible.
         gap: ``(dual_bound - primal_value) / max(|dual_bound|, 1e-12)``, >= the true relative
             gap to the optimum.
         iterations: number of Lagrangian evaluations (price updates) performed.
@@ -539,9 +541,16 @@ def solve(utility: Any, demand: Any, offsets: Any, capacity: Any, *,
     totals = d[off[:-1] + choice].sum(axis=0)
     primal = float(u[off[:-1] + choice].sum())
     changed = (cur >= 0) & (choice != cur) if cur is not None else np.zeros(n, dtype=bool)
+    # a choice may use up to the feasibility tolerance beyond C; against C alone its value
+    # could exceed the bound (gap -7.9e-10 before).  The bound of the instance with capacities
+    # max(C, totals), for which the choice is feasible: L + lam . max(0, totals - C) (weak
+    # duality there); the same as L whenever the choice stays within C
+    with np.errstate(over="ignore", invalid="ignore"):
+        over = np.maximum(totals - cap, 0.0)
+    dual = float(best_dual + best_lam @ over) if over.any() else float(best_dual)
     return PricingResult(
-        choice=choice, prices=best_lam, primal_value=primal, dual_bound=float(best_dual),
-        gap=_gap(best_dual, primal), iterations=it, seconds=time.perf_counter() - t0,
+        choice=choice, prices=best_lam, primal_value=primal, dual_bound=dual,
+        gap=_gap(dual, primal), iterations=it, seconds=time.perf_counter() - t0,
         totals=totals, changed=changed)
 
 

@@ -61,9 +61,18 @@ def check_offsets(offsets: Any, m: int | None = None) -> np.ndarray:
     a = _as_array("offsets", offsets)
     if a.ndim != 1 or a.shape[0] < 1:
         raise InvalidArgument("offsets.shape", a.shape, "must be 1-D with N+1 >= 1 entries")
-    integral_floats = a.dtype.kind == "f" and bool(np.all(np.isfinite(a)) and np.all(a == np.round(a)))
-    if a.dtype.kind not in "iu" and not integral_floats:  # integral floats come from JSON
+    if a.dtype.kind == "f":  # integral floats come from JSON: accepted, others named
+        with np.errstate(invalid="ignore"):
+            off_grid = ~np.isfinite(a) | (a != np.round(a))
+        if off_grid.any():
+            i = int(np.argmax(off_grid))
+            raise InvalidArgument(f"offsets[{i}]", _plain(a[i]),
+                                  "integers (floats only when whole numbers)")
+        integral_floats = True
+    elif a.dtype.kind not in "iu":
         raise InvalidArgument("offsets.dtype", str(a.dtype), "must be integers")
+    else:
+        integral_floats = False
     if integral_floats and a.size and float(np.max(np.abs(a))) >= 2.0**62:
         # beyond int64: the cast would wrap to garbage and blame the wrong entry
         i = int(np.argmax(np.abs(a)))
