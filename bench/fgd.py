@@ -28,10 +28,22 @@ WORKLOADS = ["cpu050", "cpu100", "cpu200", "cpu250", "default", "gpushare40", "g
 SEEDS = list(range(42, 52))
 
 
-def _csv(kind):
+def _csv(kind, minimum=None):
+    """A comma-separated list for argparse: at least one item, none twice, each of ``kind``
+    (and >= ``minimum``); anything else is argparse's usage error (exit 2)."""
     def parse(text: str):
         items = [x.strip() for x in text.split(",") if x.strip()]
-        return [kind(x) for x in items]
+        if not items:
+            raise argparse.ArgumentTypeError("at least one value")
+        try:
+            vals = [kind(x) for x in items]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: comma-separated {kind.__name__} values") from None
+        if minimum is not None and any(v < minimum for v in vals):
+            raise argparse.ArgumentTypeError(f"{text!r}: every value >= {minimum}")
+        if len(set(vals)) != len(vals):
+            raise argparse.ArgumentTypeError(f"{text!r}: a value given twice")
+        return vals
     return parse
 
 
@@ -64,9 +76,12 @@ def main(argv=None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", action="store_true", help="one JSON object per line")
-    ap.add_argument("--workloads", type=_csv(str), default=WORKLOADS)
-    ap.add_argument("--seeds", type=_csv(int), default=SEEDS)
-    ap.add_argument("--policies", type=_csv(str), default=list(POLICIES))
+    ap.add_argument("--workloads", type=_csv(str), default=WORKLOADS,
+                    help="openb workloads, comma-separated (default: all 17)")
+    ap.add_argument("--seeds", type=_csv(int, minimum=0), default=SEEDS,
+                    help="shuffle seeds, comma-separated integers >= 0 (default: FGD's 10)")
+    ap.add_argument("--policies", type=_csv(str), default=list(POLICIES),
+                    help="placement policies, comma-separated (default: all)")
     ap.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     a = ap.parse_args(argv)
     for p in a.policies:

@@ -87,3 +87,11 @@ def solve_exact(u: np.ndarray, d: np.ndarray, off: np.ndarray, cap: np.ndarray,
     x = np.round(res.x)
     choice = np.array([int(np.argmax(x[off[j]:off[j + 1]])) for j in range(n)], dtype=np.int64)
     return ExactResult(choice, float(u[off[:-1] + choice].sum()), bound, int(res.status), ms)
+
+
+if __name__ == "__main__":
+    import sys
+
+    print("mmkp_exact.py is a module, not a script: bench/pricing.py and "
+          "bench/esp_vs_greedy.py --exact use its solve_exact()", file=sys.stderr)
+    sys.exit(2)

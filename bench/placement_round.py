@@ -36,6 +36,16 @@ import statistics
 import time
 
 
+def _positive(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        v = 0
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: an integer >= 1")
+    return v
+
+
 def main(argv=None) -> int:
     from elastico import trace
     from elastico.model import Configuration
@@ -46,12 +56,17 @@ def main(argv=None) -> int:
     import numpy as np
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--gpus", type=int, default=512)
-    ap.add_argument("--jobs", type=int, default=1000)
-    ap.add_argument("--repeat", type=int, default=15)
+    ap.add_argument("--gpus", type=_positive, default=512,
+                    help="GPUs of the trace sub-cluster, 1..6212 (default 512)")
+    ap.add_argument("--jobs", type=_positive, default=1000,
+                    help="GPU pods drawn from the trace (default 1000)")
+    ap.add_argument("--repeat", type=_positive, default=15,
+                    help="rounds timed per scorer; the median is printed (default 15)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
+    if a.gpus > trace.TRACE_CLUSTER_GPUS:
+        ap.error(f"--gpus: {a.gpus} is more than the trace's {trace.TRACE_CLUSTER_GPUS} GPUs")
     nodes = trace.sub_cluster(trace.read_nodes(), a.gpus)
     models = {n.gpu_model: n.gpu_mem_gib for n in nodes}
     pods = [p for p in trace.read_pods() if p.num_gpus > 0]

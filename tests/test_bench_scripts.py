@@ -1,6 +1,6 @@
-"""The bench scripts with a replay (bench/esp_vs_greedy.py, bench/mig_pools.py) refuse bad
-input with an argparse error (exit 2, the flag or field named), not a traceback, before any
-replay; esp_vs_greedy's statistics stay defined when no round is priced."""
+"""The bench scripts (bench/esp_vs_greedy.py, mig_pools.py, fgd.py, placement_round.py)
+refuse bad input with an argparse error (exit 2, the flag or field named), not a traceback or
+an empty run, before any work; esp_vs_greedy's statistics stay defined when no round is priced."""
 
 from __future__ import annotations
 
@@ -24,6 +24,15 @@ def _bench():
     ("mig_pools", ["--seeds", "-1"], "--seeds: '-1' must be integers >= 0"),
     ("mig_pools", ["--cluster", "nosuch"], "cluster: 'nosuch' is not allowed"),
     ("mig_pools", ["--gpus", "7", "--cluster", "a100-mig"], "gpus: 7 is not allowed"),
+    # an empty list ran nothing and reported "elastico beats fgd at 0/17"
+    ("fgd", ["--seeds", ""], "--seeds: at least one value"),
+    ("fgd", ["--seeds", "-1"], "--seeds: '-1': every value >= 0"),
+    ("fgd", ["--seeds", "42,42"], "--seeds: '42,42': a value given twice"),
+    ("fgd", ["--workloads", ","], "--workloads: at least one value"),
+    # these ended in tracebacks (KeyError: 'bestfit' for --repeat 0)
+    ("placement_round", ["--jobs", "0"], "--jobs: '0': an integer >= 1"),
+    ("placement_round", ["--repeat", "0"], "--repeat: '0': an integer >= 1"),
+    ("placement_round", ["--gpus", "7000"], "--gpus: 7000 is more than the trace's 6212 GPUs"),
 ])
 def test_bad_input_is_an_argparse_error(script, args, needle, capsys):
     with pytest.raises(SystemExit) as e:
