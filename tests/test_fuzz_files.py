@@ -343,7 +343,7 @@ def _save(p: Path, **arrays) -> None:
     (lambda p: p.write_bytes(b""), "--instance: "),
     (lambda p: p.write_bytes(b"PK\x03\x04 truncated"), "--instance: "),
     (lambda p: _save(p, utility=np.zeros(2), demand=np.zeros((2, 1)), offsets=np.array([0, 2])),
-     "instance.capacity"),
+     "--instance: "),  # capacity missing
     (lambda p: _save(p, utility=np.array(["a", "b"], dtype=object), demand=np.zeros((2, 1)),
                      offsets=np.array([0, 2]), capacity=np.ones(1)),
      "instance.utility.dtype"),

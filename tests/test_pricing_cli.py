@@ -61,12 +61,23 @@ def test_table_and_options(tmp_path, capsys):
     (dict(utility=np.array([0.0, np.nan, 5.0, 0.0, 4.0])), "utility[1]: nan"),
     (dict(offsets=np.array([0, 3, 4])), "offsets[2]: 4"),
     (dict(offsets=np.array([0, 3, 3, 5])), "offsets[2]: 3"),
-    (dict(capacity=None), "instance.capacity: 'missing'"),
+    (dict(capacity=None), "--instance: "),
 ])
 def test_bad_instance_exits_2_naming_field_and_value(tmp_path, capsys, override, field_and_value):
     assert run(["pricing", "solve", "--instance", write(tmp_path, **override)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("elastico: error: " + field_and_value), err
+
+
+def test_a_missing_or_unknown_array_names_it(tmp_path, capsys):
+    path = write(tmp_path, capacity=None)
+    assert run(["pricing", "solve", "--instance", path]) == 2
+    assert "exactly the arrays utility, demand, offsets, capacity; array 'capacity' is missing" \
+        in capsys.readouterr().err
+    # a misspelt key was ignored before (here the right one is there too: still refused)
+    path = write(tmp_path, capacities=np.array([9.0]))
+    assert run(["pricing", "solve", "--instance", path]) == 2
+    assert "array 'capacities' is not one of them" in capsys.readouterr().err
 
 
 def test_empty_family_message_names_the_job(tmp_path, capsys):

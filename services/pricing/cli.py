@@ -138,9 +138,12 @@ def load_instance(path: str) -> dict[str, np.ndarray]:
     data = _load(path, "instance", "npz")
     with data:
         missing = [k for k in INSTANCE_KEYS if k not in data.files]
-        if missing:
-            raise InvalidArgument(f"instance.{missing[0]}", "missing",
-                                  f"the npz must hold arrays {', '.join(INSTANCE_KEYS)}")
+        extra = [k for k in data.files if k not in INSTANCE_KEYS]
+        if missing or extra:  # an extra one is most likely a misspelt one, not to be ignored
+            what = (f"array {missing[0]!r} is missing" if missing
+                    else f"array {extra[0]!r} is not one of them")
+            raise InvalidArgument("--instance", path, f"an .npz holding exactly the arrays "
+                                                      f"{', '.join(INSTANCE_KEYS)}; {what}")
         members = set(data.zip.namelist())
         arrays = {}
         for k in INSTANCE_KEYS:
