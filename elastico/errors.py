@@ -21,6 +21,17 @@ class InvalidArgument(ElasticoError, ValueError):
         self.field, self.value, self.allowed = field, value, allowed
         super().__init__(f"{field}: {value!r} is not allowed ({allowed})")
 
+    def __reduce__(self):
+        # picklable across processes (evaluate's workers), subclasses with other
+        # constructors included: rebuilt from the three fields, not from the message
+        return (_rebuild_invalid, (type(self), self.field, self.value, self.allowed))
+
+
+def _rebuild_invalid(cls: type, field: str, value: Any, allowed: str) -> "InvalidArgument":
+    e = cls.__new__(cls)
+    InvalidArgument.__init__(e, field, value, allowed)
+    return e
+
 
 class NotFound(ElasticoError, LookupError):
     """An unknown job, node or file.  -> NOT_FOUND."""

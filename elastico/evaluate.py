@@ -20,6 +20,7 @@ import multiprocessing
 import os
 import signal
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable, Sequence
@@ -204,35 +205,57 @@ def run_all(tasks: Sequence[Task], workers: int | None = None,
             if progress:
                 progress(done, len(tasks), tasks[i], outs[i])
         return outs  # type: ignore[return-value]
-    # multiprocessing's Pool, not concurrent.futures': on an interrupt or a failed run its
-    # terminate() stops the runs in progress at once (the executor waits for them: up to a
-    # run's length, ~40 s at 512 GPUs); each worker also dies with this process (lifeline)
-    pool = multiprocessing.get_context().Pool(min(workers, len(tasks)), initializer=_worker_init,
-                                              initargs=(os.getpid(),))
+    ctx = multiprocessing.get_context()
+    # SIGINT/SIGTERM are held while the workers are forked: a worker must not start with the
+    # parent's handlers (evaluate's SIGTERM one raises "interrupted"), and a signal must not
+    # land inside the fork machinery, where Python reports and drops the exception; it is
+    # delivered to the parent right after, inside the try below
+    held = (signal.SIGINT, signal.SIGTERM)
+    signal.pthread_sigmask(signal.SIG_BLOCK, held)
     try:
-        for i, out in pool.imap_unordered(_run_indexed, [(i, tasks[i]) for i in order]):
-            outs[i] = out
+        pool = ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=ctx,
+                                   initializer=_worker_init,
+                                   initargs=(os.getpid(), ctx.get_start_method()))
+        futs = {pool.submit(run_one, tasks[i]): i for i in order}  # forks every worker
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+    try:
+        for f in as_completed(futs):  # a dead worker (OOM killer) raises BrokenProcessPool
+            i = futs[f]
+            outs[i] = f.result()
             done += 1
             if progress:
-                progress(done, len(tasks), tasks[i], out)
-        pool.close()
+                progress(done, len(tasks), tasks[i], outs[i])
     except BaseException:
-        pool.terminate()
+        # an interrupt or a failed run: stop the runs in progress now (shutdown alone waits
+        # for them, up to a run's length, ~40 s at 512 GPUs)
+        _terminate_workers(pool)
+        pool.shutdown(wait=False, cancel_futures=True)
         raise
-    finally:
-        pool.join()
+    pool.shutdown()
     return outs  # type: ignore[return-value]
 
 
-def _worker_init(parent: int) -> None:
-    # Ctrl-C reaches the whole foreground group: the parent alone handles it (and terminates
-    # the pool), instead of every worker printing its own KeyboardInterrupt traceback
+def _terminate_workers(pool: ProcessPoolExecutor) -> None:
+    # Python 3.14 has ProcessPoolExecutor.terminate_workers(); before it, the processes
+    # are only reachable through the executor's _processes map
+    stop = getattr(pool, "terminate_workers", None)
+    if stop is not None:
+        stop()
+        return
+    for p in list((getattr(pool, "_processes", None) or {}).values()):
+        if p.is_alive():
+            p.terminate()
+
+
+def _worker_init(parent: int, start_method: str) -> None:
+    # Ctrl-C reaches the whole foreground group: the parent alone handles it (and stops the
+    # workers), instead of every worker printing its own KeyboardInterrupt traceback; SIGTERM
+    # just ends a worker.  Then the signals the parent held while forking are let through.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # a forked worker inherits the parent's SIGTERM handler (evaluate's: "interrupted");
-    # terminate() sends SIGTERM, which must just end the worker
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    arm(parent)
-
-
-def _run_indexed(item: tuple[int, Task]) -> tuple[int, RunOutput]:
-    return item[0], run_one(item[1])
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGINT, signal.SIGTERM))
+    # die with the evaluate process: a forked worker's parent is it; under forkserver (Python
+    # 3.14's default) or spawn the parent is the fork server or the interpreter that started
+    # the worker, which go with it
+    arm(parent if start_method == "fork" else os.getppid())

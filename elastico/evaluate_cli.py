@@ -188,8 +188,7 @@ def _folder(text: str) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     from elastico.cli import count_of
-    from elastico.evaluate import run_all, tasks_for
-    from elastico.report import write_report
+    from elastico.evaluate import tasks_for
 
     specs, gpus, policies, seeds, settings, workers = parse(args)
     tasks = tasks_for(specs, gpus, policies, seeds, settings)
@@ -207,13 +206,21 @@ def run(args: argparse.Namespace) -> int:
               f"{r['jobs_per_hour']:,.2f} jobs/h, util {r['gpu_utilization']:.1%} "
               f"({r['wall_s']:,.0f} s)", file=sys.stderr, flush=True)
 
-    # SIGTERM (a CI job cancelled, `kill`) ends the run as Ctrl-C does: the worker processes
-    # are terminated and nothing is written (`elastico: interrupted`, exit 130)
+    # SIGTERM (a CI job cancelled, `kill`) ends the run as Ctrl-C does, up to the last file
+    # moved into place: the worker processes are stopped, the staging folder removed, the
+    # previous report left whole (`elastico: interrupted`, exit 130)
     old_term = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        outs = run_all(tasks, workers=workers, progress=progress)
+        return _run_and_write(args, tasks, specs, gpus, seeds, settings, workers, t0, progress)
     finally:
         signal.signal(signal.SIGTERM, old_term)
+
+
+def _run_and_write(args, tasks, specs, gpus, seeds, settings, workers, t0, progress) -> int:
+    from elastico.evaluate import run_all
+    from elastico.report import write_report
+
+    outs = run_all(tasks, workers=workers, progress=progress)
     wall = time.perf_counter() - t0
     meta = {"settings": {
         # as --clusters takes them (a definition's own name, e.g. a100h100, labels its rows)

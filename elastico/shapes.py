@@ -55,6 +55,7 @@ from elastico.throughput import REFERENCE_GPU, ThroughputModel
 
 __all__ = [
     "FitsNoModel",
+    "fits_memory",
     "pareto_prune",
     "requested_configuration",
     "build_family",
@@ -167,6 +168,13 @@ def pareto_prune(configs: Sequence[Configuration]) -> list[Configuration]:
 
 def _footprint(job: Job) -> float:
     return job.request.gpu_share * FOOTPRINT_GIB
+
+
+def fits_memory(job: Job, gpu_mem_gib: float) -> bool:
+    """Whether ``job``'s GPU-memory footprint at its requested share (``gpu_share x``
+    :data:`FOOTPRINT_GIB`) fits a GPU of ``gpu_mem_gib`` GiB: the condition under which
+    :func:`requested_configuration` with ``whole_gpus=False`` does not raise."""
+    return _footprint(job) <= gpu_mem_gib + _EPS
 
 
 def _host(job: Job, num_gpus: int, gpus_total: float) -> tuple[float, float]:

@@ -175,3 +175,35 @@ def test_an_out_folder_that_cannot_be_created_exits_2_before_any_run(capsys, out
     assert f"--out: '{out}' is not allowed (must be a folder that can be created" in err
     assert "evaluate:" not in err   # no run started
 
+
+
+def test_a_run_that_fails_in_a_worker_fails_the_evaluation_not_hangs(tmp_path):
+    # a worker's InvalidArgument must reach the parent (it could not be unpickled: its
+    # constructor takes three arguments, and multiprocessing's Pool then waited for ever)
+    code = (
+        "from elastico.clusters import load_cluster\n"
+        "from elastico.evaluate import Settings, run_all, tasks_for\n"
+        "from elastico.errors import InvalidArgument\n"
+        "tasks = tasks_for([load_cluster('trace')], [8], ['exclusive', 'elastico'], [0],\n"
+        "                  Settings(jobs_per_gpu=2, load=50.0))\n"
+        "try:\n"
+        "    run_all(tasks, workers=2)\n"
+        "except InvalidArgument as e:\n"
+        "    print('raised', e.field)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.stdout.startswith("raised load"), (r.stdout, r.stderr)
+
+
+def test_invalid_argument_survives_pickling_with_its_fields():
+    import pickle
+
+    from elastico.errors import InvalidArgument
+    from elastico.model import Job, JobKind, Request
+    from elastico.shapes import FitsNoModel
+
+    e = pickle.loads(pickle.dumps(InvalidArgument("jobs[0].work", -1.0, "finite and >= 0")))
+    assert (type(e), e.field, e.value, e.allowed) == (InvalidArgument, "jobs[0].work", -1.0,
+                                                      "finite and >= 0")
+    job = Job("j", JobKind.TRAINING, 0.0, 1.0, Request(9, 1.0, 1.0, 1.0))
+    f = pickle.loads(pickle.dumps(FitsNoModel(job, "fits no GPU model of the cluster")))
+    assert type(f) is FitsNoModel and str(f) == str(FitsNoModel(job, "fits no GPU model of the cluster"))

@@ -43,22 +43,25 @@ def test_delays_double_to_the_cap_within_the_jitter():
     assert stop.waits == pytest.approx([b * (1 + rng.random()) for b in base])
 
 
-def test_a_successful_list_resets_the_delay():
-    calls = {"n": 0}
-
+def test_only_two_quiet_minutes_reset_the_delay():
+    # every list works and every watch fails at once (RBAC allows list, not watch): that is
+    # no recovery, the delays keep doubling; two minutes without a failure start them over
     class _Resp:
         data = b'{"metadata": {"resourceVersion": "5"}, "items": []}'
 
-    def flaky(**kw):
-        calls["n"] += 1
-        if calls["n"] == 4 and "_preload_content" in kw:  # the 4th list works...
+    def lists_only(**kw):
+        if "_preload_content" in kw:
             return _Resp()
-        raise ConnectionError("refused")  # ...the watch after it, and everything else, fails
+        raise ConnectionError("watch refused")
 
-    stop = _Stop(6)
-    inf = Informer("nodes", flaky, rng=random.Random(1))
+    t = {"now": 0.0}
+    stop = _Stop(4)
+    inf = Informer("nodes", lists_only, rng=random.Random(1), clock=lambda: t["now"])
     inf.run(stop)
-    # three failed lists (0.8, 1.6, 3.2 x jitter), a good list, then its watch fails: 0.8 again
-    firsts = [w / b for w, b in zip(stop.waits, [0.8, 1.6, 3.2, 0.8, 1.6, 3.2])]
-    assert all(1.0 <= f < 2.0 for f in firsts), stop.waits
-    assert inf.lists == 1 and inf.synced.is_set()
+    assert [round(w / b, 6) >= 1 and w / b < 2 for w, b in zip(stop.waits, [0.8, 1.6, 3.2, 6.4])] \
+        == [True] * 4, stop.waits
+    assert inf.lists >= 4
+    t["now"] = 119.0  # not yet quiet long enough: the next delay doubles again
+    assert 12.8 <= inf.next_delay() < 25.6
+    t["now"] = 119.0 + 120.0  # two minutes without a failure: from the first delay
+    assert 0.8 <= inf.next_delay() < 1.6

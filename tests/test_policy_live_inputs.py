@@ -60,6 +60,21 @@ def test_a_job_id_back_with_another_job_type_gets_its_throughputs():
 
 
 @pytest.mark.parametrize("name", sorted(POLICIES))
+def test_a_share_whose_memory_fits_one_model_only_is_placed_there(name):
+    # a 0.9 share needs 0.9 x 16 = 14.4 GiB: more than a 12 GiB P100, less than a V100M16 --
+    # the requested-shape policies raised for the whole round on the P100 instead of
+    # skipping it
+    nodes = [Node("p0", "P100", 4, 12.0, 32.0, 256.0), Node("v0", "V100M16", 4, 16.0, 32.0, 256.0)]
+    pol = make_policy(name, PolicyEnv(nodes=nodes, throughput=MODEL, slowdown=AnalyticSlowdown()))
+    j = Job("big", JobKind.INFERENCE, 0.0, 3600.0, Request(1, 0.9, 4.0, 16.0), job_type=RESNET)
+    res = run_round(pol, RoundInput(0.0, nodes, ClusterState(nodes), [ActiveJob(j)]))
+    d = res.decisions["big"]
+    assert d.status is Status.PLACED, d
+    # a shared P100 would need 14.4 GiB of its 12; a whole one (exclusive's shape) is fine
+    assert d.config.gpu_model == "V100M16" or d.config.gpu_share == 1.0, d
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES))
 def test_one_job_that_fits_no_node_is_unplaceable_alone(name):
     # 'bad' may only use T4 (none here), 'wide' wants 8 GPUs on 4-GPU nodes: each gets its own
     # unplaceable decision, and the good job is placed in the same round

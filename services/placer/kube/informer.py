@@ -1,8 +1,9 @@
 """Informer-style cache of one Kubernetes resource: list, then watch from the list's
 resourceVersion; re-watch when a stream ends, relist on ``410 Gone`` or any error, and relist
-every ``resync_s`` anyway.  Consecutive failures back off exponentially with jitter, as
-client-go's reflector does (0.8 s doubling to 30 s, each delay stretched by a uniform factor in
-[1, 2)), so an unreachable API server is asked about once per half minute, not every second.
+every ``resync_s`` anyway.  Failures back off exponentially with jitter, as client-go's
+reflector does (0.8 s doubling to 30 s, each delay stretched by a uniform factor in [1, 2),
+back to 0.8 s after 2 minutes without a failure), so an unreachable API server, or one that
+lists but cuts every watch, is asked about once per half minute, not every second.
 
 Who calls it: :class:`elastico.placer.kube.loop.SchedulerLoop` (one thread per resource).
 Whom it calls: a list function of the official client (``CoreV1Api.list_*``) and
@@ -28,6 +29,10 @@ from .bookings import pod_key
 __all__ = ["Informer"]
 
 log = logging.getLogger(__name__)
+
+#: Seconds without a failure after which the backoff starts again from its first delay
+#: (client-go's reflector backoff manager: 2 minutes).
+BACKOFF_RESET_S = 120.0
 
 
 def _rv(obj: Mapping) -> int | None:
@@ -55,6 +60,7 @@ class Informer:
         # (first, largest) delay after consecutive failures (module docstring)
         self.backoff_s, self._rng = backoff_s, rng or random.Random()
         self.failures = 0
+        self._failed_at = -float("inf")
         self.watch_timeout_s, self.resync_s, self.clock = watch_timeout_s, resync_s, clock
         self._lock = threading.Lock()
         self._cache: dict[str, dict] = {}
@@ -113,7 +119,6 @@ class Informer:
                 if rv is None or self.clock() - listed_at >= self.resync_s:
                     rv = self.relist()
                     listed_at = self.clock()
-                    self.failures = 0
                 self.watches += 1
                 self._watch = watch.Watch()
                 for ev in self._watch.stream(self.list_fn, resource_version=rv,
@@ -147,8 +152,14 @@ class Informer:
                 stop.wait(delay)
 
     def next_delay(self) -> float:
-        """Seconds to wait after one more consecutive failure: ``min(largest, first x
-        2**(failures-1))`` x a uniform factor in [1, 2) (client-go's jitter 1.0)."""
+        """Seconds to wait after one more failure: ``min(largest, first x 2**(failures-1))``
+        x a uniform factor in [1, 2) (client-go's jitter 1.0), where ``failures`` counts
+        those since the last quiet period of :data:`BACKOFF_RESET_S` (a list that works but
+        a watch that fails at once is not a recovery)."""
+        now = self.clock()
+        if now - self._failed_at >= BACKOFF_RESET_S:
+            self.failures = 0
+        self._failed_at = now
         self.failures += 1
         first, largest = self.backoff_s
         return min(largest, first * 2.0 ** min(self.failures - 1, 60)) * (1.0 + self._rng.random())

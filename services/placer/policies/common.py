@@ -12,7 +12,7 @@ from elastico.clusters import mig_models_of
 from elastico.model import Configuration, Job, JobKind, Node, ResourceSpace, ShapeFamily
 from elastico.predictor import JobProfile, SlowdownModel
 from elastico.tracing import NOOP, Tracer
-from elastico.shapes import build_family, requested_configuration
+from elastico.shapes import build_family, fits_memory, requested_configuration
 from elastico.throughput import ThroughputModel
 
 from ..placement import ClusterState, FailedShapes
@@ -137,11 +137,13 @@ class JobCatalog:
         out = self._requested.get(key)
         if out is None:
             allowed = job.request.gpu_models or frozenset(self.gpu_models)
+            # models where the request fits a node: its GPUs, and (at its share) its footprint
             out = tuple(
                 requested_configuration(job, m, mem, whole_gpus=whole_gpus,
                                         model=self.env.throughput)
                 for m, (mx, mem) in self.gpu_models.items()
-                if m in allowed and job.request.num_gpus <= mx)
+                if m in allowed and job.request.num_gpus <= mx
+                and (whole_gpus or fits_memory(job, mem)))
             self._requested[key] = out
         return out
 
