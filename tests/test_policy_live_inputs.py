@@ -84,3 +84,14 @@ def test_one_job_that_fits_no_node_is_unplaceable_alone(name):
         d = res.decisions[jid]
         assert d.status is Status.UNPLACEABLE, (jid, d)
         assert d.reason
+
+
+@pytest.mark.parametrize("name", ["time-slicing", "fgd"])
+def test_a_share_no_model_has_the_memory_for_says_so(name):
+    # 0.9 x 16 = 14.4 GiB on 12 GiB P100s only: unplaceable, and the reason names the memory
+    # (it said only "has 1 GPUs", which every node has)
+    nodes = [Node("p0", "P100", 4, 12.0, 32.0, 256.0)]
+    pol = make_policy(name, PolicyEnv(nodes=nodes, throughput=MODEL, slowdown=AnalyticSlowdown()))
+    j = Job("big", JobKind.INFERENCE, 0.0, 3600.0, Request(1, 0.9, 4.0, 16.0), job_type=RESNET)
+    d = run_round(pol, RoundInput(0.0, nodes, ClusterState(nodes), [ActiveJob(j)])).decisions["big"]
+    assert d.status is Status.UNPLACEABLE and "with 14.4 GiB of GPU memory each" in d.reason, d

@@ -12,7 +12,7 @@ from elastico.clusters import mig_models_of
 from elastico.model import Configuration, Job, JobKind, Node, ResourceSpace, ShapeFamily
 from elastico.predictor import JobProfile, SlowdownModel
 from elastico.tracing import NOOP, Tracer
-from elastico.shapes import build_family, fits_memory, requested_configuration
+from elastico.shapes import FOOTPRINT_GIB, build_family, fits_memory, requested_configuration
 from elastico.throughput import ThroughputModel
 
 from ..placement import ClusterState, FailedShapes
@@ -213,9 +213,12 @@ def place_fixed_shape(catalog: JobCatalog, state: ClusterState, active: ActiveJo
     job = active.job
     configs = catalog.requested(job, whole_gpus)
     if not configs:
+        # requested() also leaves out models whose GPUs lack the share's memory footprint
+        mem = "" if whole_gpus else \
+            f" with {job.request.gpu_share * FOOTPRINT_GIB:g} GiB of GPU memory each"
         return Decision(job.id, Status.UNPLACEABLE, None,
                         reason=f"no node of an allowed GPU model {sorted(job.request.gpu_models)} "
-                               f"has {job.request.num_gpus} GPUs")
+                               f"has {job.request.num_gpus} GPUs{mem}")
     reasons = []
     failed = FailedShapes() if failed is None else failed
     for c in configs:
