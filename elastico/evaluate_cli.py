@@ -188,7 +188,8 @@ def _folder(text: str) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     from elastico.cli import count_of
-    from elastico.evaluate import tasks_for
+    from elastico.evaluate import run_all, tasks_for
+    from elastico.report import write_report
 
     specs, gpus, policies, seeds, settings, workers = parse(args)
     tasks = tasks_for(specs, gpus, policies, seeds, settings)
@@ -211,31 +212,24 @@ def run(args: argparse.Namespace) -> int:
     # previous report left whole (`elastico: interrupted`, exit 130)
     old_term = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        return _run_and_write(args, tasks, specs, gpus, seeds, settings, workers, t0, progress)
+        outs = run_all(tasks, workers=workers, progress=progress)
+        wall = time.perf_counter() - t0
+        meta = {"settings": {
+            # as --clusters takes them (a definition's own name, e.g. a100h100, labels its rows)
+            "clusters": ", ".join(_names("--clusters", args.clusters)),
+            "GPUs": ", ".join(map(str, gpus)),
+            "seeds": ", ".join(map(str, seeds)), "jobs per GPU": f"{settings.jobs_per_gpu:g}",
+            "load": "default (1.0, or 0.9 of the maximum)" if settings.load is None
+            else f"{settings.load:g}", "restart": f"{settings.restart_s:g} s",
+            "utility": settings.utility, "processes": workers,
+            "wall time": f"{wall / 60:.1f} min",
+        }, "closing": _closing_note(args.out)}
+        paths = write_report(outs, args.out, meta)
+        print(f"evaluate: wrote {', '.join(str(p) for p in paths)} in {wall / 60:.1f} min",
+              file=sys.stderr)
+        return 0
     finally:
         signal.signal(signal.SIGTERM, old_term)
-
-
-def _run_and_write(args, tasks, specs, gpus, seeds, settings, workers, t0, progress) -> int:
-    from elastico.evaluate import run_all
-    from elastico.report import write_report
-
-    outs = run_all(tasks, workers=workers, progress=progress)
-    wall = time.perf_counter() - t0
-    meta = {"settings": {
-        # as --clusters takes them (a definition's own name, e.g. a100h100, labels its rows)
-        "clusters": ", ".join(_names("--clusters", args.clusters)),
-        "GPUs": ", ".join(map(str, gpus)),
-        "seeds": ", ".join(map(str, seeds)), "jobs per GPU": f"{settings.jobs_per_gpu:g}",
-        "load": "default (1.0, or 0.9 of the maximum)" if settings.load is None
-        else f"{settings.load:g}", "restart": f"{settings.restart_s:g} s",
-        "utility": settings.utility, "processes": workers,
-        "wall time": f"{wall / 60:.1f} min",
-    }, "closing": _closing_note(args.out)}
-    paths = write_report(outs, args.out, meta)
-    print(f"evaluate: wrote {', '.join(str(p) for p in paths)} in {wall / 60:.1f} min",
-          file=sys.stderr)
-    return 0
 
 
 def _closing_note(out: Path) -> str:

@@ -47,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tls-client-ca", default=os.environ.get("ELASTICO_TLS_CLIENT_CA"),
                    metavar="PEM", help="CA bundle that client certificates must chain to "
                                        "(mutual TLS; default: env ELASTICO_TLS_CLIENT_CA, else "
-                                       "no client certificate asked)"),
+                                       "no client certificate asked)")
     p.add_argument("--devices", type=int, default=16,
                    help="elastico.io/gpu handles advertised = most pods co-located on the node (16)")
     p.add_argument("--socket-dir", default="/var/lib/kubelet/device-plugins",
@@ -55,8 +55,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "/var/lib/kubelet/device-plugins)")
     p.add_argument("--mps", action=argparse.BooleanOptionalAction, default=True,
                    help="start and watch the MPS control daemon (default on)")
-    p.add_argument("--mps-pipe-dir", default="/run/nvidia-mps", help="host MPS pipe directory (CUDA_MPS_PIPE_DIRECTORY; default /run/nvidia-mps)")
-    p.add_argument("--mps-log-dir", default="/var/log/nvidia-mps", help="host MPS log directory (CUDA_MPS_LOG_DIRECTORY; default /var/log/nvidia-mps)")
+    p.add_argument("--mps-pipe-dir", default="/run/nvidia-mps",
+                   help="host MPS pipe directory (CUDA_MPS_PIPE_DIRECTORY; default "
+                        "/run/nvidia-mps)")
+    p.add_argument("--mps-log-dir", default="/var/log/nvidia-mps",
+                   help="host MPS log directory (CUDA_MPS_LOG_DIRECTORY; default "
+                        "/var/log/nvidia-mps)")
     p.add_argument("--inventory-refresh-s", type=float, default=60.0,
                    help="seconds between inventory rewrites (also on every health change; "
                         "default 60)")

@@ -288,8 +288,7 @@ class RemotePlacerPolicy:
                  timeout_s: float | None = None,
                  mig_gpus: Sequence[tuple[int, int]] | None = None):
         if mig_gpus is None:  # an unknown name: none (the placer refuses it)
-            cls = POLICIES.get(policy)
-            mig = cls is not None and getattr(cls(env), "uses_mig", False)
+            mig = getattr(POLICIES.get(policy), "uses_mig", False)
             mig_gpus = mig_gpus_of(env.nodes) if mig else ()
         # the simulator puts mig_gpus_of(nodes) in MIG mode when this is set
         self.uses_mig = bool(mig_gpus)

@@ -51,7 +51,7 @@ from .placement import SCORERS, ClusterState
 from .policies import POLICIES, PolicyEnv, make_policy
 from .policies.common import JobCatalog
 from .remote import DependencyUnavailable, RoundDeadlineExceeded, round_deadline
-from .round import ActiveJob, MarkDegraded, RoundInput, run_round
+from .round import MarkDegraded, RoundInput, run_round
 from .upkeep import finish_round, start_round
 
 __all__ = ["SERVICE_NAME", "PlacerServicer", "build_server", "MAX_RESTART_S"]
@@ -132,7 +132,8 @@ class PlacerServicer(placer_pb2_grpc.PlacerServiceServicer):
         opts = self._options(request)
         nodes, mig = wire.nodes_from_messages(request.nodes)
         jobs = self._decode_jobs(request.jobs)
-        wire.check_known(self.throughput, nodes, jobs, "nodes", "jobs")
+        wire.check_known(self.throughput, nodes,
+                         ((f"jobs[{i}]", a.job) for i, a in enumerate(jobs)))
         by_id = {a.job.id: a for a in jobs}
         key = (tuple(sorted(opts.items())),
                b"".join(m.SerializeToString(deterministic=True) for m in request.nodes))
@@ -201,9 +202,9 @@ class PlacerServicer(placer_pb2_grpc.PlacerServiceServicer):
                                       "unique among items and not booked")
             seen.add(a.job.id)
             items.append((a.job, c))
-        wire.check_known(self.throughput, nodes, booked, "nodes", "booked_jobs")
-        wire.check_known(self.throughput, [], [ActiveJob(j) for j, _ in items], "nodes",
-                         [f"items[{i}].job" for i in range(len(items))])
+        wire.check_known(self.throughput, nodes,
+                         [*((f"booked_jobs[{i}]", a.job) for i, a in enumerate(booked)),
+                          *((f"items[{i}].job", j) for i, (j, _) in enumerate(items))])
         catalog = JobCatalog(PolicyEnv(nodes=nodes, throughput=self.throughput,
                                        slowdown=self.slowdown))
         state = ClusterState(nodes, mig, slowdown_model=self.slowdown)

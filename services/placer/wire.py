@@ -176,24 +176,22 @@ def nodes_from_messages(msgs: Sequence[placer_pb2.NodeSpec], where: str = "nodes
     return nodes, mig
 
 
-def check_known(model, nodes: Sequence[Node], jobs: Sequence[ActiveJob], nodes_where: str,
-                jobs_where: str | Sequence[str]) -> None:
+def check_known(model, nodes: Sequence[Node], jobs: Iterable[tuple[str, Job]]) -> None:
     """Every node with GPUs has a GPU model and every job a job type that the throughput
     ``model`` knows (:class:`elastico.throughput.ThroughputModel`), else InvalidArgument
     naming the request's field (``nodes[2].gpu_model``, ``jobs[0].job_type``) -- checked
-    before the round, where the same mistake would surface without its path.
-    ``jobs_where``: the field of all jobs (``jobs`` -> ``jobs[i]``) or one path per job."""
+    before the round, where the same mistake would surface without its path.  ``nodes``:
+    the request's ``nodes``; ``jobs``: (field path, job) pairs, e.g. ``("jobs[0]", job)``."""
     models = set(model.gpu_models())
     for i, n in enumerate(nodes):
         if n.num_gpus and n.gpu_model not in models:
-            raise InvalidArgument(f"{nodes_where}[{i}].gpu_model", n.gpu_model,
+            raise InvalidArgument(f"nodes[{i}].gpu_model", n.gpu_model,
                                   "a GPU model the throughput model knows: "
                                   + ", ".join(sorted(models)))
     types = model.job_types()
-    for i, a in enumerate(jobs):
-        if a.job.job_type not in types:
-            w = f"{jobs_where}[{i}]" if isinstance(jobs_where, str) else jobs_where[i]
-            raise InvalidArgument(f"{w}.job_type", a.job.job_type,
+    for where, job in jobs:
+        if job.job_type not in types:
+            raise InvalidArgument(f"{where}.job_type", job.job_type,
                                   "one of the throughput model's job types: " + ", ".join(types))
 
 

@@ -58,6 +58,9 @@ class ElasticoPolicy:
     ``elastico-no-rst``, ``elastico-no-esp``, ``elastico-no-iac``; module docstring)."""
 
     name = "elastico"
+    #: offers MIG instances, so the simulator puts the cluster's MIG-labelled GPUs in MIG mode
+    #: (per instance: ``rst``; the class value is what a registered policy name gives)
+    uses_mig = True
 
     def __init__(self, env: PolicyEnv, *, rst: bool = True, esp: bool = True, iac: bool = True):
         if not iac:  # the placer believes co-location is free; jobs still run at the truth
@@ -132,19 +135,9 @@ class ElasticoPolicy:
         dwell = self.env.dwell_factor * self.env.restart_s
         movable: list[ActiveJob] = []
         for a in elastic:
-            try:
-                fam = self.catalog.family(a.job)
-            except FitsNoModel as e:  # this job only, not the round
-                if a.running:  # (its request changed while it ran) it keeps what it has
-                    decisions[a.job.id] = keep_running(a, state)
-                    cap -= self._current(a.job.id, a.config, None)[1]
-                else:
-                    decisions[a.job.id] = Decision(a.job.id, Status.UNPLACEABLE, None,
-                                                   reason=f"{e.value} {e.allowed}")
-                continue
             if a.running and inp.now - self._changed_at.get(a.job.id, -math.inf) < dwell:
                 decisions[a.job.id] = keep_running(a, state)
-                cap -= self._current(a.job.id, a.config, fam.configs)[1]
+                cap -= self._current(a.job.id, a.config, self._configs(a))[1]
             else:
                 movable.append(a)
         elastic = movable
@@ -155,7 +148,22 @@ class ElasticoPolicy:
         tracer = self.env.tracer
         # 2. shapes -> CSR batch
         with tracer.span("shapes.generate", {"shapes.jobs": len(elastic)}) as span:
-            fams = [self.catalog.family(a.job) for a in elastic]
+            fams: list[ShapeFamily] = []
+            fitting: list[ActiveJob] = []
+            for a in elastic:
+                try:
+                    fams.append(self.catalog.family(a.job))
+                    fitting.append(a)
+                except FitsNoModel as e:  # this job only, not the round
+                    if a.running:  # (its request changed while it ran) it keeps what it has
+                        decisions[a.job.id] = keep_running(a, state)
+                        np.maximum(cap - self._current(a.job.id, a.config, None)[1], 0.0, out=cap)
+                    else:
+                        decisions[a.job.id] = Decision(a.job.id, Status.UNPLACEABLE, None,
+                                                       reason=f"{e.value} {e.allowed}")
+            elastic = fitting
+            if not elastic:
+                return RoundResult(decisions, state)
             sizes = np.array([len(f) for f in fams], dtype=np.int64)
             offsets = np.zeros(len(fams) + 1, dtype=np.int64)
             np.cumsum(sizes, out=offsets[1:])
@@ -273,6 +281,14 @@ class ElasticoPolicy:
                 self._changed_at[jid] = inp.now
         return RoundResult(decisions, state, pricing=res, resource_names=self.space.names)
 
+    def _configs(self, a: ActiveJob):
+        """The job's family's configurations, or None when its request fits no GPU model
+        (it changed while the job ran: :meth:`_current` then derives its demand alone)."""
+        try:
+            return self.catalog.family(a.job).configs
+        except FitsNoModel:
+            return None
+
     def _place_service_mig(self, a: ActiveJob, state: ClusterState, failed: FailedShapes,
                            partial: bool) -> Decision | None:
         """A pending service on a MIG instance of its family (only instances at least as fast
@@ -321,6 +337,7 @@ class ElasticoNoRst(ElasticoPolicy):
     requested shape (requested GPU count and MPS share) on each allowed GPU model."""
 
     name = "elastico-no-rst"
+    uses_mig = False
 
     def __init__(self, env: PolicyEnv):
         super().__init__(env, rst=False)
