@@ -31,6 +31,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from elastico.errors import InvalidArgument
+
 __all__ = [
     "MAX_PRIORITY",
     "JobKind",
@@ -42,6 +44,9 @@ __all__ = [
     "Job",
     "Node",
     "MIG_CAPABLE_MODELS",
+    "mps_percentage",
+    "check_mps_percentage",
+    "MPS_SHARE_ALLOWED",
 ]
 
 
@@ -61,6 +66,44 @@ class JobKind(str, enum.Enum):
 
 # GPU models with MIG support (NVIDIA MIG user guide, "Supported GPUs").
 MIG_CAPABLE_MODELS = frozenset({"A100-40GB", "A100-80GB", "H100-80GB", "H200", "A30"})
+
+#: What an MPS-enforceable share is, for error messages (:func:`mps_percentage`).
+MPS_SHARE_ALLOWED = ("a whole percent of a GPU, a multiple of 0.01 in [0.01, 1] (MPS enforces a "
+                     "share as CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, an integer 1..100)")
+_MPS_ROUNDING = 1e-6  # percent: float noise of k / 100 (0.29 * 100 = 28.999999999999996)
+
+
+def check_mps_percentage(value: float, field: str = "active_thread_percentage") -> int:
+    """``value`` as an MPS active thread percentage: a whole number in 1..100
+    (``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE``; the node agent passes nothing else to a client).
+    Returns it as an int; raises :class:`elastico.errors.InvalidArgument` naming ``field``,
+    the value and what is allowed otherwise (99.1, 0.5, 0, NaN, a bool, a string)."""
+    ok = (isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+          and math.isfinite(value))
+    k = round(value) if ok else 0
+    if not (ok and abs(value - k) <= _MPS_ROUNDING and 1 <= k <= 100):
+        raise InvalidArgument(field, value, "an integer percentage in 1..100 (MPS enforces whole "
+                                            "percent of a GPU's threads)")
+    return int(k)
+
+
+def mps_percentage(share: float, field: str = "gpu_share") -> int:
+    """The MPS active thread percentage that enforces ``share`` (fraction of one GPU's
+    compute) exactly: ``share x 100``, an integer in 1..100.  The one rule for every share
+    that MPS enforces (pod annotations, the placer's RPCs, shape families, the decision
+    annotations the device plugin reads, the node agent's plans): a share is enforceable --
+    a multiple of 0.01 in [0.01, 1], up to float noise of 1e-8 -- or refused.  Raises
+    :class:`elastico.errors.InvalidArgument` naming ``field``, the share and
+    :data:`MPS_SHARE_ALLOWED` (0.995 would be enforced as 99 or 100 %, 0.025 as 2 or 3 %,
+    0.005 as nothing).  MIG instances' shares (compute slices / the GPU's, e.g. 3/7) are
+    hardware partitions, not MPS shares, and never come here."""
+    ok = (isinstance(share, (int, float, np.integer, np.floating)) and not isinstance(share, bool)
+          and math.isfinite(share))
+    k = round(share * 100) if ok else 0
+    if not (ok and abs(share * 100 - k) <= _MPS_ROUNDING and 1 <= k <= 100):
+        raise InvalidArgument(field, share, MPS_SHARE_ALLOWED)
+    return int(k)
+
 
 #: Largest job priority (a utility weight, > 0).  Weights are relative; a cap far above any
 #: sensible ratio keeps a round's summed utilities finite (a priority of 1e308 overflowed
@@ -205,6 +248,13 @@ class Request:
 
     ``gpu_share`` is per GPU (trace ``gpu_milli``/1000; 1.0 for multi-GPU pods);
     ``gpu_models`` is the allowed set (empty = any model).
+
+    GPU memory per GPU (:func:`elastico.shapes.gpu_memory_gib`): with ``device_memory``
+    (the live path: a pod's request) it comes from each GPU's real memory -- ``gpu_mem_gib``
+    GiB when set (a pod's ``elastico.io/gpu-memory-gib``), else the configuration's share of
+    the GPU's memory, and a whole GPU all of it.  Without (the default: the trace workload),
+    the simulator's documented footprint, ``gpu_mem_gib`` or ``gpu_share x``
+    :data:`elastico.shapes.FOOTPRINT_GIB` on every configuration.
     """
 
     num_gpus: int
@@ -212,6 +262,8 @@ class Request:
     cpu: float
     mem_gib: float
     gpu_models: frozenset[str] = frozenset()
+    gpu_mem_gib: float | None = None
+    device_memory: bool = False
 
     def __post_init__(self) -> None:
         if self.num_gpus < 0:
@@ -224,6 +276,9 @@ class Request:
             v = getattr(self, name)
             if not math.isfinite(v) or v < 0:
                 raise ValueError(f"{name}: {v} must be a finite number >= 0")
+        if self.gpu_mem_gib is not None and not (math.isfinite(self.gpu_mem_gib)
+                                                 and self.gpu_mem_gib > 0):
+            raise ValueError(f"gpu_mem_gib: {self.gpu_mem_gib} must be a finite number > 0 or None")
 
     @property
     def gpus_total(self) -> float:
@@ -245,6 +300,9 @@ class Job:
     priority: float = 1.0
     slowdown_bound: float = 1.5
     done: float = 0.0
+    #: keep the requested per-GPU share where a policy gives services whole GPUs (a live
+    #: ``elastico.io/shape-family: fixed`` pod keeps its requested shape: docs/annotations.md)
+    fixed_share: bool = False
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.work) and self.work >= 0):

@@ -16,9 +16,21 @@ independent, linear).
 Resources of a configuration (units of :mod:`elastico.model`):
 
 * GPU compute ``num_gpus x gpu_share`` of model m;
-* GPU memory per GPU = the job's footprint = ``request.gpu_share x`` :data:`FOOTPRINT_GIB`
-  (ASSUMPTION: memory does not shrink with compute share; the trace has no GPU-memory column,
-  16 GiB is the smallest GPU of the trace cluster, so a whole-GPU pod is taken to fill it);
+* GPU memory per GPU (:func:`gpu_memory_gib`), by the request's rule
+  (:class:`elastico.model.Request`):
+
+  - a live pod's request (``device_memory``) takes it from the GPU's real memory M (the node
+    inventory's, per model the smallest): ``request.gpu_mem_gib`` when the pod names it (up
+    to M: memory is not tied to the compute share, and the placer keeps each GPU's booked
+    sum within M), else the configuration's share s of it, ``s x M``; a whole GPU books all
+    of M (no MPS limit applies to it, so the pod can use all of it).  Models with
+    ``gpu_mem_gib`` > M are left out;
+  - the trace workload (the default) keeps the simulator's footprint, ``request.gpu_share
+    x`` :data:`FOOTPRINT_GIB` on every configuration (ASSUMPTION: memory does not shrink with
+    compute share; the trace has no GPU-memory column, 16 GiB is the smallest GPU of the
+    trace cluster, so a whole-GPU pod is taken to fill it);
+* MPS shares are whole percent (:func:`elastico.model.mps_percentage`): the requested share
+  must be one, and :data:`SHARES` are;
 * CPU cores and host GiB scale with the GPU compute given, ``request x gpus_total(c) /
   request.gpus_total``, never below ``min(request, floor)`` (floors :data:`CPU_FLOOR_CORES`,
   :data:`MEM_FLOOR_GIB`) and never above ``request x num_gpus(c) / request.num_gpus`` (a
@@ -29,7 +41,7 @@ Resources of a configuration (units of :mod:`elastico.model`):
 MIG configurations (``mig_profile`` set; only on models in ``mig_models`` that have a MIG
 profile table, :data:`elastico.placer.mig.MIG_PROFILES`, and a speed): one instance per GPU,
 ``gpu_share`` = the profile's compute slices / the GPU's, GPU memory = the profile's memory
-slices x the GPU's memory / memory slices (the job's footprint must fit), throughput from
+slices x the GPU's memory / memory slices (:func:`memory_need_gib` must fit), throughput from
 :meth:`~elastico.throughput.ThroughputModel.mig`.  MIG instances are hardware-isolated
 (NVIDIA MIG user guide: own SMs, L2 slices and memory paths), so a job on one sees no
 interference and its speed is its solo MIG speed.  Only single-instance configurations per
@@ -50,12 +62,14 @@ from __future__ import annotations
 from typing import Iterable, Mapping, Sequence
 
 from elastico.errors import InvalidArgument
-from elastico.model import WAIT, Configuration, Job, JobKind, Node, ShapeFamily
+from elastico.model import WAIT, Configuration, Job, JobKind, Node, ShapeFamily, mps_percentage
 from elastico.throughput import REFERENCE_GPU, ThroughputModel
 
 __all__ = [
     "FitsNoModel",
     "fits_memory",
+    "gpu_memory_gib",
+    "memory_need_gib",
     "pareto_prune",
     "requested_configuration",
     "build_family",
@@ -84,9 +98,11 @@ MAX_SCALE_UP = 2
 #: Measured on the evaluation (elastico, trace-64 seeds 0-2 / trace-512 seed 0, avg JCT):
 #: 2x 1,210 / 1,381 s, 4x 929 / 933 s, 8x 1,077 / 964 s (docs/model.md 3.).
 MAX_REPLICAS_UP = 4
-#: Per-GPU MPS compute shares offered (plus the requested share for single-GPU configs).
+#: Per-GPU MPS compute shares offered (plus the requested share for single-GPU configs);
+#: whole percent, as MPS enforces them (:func:`elastico.model.mps_percentage`).
 SHARES = (0.25, 0.5, 0.75, 1.0)
-#: GPU memory footprint of a whole-GPU request, GiB (see module docstring).
+#: GPU memory footprint of a whole-GPU request of the trace workload, GiB (module docstring;
+#: never a live pod's: those take the GPU's real memory).
 FOOTPRINT_GIB = 16.0
 #: Floors for scaled-down CPU (cores) and host memory (GiB); a configuration never gets less
 #: than ``min(request, floor)``.  Engineering choice: one core / 1 GiB keeps a data loader alive.
@@ -166,15 +182,40 @@ def pareto_prune(configs: Sequence[Configuration]) -> list[Configuration]:
     return out
 
 
-def _footprint(job: Job) -> float:
-    return job.request.gpu_share * FOOTPRINT_GIB
+def gpu_memory_gib(job: Job, gpu_mem_gib: float, share: float) -> float:
+    """GPU memory per GPU, GiB, that a configuration of ``job`` giving ``share`` (fraction of
+    one GPU, MPS or whole) of GPUs with ``gpu_mem_gib`` GiB each books (module docstring):
+    live (``request.device_memory``): ``gpu_mem_gib`` for a whole GPU, else
+    ``request.gpu_mem_gib`` when set, else ``share x gpu_mem_gib``; trace workload:
+    ``request.gpu_mem_gib`` when set, else ``request.gpu_share x`` :data:`FOOTPRINT_GIB`."""
+    req = job.request
+    if req.device_memory:
+        if share >= 1.0 - _EPS:
+            return float(gpu_mem_gib)
+        return req.gpu_mem_gib if req.gpu_mem_gib is not None else share * gpu_mem_gib
+    return req.gpu_mem_gib if req.gpu_mem_gib is not None else req.gpu_share * FOOTPRINT_GIB
 
 
-def fits_memory(job: Job, gpu_mem_gib: float) -> bool:
-    """Whether ``job``'s GPU-memory footprint at its requested share (``gpu_share x``
-    :data:`FOOTPRINT_GIB`) fits a GPU of ``gpu_mem_gib`` GiB: the condition under which
-    :func:`requested_configuration` with ``whole_gpus=False`` does not raise."""
-    return _footprint(job) <= gpu_mem_gib + _EPS
+def memory_need_gib(job: Job, gpu_mem_gib: float) -> float:
+    """GPU memory per GPU, GiB, ``job`` needs on a GPU of ``gpu_mem_gib`` GiB: what its
+    requested shape books there (:func:`gpu_memory_gib`), except that a live whole-GPU
+    request needs only what it named (``request.gpu_mem_gib``, else nothing beyond the GPU).
+    A MIG instance must have at least this much memory."""
+    req = job.request
+    if req.device_memory and req.gpu_share >= 1.0 - _EPS:
+        return req.gpu_mem_gib if req.gpu_mem_gib is not None else float(gpu_mem_gib)
+    return gpu_memory_gib(job, gpu_mem_gib, req.gpu_share)
+
+
+def fits_memory(job: Job, gpu_mem_gib: float, *, whole_gpus: bool = False) -> bool:
+    """Whether ``job``'s requested shape fits GPUs of ``gpu_mem_gib`` GiB by memory
+    (:func:`memory_need_gib` <= ``gpu_mem_gib``): the condition under which
+    :func:`requested_configuration` does not raise.  ``whole_gpus``: the shape bumped to
+    whole GPUs, which only a named ``request.gpu_mem_gib`` can outgrow."""
+    if whole_gpus:
+        need = job.request.gpu_mem_gib
+        return need is None or need <= gpu_mem_gib + _EPS
+    return memory_need_gib(job, gpu_mem_gib) <= gpu_mem_gib + _EPS
 
 
 def _host(job: Job, num_gpus: int, gpus_total: float) -> tuple[float, float]:
@@ -196,9 +237,10 @@ class FitsNoModel(InvalidArgument):
 
     def __init__(self, job: Job, why: str):
         req = job.request
+        mem = f" with {req.gpu_mem_gib:g} GiB of GPU memory each" if req.gpu_mem_gib else ""
         super().__init__(
             f"job[{job.id}].request",
-            f"{req.num_gpus} GPU(s) @{req.gpu_share:g} on {sorted(req.gpu_models) or 'any'}",
+            f"{req.num_gpus} GPU(s) @{req.gpu_share:g}{mem} on {sorted(req.gpu_models) or 'any'}",
             why)
 
 
@@ -206,6 +248,8 @@ def _check_job(job: Job, model: ThroughputModel) -> None:
     if job.request.num_gpus < 1:
         raise InvalidArgument(f"job[{job.id}].request.num_gpus", job.request.num_gpus,
                               "must be >= 1: CPU-only jobs have no shape family")
+    # every configuration generated is enforceable: the requested share too
+    mps_percentage(job.request.gpu_share, f"job[{job.id}].request.gpu_share")
     if job.job_type not in model.job_types():
         raise InvalidArgument(f"job[{job.id}].job_type", job.job_type,
                               "must be one of the throughput model's job types")
@@ -224,18 +268,20 @@ def requested_configuration(job: Job, gpu_model: str, gpu_mem_gib: float, *,
 
     ``whole_gpus=True`` is what Kubernetes' default device plugin does: a sharing pod gets one
     whole GPU (share 1.0, all of its memory; its speed is that of the requested share bumped
-    to 1.0).  Otherwise the requested share with the job's memory footprint.  CPU and host
-    memory as requested.  Throughput normalized (1.0 = requested shape on REFERENCE_GPU).
-    Raises InvalidArgument for CPU-only jobs, unknown job types or GPU models, or a footprint
-    larger than ``gpu_mem_gib``.
+    to 1.0).  Otherwise the requested share with its GPU memory (:func:`gpu_memory_gib`).
+    CPU and host memory as requested.  Throughput normalized (1.0 = requested shape on
+    REFERENCE_GPU).  Raises InvalidArgument for CPU-only jobs, a share MPS cannot enforce,
+    unknown job types or GPU models, or a job that needs more GPU memory than
+    ``gpu_mem_gib`` (:func:`fits_memory`).
     """
     _check_job(job, model)
     req = job.request
     share = 1.0 if whole_gpus else req.gpu_share
-    mem = gpu_mem_gib if whole_gpus else _footprint(job)
-    if mem > gpu_mem_gib + _EPS:
+    mem = gpu_mem_gib if whole_gpus else gpu_memory_gib(job, gpu_mem_gib, share)
+    if not fits_memory(job, gpu_mem_gib, whole_gpus=whole_gpus):
+        need = req.gpu_mem_gib if whole_gpus else memory_need_gib(job, gpu_mem_gib)
         raise InvalidArgument("gpu_mem_gib", gpu_mem_gib,
-                              f"must be >= the job's footprint {mem:g} GiB")
+                              f"must be >= the GPU memory the job needs, {need:g} GiB")
     if job.kind is JobKind.INFERENCE:
         x = req.num_gpus * model.solo(job.job_type, gpu_model, 1, share)
     else:
@@ -260,7 +306,7 @@ def mig_configurations(job: Job, gpu_model: str, gpu_mem_gib: float,
     req = job.request
     if job.kind is JobKind.SERVICE and req.num_gpus != 1:
         return []
-    foot = _footprint(job)
+    foot = memory_need_gib(job, gpu_mem_gib)
     ref = _reference(job, model)
     floor = None
     if job.kind is JobKind.SERVICE:
@@ -299,10 +345,9 @@ def _candidates(job: Job, gpu_models: Mapping[str, tuple[int, float]], model: Th
     """(requested shapes, all candidates incl. the requested ones) of ``job``."""
     _check_job(job, model)
     req = job.request
-    foot = _footprint(job)
     allowed = [m for m, (size, mem) in gpu_models.items()
                if (not req.gpu_models or m in req.gpu_models)
-               and req.num_gpus <= size and foot <= mem + _EPS]
+               and req.num_gpus <= size and fits_memory(job, mem)]
     if not allowed:
         raise FitsNoModel(
             job, "fits no GPU model of the cluster: " + ", ".join(
@@ -332,8 +377,9 @@ def _candidates(job: Job, gpu_models: Mapping[str, tuple[int, float]], model: Th
                     else:
                         x = n * model.solo(job.job_type, m, 1, s)
                     cpu, mem = _host(job, n, n * s)
-                    cands.append(Configuration(config_name(m, n, s), m, n, s, foot, cpu, mem,
-                                               x / ref))
+                    cands.append(Configuration(config_name(m, n, s), m, n, s,
+                                               gpu_memory_gib(job, gpu_models[m][1], s), cpu,
+                                               mem, x / ref))
     return requested, cands
 
 
@@ -344,7 +390,7 @@ def build_family(job: Job, gpu_models: Mapping[str, tuple[int, float]],
     (``{model: (max GPUs on one node, GPU memory GiB)}``, see :func:`gpu_models_of`).
 
     Only models in ``job.request.gpu_models`` (when non-empty) on which the requested shape
-    fits (num_gpus <= the model's node size, footprint <= its memory) are used.
+    fits (num_gpus <= the model's node size, :func:`fits_memory`) are used.
 
     * training: gang of n in {1,2,4,8}, n <= min(2 x requested, node size), per-GPU share in
       {0.25,0.5,0.75,1.0} (+ the requested share when n = 1);

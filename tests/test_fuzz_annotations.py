@@ -27,6 +27,7 @@ from elastico.errors import InvalidArgument
 from elastico.model import JobKind
 from elastico.placer.kube import annotations as A
 from elastico.throughput import ThroughputModel
+from elastico.trace import GPU_MEMORY_GIB
 
 TM = ThroughputModel.bundled()
 MODELS, TYPES = TM.gpu_models(), TM.job_types()
@@ -68,7 +69,10 @@ def _check_valid(ann: dict, spec: A.PodSpec, job) -> None:
     assert math.isfinite(spec.priority) and spec.priority > 0
     assert math.isfinite(spec.slowdown_bound) and spec.slowdown_bound >= 1
     assert 0 < spec.work <= A.MAX_WORK_S
-    assert spec.gpu_memory_gib is None or 0 <= spec.gpu_memory_gib <= spec.gpu_fraction * 16 + 1e-9
+    # GPU memory up to the largest allowed model's (80 GiB of all), not tied to the share
+    top = max(GPU_MEMORY_GIB[m] for m in (spec.gpu_models or MODELS))
+    assert spec.gpu_memory_gib is None or 0 < spec.gpu_memory_gib <= top + 1e-9
+    assert round(spec.gpu_fraction * 100) == pytest.approx(spec.gpu_fraction * 100)  # whole %
     assert spec.gpu_models <= set(MODELS) and spec.job_type in TYPES
     assert spec.shape_family in A.SHAPE_FAMILIES
     for key, field in ((A.GPU_FRACTION, "gpu_fraction"), (A.PRIORITY, "priority"),

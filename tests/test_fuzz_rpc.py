@@ -418,7 +418,8 @@ def mps_plans(draw):
                         max_size=4, unique=True))
     return nodeagent_pb2.ApplyNodePlanRequest(mps_limits=[
         nodeagent_pb2.MpsLimit(client_id=c, gpu_index=0,
-                               active_thread_percentage=draw(st.floats(1, 100)),
+                               # whole percent only: what MPS enforces (issue 18)
+                               active_thread_percentage=draw(st.integers(1, 100)),
                                pinned_mem_limit_gib=draw(st.floats(0.5, 10)))
         for c in ids])
 
@@ -443,7 +444,8 @@ def bad_plans(draw):
                                   "gpu_index", "client_id", "mig"]))
     m = req.mps_limits[i]
     if which == "active_thread_percentage":
-        v = draw(st.one_of(BAD_FLOATS, NEGATIVE, st.just(0.0), st.floats(100.001, 1e300)))
+        v = draw(st.one_of(BAD_FLOATS, NEGATIVE, st.just(0.0), st.floats(100.001, 1e300),
+                           st.floats(0.001, 99.999).filter(lambda x: abs(x - round(x)) > 1e-3)))
     elif which == "pinned_mem_limit_gib":
         v = draw(st.one_of(BAD_FLOATS, NEGATIVE, st.floats(40.001, 1e300)))  # GPU 0: 40 GiB
     elif which == "gpu_index":

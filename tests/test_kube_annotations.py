@@ -56,7 +56,9 @@ def test_valid_values_are_read_exactly():
 @pytest.mark.parametrize("key,value", [
     (A.GPU_FRACTION, "0"), (A.GPU_FRACTION, "-0.5"), (A.GPU_FRACTION, "1.5"),
     (A.GPU_FRACTION, "50m"), (A.GPU_FRACTION, "NaN"), (A.GPU_FRACTION, "inf"),
-    (A.GPU_FRACTION, " 0.5"), (A.GPU_FRACTION, ""), (A.GPU_MEMORY_GIB, "-1"),
+    (A.GPU_FRACTION, " 0.5"), (A.GPU_FRACTION, ""), (A.GPU_FRACTION, "0.995"),
+    (A.GPU_FRACTION, "0.025"), (A.GPU_FRACTION, "0.005"), (A.GPU_MEMORY_GIB, "-1"),
+    (A.GPU_MEMORY_GIB, "0"), (A.GPU_MEMORY_GIB, "90"),
     (A.GPU_MEMORY_GIB, "8Gi"), (A.GPU_MODEL, "A100"), (A.GPU_MODEL, "V100"),
     (A.GPU_MODEL, "a10"), (A.GPU_MODEL, "A10,"), (A.GPUS, "0"), (A.GPUS, "1.5"),
     (A.GPUS, "65"), (A.PRIORITY, "0"), (A.PRIORITY, "1000001"), (A.SLOWDOWN_BOUND, "0.9"),
@@ -72,13 +74,19 @@ def test_every_bad_value_names_its_field_and_value(key, value):
     assert key in str(e.value) and repr(value) in str(e.value)
 
 
-def test_several_gpus_cannot_share_and_memory_beyond_the_booked_footprint_is_refused():
+def test_several_gpus_cannot_share_and_memory_is_bounded_by_the_allowed_gpu_models():
     with pytest.raises(InvalidArgument, match="gpu-fraction"):
         parse({A.GPUS: "2", A.GPU_FRACTION: "0.5"})
-    # 0.5 x 16 GiB = 8 GiB is what the shape model books per GPU; 10 GiB needs >= 0.625
-    assert parse({A.GPU_FRACTION: "0.5", A.GPU_MEMORY_GIB: "8"}).gpu_memory_gib == 8.0
-    with pytest.raises(InvalidArgument, match="0.625"):
-        parse({A.GPU_FRACTION: "0.5", A.GPU_MEMORY_GIB: "10"})
+    # memory is not tied to the share (issue 18 class 5): up to what the allowed models have
+    # (elastico.trace.GPU_MEMORY_GIB: V100M32 32 GiB, the largest of all 80 GiB)
+    assert parse({A.GPU_FRACTION: "0.5", A.GPU_MEMORY_GIB: "10"}).gpu_memory_gib == 10.0
+    assert parse({A.GPU_FRACTION: "0.25", A.GPU_MEMORY_GIB: "80"}).gpu_memory_gib == 80.0
+    with pytest.raises(InvalidArgument, match=r"at most 32 .*V100M32"):
+        parse({A.GPU_MODEL: "V100M16,V100M32", A.GPU_MEMORY_GIB: "33"})
+    with pytest.raises(InvalidArgument, match="at most 80"):
+        parse({A.GPU_MEMORY_GIB: "80.5"})
+    with pytest.raises(InvalidArgument, match="> 0"):
+        parse({A.GPU_MEMORY_GIB: "0"})
     with pytest.raises(InvalidArgument, match="fixed"):
         parse({A.WORKLOAD: "service", A.SHAPE_FAMILY: "elastic"})
 
@@ -102,7 +110,12 @@ def test_build_job_sums_a_gang_and_keeps_fixed_shapes_out_of_shape_transformatio
     single = A.build_job("ns/p", parse({A.GPU_FRACTION: "0.5"}), 1, 2.0, 8.0, 0.0)
     assert single.kind is JobKind.TRAINING and single.request.gpu_share == 0.5
     fixed = A.build_job("ns/p", parse({A.SHAPE_FAMILY: "fixed"}), 1, 2.0, 8.0, 0.0)
-    assert fixed.kind is JobKind.SERVICE
+    assert fixed.kind is JobKind.SERVICE and fixed.fixed_share
+    # a live job's GPU memory comes from the GPU (Request.device_memory), or as named
+    assert single.request.device_memory and single.request.gpu_mem_gib is None
+    named = A.build_job("ns/p", parse({A.GPU_FRACTION: "0.25", A.GPU_MEMORY_GIB: "30"}), 1,
+                        2.0, 8.0, 0.0)
+    assert (named.request.gpu_mem_gib, named.fixed_share) == (30.0, False)
 
 
 def booking(**kw):
@@ -125,8 +138,11 @@ def test_decision_annotations_for_an_mps_share_and_a_mig_instance():
                                          mig_starts=(4,), gpu_share=3 / 7, gpu_mem_gib=20.0))
     assert (mig[A.MIG_PROFILE], mig[A.MIG_START_SLOT]) == ("3g.20gb", "4")
     assert mig[A.MPS_ACTIVE_THREAD_PERCENTAGE] is None and mig[A.MPS_PINNED_MEM_LIMIT_GIB] is None
-    # 0.004 of a GPU is still at least 1 % of its threads
-    assert A.decision_annotations(booking(gpu_share=0.004))[A.MPS_ACTIVE_THREAD_PERCENTAGE] == "1"
+    # a share MPS cannot enforce is never rounded into a percentage (issue 18 class 6; it was
+    # written as 1 % for a 0.4 % booking)
+    with pytest.raises(InvalidArgument, match="booking.gpu_share"):
+        A.decision_annotations(booking(gpu_share=0.004))
+    assert A.decision_annotations(booking(gpu_share=0.29))[A.MPS_ACTIVE_THREAD_PERCENTAGE] == "29"
 
 
 @pytest.mark.parametrize("raw", ["{", "[]", '{"node": "n1"}',

@@ -2,10 +2,12 @@
 emulator plus resourceVersions, 410 Gone, 409 Conflict, Binding, Leases), driven through the
 official ``kubernetes`` client exactly as in a cluster.
 
-Hand-worked values: a ``service`` pod keeps its requested shape, so ``gpu-fraction 0.5`` on a
-V100M16 node is one GPU at MPS active-thread percentage 50 with a pinned memory limit of
-0.5 x 16 GiB = 8 GiB (elastico.shapes.FOOTPRINT_GIB); ``gpu-fraction 1`` is a whole GPU, so a
-4-GPU node holds exactly four such pods and a fifth waits.
+Hand-worked values: a ``shape-family: fixed`` pod keeps its requested shape, so
+``gpu-fraction 0.5`` on a V100M16 node is one GPU at MPS active-thread percentage 50 with a
+pinned memory limit of 0.5 x the GPU's 16 GiB = 8 GiB (a live pod's GPU memory is its share
+of the GPU's real memory, elastico.shapes.gpu_memory_gib; tests/test_live_memory_shares.py);
+``gpu-fraction 1`` is a whole GPU, so a 4-GPU node holds exactly four such pods and a fifth
+waits.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from elastico.contract import (
     MPS_ACTIVE_THREAD_PERCENTAGE, MPS_PINNED_MEM_LIMIT_GIB, PREDICTED_SLOWDOWN, ROUND_ID,
     SCHEDULER_NAME)
 from elastico.errors import Infeasible, InvalidArgument
+from elastico.model import check_mps_percentage
 from elastico.nodeagent.backend import GpuInfo, pinned_mem_limit_env
 
 __all__ = [
@@ -160,9 +161,13 @@ def parse_decision(ann: Mapping[str, str]) -> Decision:
         if prof is not None:
             raise InvalidArgument(f"annotation {MPS_ACTIVE_THREAD_PERCENTAGE}", pct,
                                   "absent on a MIG decision (MIG and MPS do not combine here)")
-        if not re.fullmatch(r"\d+", str(pct).strip()) or not 1 <= int(str(pct).strip()) <= 100:
-            raise InvalidArgument(f"annotation {MPS_ACTIVE_THREAD_PERCENTAGE}", pct, "an integer in 1..100")
-        mps_pct = int(str(pct).strip())
+        where = f"annotation {MPS_ACTIVE_THREAD_PERCENTAGE}"
+        if not re.fullmatch(r"\d{1,3}", str(pct).strip()):
+            raise InvalidArgument(where, pct, "an integer in 1..100")
+        try:  # the one rule for MPS shares (elastico.model): what the placer booked, x 100
+            mps_pct = check_mps_percentage(int(str(pct).strip()), where)
+        except InvalidArgument as e:
+            raise InvalidArgument(where, pct, e.allowed) from None
         mps_mem = _positive(MPS_PINNED_MEM_LIMIT_GIB, mem, "GiB > 0")
     slowdown = None
     if PREDICTED_SLOWDOWN in ann:

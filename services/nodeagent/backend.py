@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
 from elastico.errors import ElasticoError, Infeasible, InvalidArgument, NotFound
+from elastico.model import check_mps_percentage
 from elastico.nodeagent.gpu_models import mig_table_model, simulated_model_names
 from elastico.placer.mig import MigGpu, mig_profile
 
@@ -108,8 +109,8 @@ class MigDevice:
 
 @dataclass(frozen=True)
 class MpsLimits:
-    """A client's MPS limits: ``active_thread_percentage`` (0, 100] of each GPU's SMs and
-    ``pinned_mem_limit_gib`` (GiB) per GPU in ``gpu_indices``."""
+    """A client's MPS limits: ``active_thread_percentage`` (a whole number in 1..100) of each
+    GPU's SMs and ``pinned_mem_limit_gib`` (GiB) per GPU in ``gpu_indices``."""
 
     client_id: str
     gpu_indices: tuple[int, ...]
@@ -195,8 +196,9 @@ class _MpsBook:
     def set(self, gpus: Sequence[GpuInfo], client_id, pct, mem_gib, gpu_indices) -> MpsLimits:
         if not isinstance(client_id, str) or not client_id:
             raise InvalidArgument("client_id", client_id, "a non-empty string")
-        if not (isinstance(pct, (int, float)) and math.isfinite(pct) and 0.0 < pct <= 100.0):
-            raise InvalidArgument("active_thread_percentage", pct, "a percentage in (0, 100]")
+        # whole percent only (elastico.model.check_mps_percentage): MPS enforces nothing
+        # finer, so 99.1 would be booked as one thing and enforced as another
+        pct = check_mps_percentage(pct, "active_thread_percentage")
         idx = tuple(gpu_indices)
         by_index = {g.index: g for g in gpus}
         if not idx or len(set(idx)) != len(idx):

@@ -23,7 +23,7 @@ from google.protobuf.message import Message
 from elastico.clusters import with_mig_count
 from elastico.errors import Infeasible, InvalidArgument, NotFound
 from elastico.model import (MAX_PRIORITY, MIG_CAPABLE_MODELS, Configuration, Job, JobKind, Node,
-                            Request)
+                            Request, mps_percentage)
 from elastico.placer.mig import MIG_PROFILES
 from elastico.trace import MAX_GPUS_PER_NODE
 from elastico.v1 import common_pb2, placer_pb2
@@ -87,6 +87,13 @@ def _number(field: str, v: float, *, lo: float = 0.0, hi: float = math.inf,
     return v
 
 
+def _mps_share(field: str, share: float, num_gpus: int, mig_profile: str | None) -> None:
+    """An MPS share (GPUs, no MIG profile) must be enforceable: a whole percent
+    (:func:`elastico.model.mps_percentage`), else InvalidArgument naming ``field``."""
+    if num_gpus and not mig_profile:
+        mps_percentage(share, field)
+
+
 # ------------------------------------------------------------------------ configurations
 def config_to_message(c: Configuration) -> common_pb2.Configuration:
     return fill_config(common_pb2.Configuration(), c)
@@ -115,6 +122,7 @@ def config_from_message(m: common_pb2.Configuration, where: str) -> Configuratio
                                   "a GPU model when num_gpus > 0")
     else:
         _number(f"{where}.gpu_share", m.gpu_share, hi=1.0, allowed="a fraction in [0, 1]")
+    _mps_share(f"{where}.gpu_share", m.gpu_share, m.num_gpus, m.mig_profile)
     for name in ("gpu_mem_gib", "cpu", "mem_gib", "throughput"):
         _number(f"{where}.{name}", getattr(m, name))
     if m.mig_profile:
@@ -208,8 +216,12 @@ def fill_job(m: placer_pb2.JobSpec, a: ActiveJob) -> placer_pb2.JobSpec:
     q = m.request
     q.num_gpus, q.gpu_share, q.cpu, q.mem_gib = r.num_gpus, r.gpu_share, r.cpu, r.mem_gib
     q.gpu_models.extend(sorted(r.gpu_models))
+    if r.gpu_mem_gib is not None:
+        q.gpu_mem_gib = r.gpu_mem_gib
+    q.device_memory = r.device_memory
     m.job_type, m.priority, m.slowdown_bound, m.done = (j.job_type, j.priority,
                                                         j.slowdown_bound, j.done)
+    m.fixed_share = j.fixed_share
     if a.config is not None:
         fill_config(m.current, a.config)
     return m
@@ -241,13 +253,20 @@ def job_from_message(m: placer_pb2.JobSpec, where: str) -> ActiveJob:
                 allowed="a fraction in (0, 1] when num_gpus > 0")
         if r.num_gpus > 1 and r.gpu_share != 1.0:
             raise InvalidArgument(f"{w}.gpu_share", r.gpu_share, "1.0 when num_gpus > 1")
+        _mps_share(f"{w}.gpu_share", r.gpu_share, r.num_gpus, None)
     else:
         _number(f"{w}.gpu_share", r.gpu_share, hi=1.0, allowed="a fraction in [0, 1]")
     _number(f"{w}.cpu", r.cpu)
     _number(f"{w}.mem_gib", r.mem_gib)
+    gpu_mem = None
+    if r.HasField("gpu_mem_gib"):
+        gpu_mem = _number(f"{w}.gpu_mem_gib", r.gpu_mem_gib, lo_open=True,
+                          allowed="finite and > 0 GiB per GPU, or unset")
     job = Job(m.id, kind, m.arrival_s, m.work,
-              Request(r.num_gpus, r.gpu_share, r.cpu, r.mem_gib, frozenset(r.gpu_models)),
-              job_type=m.job_type, priority=priority, slowdown_bound=bound, done=m.done)
+              Request(r.num_gpus, r.gpu_share, r.cpu, r.mem_gib, frozenset(r.gpu_models),
+                      gpu_mem_gib=gpu_mem, device_memory=r.device_memory),
+              job_type=m.job_type, priority=priority, slowdown_bound=bound, done=m.done,
+              fixed_share=m.fixed_share)
     cur = config_from_message(m.current, f"{where}.current") if m.HasField("current") else None
     return ActiveJob(job, cur)
 
@@ -356,6 +375,7 @@ def assignment_from_message(m: placer_pb2.Placement, config: Configuration, node
     share = (m.gpu_share or config.gpu_share) if total else 0.0
     mem = (m.gpu_mem_gib or config.gpu_mem_gib) if total else 0.0
     _number(f"{where}.gpu_share", share, hi=1.0, allowed="a fraction in [0, 1]")
+    _mps_share(f"{where}.gpu_share", share, total, config.mig_profile)
     _number(f"{where}.gpu_mem_gib", mem)
     return Assignment(job_id=m.job_id, parts=tuple(parts), gpu_share=share, gpu_mem_gib=mem,
                       mig_profile=config.mig_profile, config_name=config.name,

@@ -8,7 +8,8 @@ Kubernetes API (camelCase keys), CPU/memory quantities are parsed by the caller,
 I/O, no kubernetes import.
 
 Validation is strict (issue 7): an unknown key under ``elastico.io/``, a malformed number
-(``50m``, ``NaN``, ``inf``, ``1e``), a fraction outside [0.01, 1], negative memory, an unknown GPU
+(``50m``, ``NaN``, ``inf``, ``1e``), a fraction that is not a whole percent in [0.01, 1]
+(:func:`elastico.model.mps_percentage`), GPU memory <= 0 or beyond the allowed models', an unknown GPU
 model (exact names only: ``A10`` is not ``A100-40GB``, ``A100`` is nothing) raise
 :class:`elastico.errors.InvalidArgument` whose field is the annotation key and whose value is
 the raw text; the loop turns it into a ``Rejected`` Event and never schedules the pod.  Only
@@ -28,8 +29,9 @@ from elastico.contract import (
     MPS_ACTIVE_THREAD_PERCENTAGE, MPS_PINNED_MEM_LIMIT_GIB, PREDICTED_SLOWDOWN, PREFIX, ROUND_ID,
     SCHEDULER_NAME)
 from elastico.errors import InvalidArgument
-from elastico.model import MAX_PRIORITY, Configuration, Job, JobKind, Request
-from elastico.shapes import FOOTPRINT_GIB
+from elastico.model import (MAX_PRIORITY, MPS_SHARE_ALLOWED, Configuration, Job, JobKind, Request,
+                            mps_percentage)
+from elastico.trace import GPU_MEMORY_GIB as MODEL_GPU_MEMORY_GIB
 
 __all__ = [
     "PREFIX", "SCHEDULER_NAME", "GPU_RESOURCE", "JOB_LABEL", "USER_KEYS", "DECISION_KEYS",
@@ -73,7 +75,8 @@ MAX_GPUS = 64
 MAX_GANG = 1024
 MAX_WORK_S = 1e9
 #: Smallest ``gpu-fraction``: MPS limits a client's active threads in whole percent, so 1 % of
-#: a GPU is the finest share a pod can be given (below it the booking and the limit differ).
+#: a GPU is the finest share a pod can be given (below it the booking and the limit differ);
+#: every fraction is a whole percent (:func:`elastico.model.mps_percentage`).
 MIN_GPU_FRACTION = 0.01
 
 # a decimal number, optionally with an exponent ("1e4"; docs/annotations.md): no units
@@ -88,8 +91,9 @@ _MAX_INT_DIGITS = 40
 @dataclass(frozen=True)
 class PodSpec:
     """A pod's validated ``elastico.io/*`` annotations (defaults filled in).  Units:
-    ``gpu_fraction`` share of one GPU's compute [:data:`MIN_GPU_FRACTION`, 1]; ``gpu_memory_gib`` GiB per GPU or
-    None; ``work`` normalized-throughput seconds (:class:`elastico.model.Job`)."""
+    ``gpu_fraction`` share of one GPU's compute, a whole percent in [:data:`MIN_GPU_FRACTION`,
+    1]; ``gpu_memory_gib`` GiB per GPU (> 0, at most the largest allowed model's) or None;
+    ``work`` normalized-throughput seconds (:class:`elastico.model.Job`)."""
 
     workload: JobKind
     gpus: int
@@ -124,11 +128,15 @@ def _integer(key: str, raw: str, lo: int, hi: int) -> int:
 
 
 def parse_pod_annotations(annotations: Mapping[str, str] | None, *, gpu_models: Iterable[str],
-                          job_types: Iterable[str]) -> PodSpec:
+                          job_types: Iterable[str],
+                          gpu_memory: Mapping[str, float] = MODEL_GPU_MEMORY_GIB) -> PodSpec:
     """Validate one pod's annotations.  ``gpu_models``: the model names the cluster's
-    throughput model knows (exact match); ``job_types``: the known job types.  Raises
-    InvalidArgument (field = the annotation key, value = its raw text) for the first bad one;
-    keys are checked in sorted order so the message is deterministic."""
+    throughput model knows (exact match); ``job_types``: the known job types;
+    ``gpu_memory``: GiB per GPU of each model (default the hardware table
+    :data:`elastico.trace.GPU_MEMORY_GIB`), which bounds ``gpu-memory-gib`` by the largest
+    allowed model's.  Raises InvalidArgument (field = the annotation key, value = its raw
+    text) for the first bad one; unknown keys are checked in sorted order so the message is
+    deterministic."""
     ann = dict(annotations or {})
     for key in sorted(ann):
         if key.startswith(PREFIX) and key not in _KNOWN:
@@ -141,27 +149,15 @@ def parse_pod_annotations(annotations: Mapping[str, str] | None, *, gpu_models: 
     except ValueError:
         raise InvalidArgument(WORKLOAD, raw, f"one of {[k.value for k in JobKind]}") from None
     gpus = _integer(GPUS, get(GPUS), 1, MAX_GPUS)
-    frac_allowed = (f"a decimal fraction in [{MIN_GPU_FRACTION:g}, 1] (MPS gives a pod whole "
-                    "percent of a GPU's threads)")
+    frac_allowed = f"a decimal fraction, {MPS_SHARE_ALLOWED}"
     frac = _decimal(GPU_FRACTION, get(GPU_FRACTION), frac_allowed)
-    if not MIN_GPU_FRACTION <= frac <= 1.0:
-        raise InvalidArgument(GPU_FRACTION, get(GPU_FRACTION), frac_allowed)
+    try:
+        mps_percentage(frac)
+    except InvalidArgument:
+        raise InvalidArgument(GPU_FRACTION, get(GPU_FRACTION), frac_allowed) from None
     if gpus > 1 and frac != 1.0:
         raise InvalidArgument(GPU_FRACTION, get(GPU_FRACTION),
                               f"1 when {GPUS} is {gpus} (only a single-GPU pod shares a GPU)")
-    mem = None
-    if GPU_MEMORY_GIB in ann:
-        mem = _decimal(GPU_MEMORY_GIB, ann[GPU_MEMORY_GIB], "a decimal number of GiB >= 0")
-        if mem < 0:
-            raise InvalidArgument(GPU_MEMORY_GIB, ann[GPU_MEMORY_GIB], "a decimal number of GiB >= 0")
-        booked = frac * FOOTPRINT_GIB
-        if mem > booked + 1e-9:
-            # elastico.model.Request has no memory field: the shape model books
-            # gpu-fraction x 16 GiB per GPU, so a larger need must raise the fraction
-            raise InvalidArgument(
-                GPU_MEMORY_GIB, ann[GPU_MEMORY_GIB],
-                f"at most {booked:g} GiB = {GPU_FRACTION} {frac:g} x {FOOTPRINT_GIB:g} GiB, what "
-                f"ElastiCo books per GPU; set {GPU_FRACTION} >= {min(1.0, mem / FOOTPRINT_GIB):.4g}")
     known_models = tuple(gpu_models)
     models: frozenset[str] = frozenset()
     if GPU_MODEL in ann:
@@ -171,6 +167,18 @@ def parse_pod_annotations(annotations: Mapping[str, str] | None, *, gpu_models: 
                 raise InvalidArgument(GPU_MODEL, ann[GPU_MODEL],
                                       f"comma-separated exact names from {list(known_models)}")
         models = frozenset(names)
+    mem = None
+    if GPU_MEMORY_GIB in ann:
+        # per GPU, up to what the largest allowed model has; booked and pinned as asked,
+        # whatever gpu-fraction says (docs/annotations.md "GPU memory")
+        sizes = {m: gpu_memory[m] for m in (models or known_models) if m in gpu_memory}
+        top = max(sizes, key=lambda m: (sizes[m], m), default=None)
+        mem_allowed = "a decimal number of GiB > 0" + (
+            f", at most {sizes[top]:g} (the GPU memory of the largest allowed GPU model, {top})"
+            if top is not None else "")
+        mem = _decimal(GPU_MEMORY_GIB, ann[GPU_MEMORY_GIB], mem_allowed)
+        if not mem > 0 or (top is not None and mem > sizes[top] + 1e-9):
+            raise InvalidArgument(GPU_MEMORY_GIB, ann[GPU_MEMORY_GIB], mem_allowed)
     family = get(SHAPE_FAMILY)
     if family not in SHAPE_FAMILIES:
         raise InvalidArgument(SHAPE_FAMILY, family, f"one of {list(SHAPE_FAMILIES)}")
@@ -222,7 +230,12 @@ def build_job(job_id: str, spec: PodSpec, members: int, cpu_per_pod: float,
     change its GPUs: it is one process that receives every GPU of the decision); a gang, a
     ``fixed`` shape family, or a service enters as ``service`` -- placed with its requested
     shape before the elastic jobs (pod requests are immutable, and a gang's pods must split
-    the GPUs evenly, so only the requested shape is safe)."""
+    the GPUs evenly, so only the requested shape is safe).  A ``fixed`` pod keeps its
+    ``gpu-fraction`` too (``Job.fixed_share``), where a policy gives services whole GPUs.
+
+    GPU memory comes from each GPU's real size (``Request.device_memory``;
+    :func:`elastico.shapes.gpu_memory_gib`): ``gpu-memory-gib`` when set, else the share of
+    the GPU's memory."""
     if members < 1:
         raise InvalidArgument("members", members, "at least one pod")
     elastic = members == 1 and spec.gang_size == 1 and spec.shape_family == "elastic" \
@@ -235,10 +248,12 @@ def build_job(job_id: str, spec: PodSpec, members: int, cpu_per_pod: float,
     if num > 1 and spec.gpu_fraction != 1.0:
         raise InvalidArgument(GPU_FRACTION, f"{spec.gpu_fraction:g}",
                               f"1 for a gang of {members} pods (only a single-GPU pod shares a GPU)")
-    req = Request(num, share, cpu_per_pod * members, mem_gib_per_pod * members, spec.gpu_models)
+    req = Request(num, share, cpu_per_pod * members, mem_gib_per_pod * members, spec.gpu_models,
+                  gpu_mem_gib=spec.gpu_memory_gib, device_memory=True)
     return Job(id=job_id, kind=spec.workload if elastic else JobKind.SERVICE,
                arrival_s=arrival_s, work=spec.work, request=req, job_type=spec.job_type,
-               priority=spec.priority, slowdown_bound=spec.slowdown_bound)
+               priority=spec.priority, slowdown_bound=spec.slowdown_bound,
+               fixed_share=spec.shape_family == "fixed")
 
 
 @dataclass(frozen=True)
@@ -320,7 +335,10 @@ def split_assignment(job: Job, config: Configuration, assignment, pod_names: Seq
 
 def decision_annotations(b: PodBooking) -> dict[str, str | None]:
     """The annotations of one pod's decision (docs/annotations.md).  Keys that do not apply
-    map to None (a merge patch removes them, so no stale value of an earlier decision stays)."""
+    map to None (a merge patch removes them, so no stale value of an earlier decision stays).
+    The MPS active thread percentage is exactly the booked share x 100
+    (:func:`elastico.model.mps_percentage`): a booked share MPS cannot enforce raises
+    InvalidArgument (field ``elastico.io/booking.gpu_share``) instead of being rounded."""
     mps = b.mig_profile is None and b.gpu_share < 1.0
     return {
         ROUND_ID: b.round_id,
@@ -328,7 +346,8 @@ def decision_annotations(b: PodBooking) -> dict[str, str | None]:
         GPU_UUIDS: ",".join(b.gpu_uuids),
         MIG_PROFILE: b.mig_profile,
         MIG_START_SLOT: ",".join(str(s) for s in b.mig_starts) if b.mig_profile else None,
-        MPS_ACTIVE_THREAD_PERCENTAGE: str(min(100, max(1, round(b.gpu_share * 100)))) if mps else None,
+        MPS_ACTIVE_THREAD_PERCENTAGE: (str(mps_percentage(b.gpu_share, f"{BOOKING}.gpu_share"))
+                                       if mps else None),
         MPS_PINNED_MEM_LIMIT_GIB: f"{b.gpu_mem_gib:g}" if mps else None,
         PREDICTED_SLOWDOWN: f"{b.predicted_slowdown:.4f}",
         BOOKING: json.dumps(asdict(b), sort_keys=True, separators=(",", ":")),

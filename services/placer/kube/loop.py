@@ -69,7 +69,7 @@ from elastico.placer.round import (ActiveJob, Decision, MarkDegraded, Policy, Ro
                                    run_round)
 from elastico.placer.upkeep import finish_round, start_round
 from elastico.predictor import AnalyticSlowdown, SlowdownModel
-from elastico.shapes import requested_configuration
+from elastico.shapes import fits_memory, requested_configuration
 from elastico.throughput import ThroughputModel
 from elastico.tracing import NOOP, Tracer
 
@@ -420,11 +420,14 @@ class SchedulerLoop:
             allowed = job.request.gpu_models or frozenset(cat.gpu_models)
             configs = [requested_configuration(job, m, mem, whole_gpus=True, model=self.throughput)
                        for m, (mx, mem) in sorted(cat.gpu_models.items())
-                       if m in allowed and per_pod <= mx]
+                       if m in allowed and per_pod <= mx
+                       and fits_memory(job, mem, whole_gpus=True)]  # gpu-memory-gib fits
             if not configs:
                 out[job.id] = Decision(job.id, Status.UNPLACEABLE, None, reason=(
                     f"gang of {P} pods: no node of an allowed GPU model "
-                    f"{sorted(allowed)} has {per_pod} GPUs"))
+                    f"{sorted(allowed)} has {per_pod} GPUs"
+                    + (f" with {job.request.gpu_mem_gib:g} GiB of GPU memory each"
+                       if job.request.gpu_mem_gib is not None else "")))
                 continue
             reasons = []
             for c in configs:

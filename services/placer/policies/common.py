@@ -12,7 +12,7 @@ from elastico.clusters import mig_models_of
 from elastico.model import Configuration, Job, JobKind, Node, ResourceSpace, ShapeFamily
 from elastico.predictor import JobProfile, SlowdownModel
 from elastico.tracing import NOOP, Tracer
-from elastico.shapes import FOOTPRINT_GIB, build_family, fits_memory, requested_configuration
+from elastico.shapes import build_family, fits_memory, memory_need_gib, requested_configuration
 from elastico.throughput import ThroughputModel
 
 from ..placement import ClusterState, FailedShapes
@@ -84,7 +84,9 @@ class JobCatalog:
         for n in env.nodes:
             if n.num_gpus:
                 mx, mem = models.get(n.gpu_model, (0, n.gpu_mem_gib))
-                models[n.gpu_model] = (max(mx, n.num_gpus), mem)
+                # a model's GPU memory: its smallest GPU's (nodes of one model may report a
+                # little less or more), so a shape sized from it fits every such GPU
+                models[n.gpu_model] = (max(mx, n.num_gpus), min(mem, n.gpu_mem_gib))
         self.gpu_models = models
         # models with GPUs in MIG mode (node labels): their families get MIG configurations
         self.mig_models = mig_models_of(env.nodes)
@@ -137,13 +139,13 @@ class JobCatalog:
         out = self._requested.get(key)
         if out is None:
             allowed = job.request.gpu_models or frozenset(self.gpu_models)
-            # models where the request fits a node: its GPUs, and (at its share) its footprint
+            # models where the request fits a node: its GPUs, and the GPU memory it needs
             out = tuple(
                 requested_configuration(job, m, mem, whole_gpus=whole_gpus,
                                         model=self.env.throughput)
                 for m, (mx, mem) in self.gpu_models.items()
                 if m in allowed and job.request.num_gpus <= mx
-                and (whole_gpus or fits_memory(job, mem)))
+                and fits_memory(job, mem, whole_gpus=whole_gpus))
             self._requested[key] = out
         return out
 
@@ -213,12 +215,11 @@ def place_fixed_shape(catalog: JobCatalog, state: ClusterState, active: ActiveJo
     job = active.job
     configs = catalog.requested(job, whole_gpus)
     if not configs:
-        # requested() also leaves out models whose GPUs lack the share's memory footprint
-        mem = "" if whole_gpus else \
-            f" with {job.request.gpu_share * FOOTPRINT_GIB:g} GiB of GPU memory each"
+        # requested() also leaves out models whose GPUs lack the memory the job needs
         return Decision(job.id, Status.UNPLACEABLE, None,
                         reason=f"no node of an allowed GPU model {sorted(job.request.gpu_models)} "
-                               f"has {job.request.num_gpus} GPUs{mem}")
+                               f"has {job.request.num_gpus} GPUs"
+                               f"{_memory_needed(catalog, job, whole_gpus)}")
     reasons = []
     failed = FailedShapes() if failed is None else failed
     for c in configs:
@@ -230,6 +231,20 @@ def place_fixed_shape(catalog: JobCatalog, state: ClusterState, active: ActiveJo
                             reason="placed with requested shape")
         reasons.append(out.reason)
     return Decision(job.id, Status.WAITING, None, reason="; ".join(reasons))
+
+
+def _memory_needed(catalog: JobCatalog, job: Job, whole_gpus: bool) -> str:
+    """`` with N GiB of GPU memory each (the cluster's A100-40GB have 40 GiB, ...)`` when
+    memory is what left the job without a model, else ``""``."""
+    allowed = job.request.gpu_models or frozenset(catalog.gpu_models)
+    have = {m: mem for m, (mx, mem) in catalog.gpu_models.items()
+            if m in allowed and job.request.num_gpus <= mx}
+    short = {m: mem for m, mem in have.items() if not fits_memory(job, mem, whole_gpus=whole_gpus)}
+    if not short:
+        return ""
+    need = job.request.gpu_mem_gib if whole_gpus else memory_need_gib(job, min(short.values()))
+    return (f" with {need:g} GiB of GPU memory each (the cluster's "
+            + ", ".join(f"{m} have {mem:g} GiB" for m, mem in short.items()) + ")")
 
 
 def place_requested_shapes(catalog: JobCatalog, inp: RoundInput, state: ClusterState, *,
