@@ -31,7 +31,7 @@ from elastico.placer.kube import annotations as A  # noqa: E402
 from elastico.placer.kube.loop import LoopConfig  # noqa: E402
 from elastico.predictor.analytic import DEFAULT_KAPPA  # noqa: E402
 from elastico.throughput import ThroughputModel  # noqa: E402
-from test_kube_loop import (NS, ack, core, emu, events, make_loop, make_node,  # noqa: E402,F401
+from test_kube_loop import (NS, ack, core, emu, events, make_loop,  # noqa: E402,F401
                             pod, synced)
 
 A100 = "A100-80GB"
@@ -274,3 +274,21 @@ def test_of_two_identical_pods_the_earlier_is_placed_and_the_later_says_who_hold
     rep = rounds(loop, core, 1)
     assert rep.reserved == ["default/zeta"]
     assert "held by default/zeta" in rep.waiting["default/alpha"]
+
+
+def test_of_two_identical_pods_that_cannot_share_the_earlier_gets_the_free_gpu(core, make_loop):
+    """Two GPUs, ``r`` (0.5) on one.  ``zeta`` then ``alpha`` (created in that order; names sort
+    the other way), 0.5 each with slowdown bound 1.0, so neither may share a GPU: only one
+    fits, on the free GPU, and it is the earlier; the later's reason names the bound and the
+    pod beside it."""
+    node(core, model="V100M16", gpus=2, mem=16.0)
+    loop = make_loop()
+    make(core, "r", {A.GPU_FRACTION: "0.5"}, created="2026-01-01T00:00:00Z")
+    rounds(loop, core, 2)
+    tight = {A.GPU_FRACTION: "0.5", A.SLOWDOWN_BOUND: "1"}
+    make(core, "zeta", tight, created="2026-01-01T00:00:10Z")
+    make(core, "alpha", tight, created="2026-01-01T00:00:20Z")
+    rep = rounds(loop, core, 1)
+    assert rep.reserved == ["default/zeta"]
+    why = rep.waiting["default/alpha"]
+    assert "slowdown bound" in why and "> bound 1.000 beside default/" in why

@@ -1034,10 +1034,12 @@ class ClusterState:
     def _violation(self, g: int, w: int, sig: float, bound: float) -> str:
         """The words for resident ``w`` of GPU ``g`` (``w`` = their number: the new job)
         predicted at slowdown ``sig`` past its ``bound``."""
-        who = "the new job" if w == self._n_res[g] else f"job {self._residents(g)[w]}"
+        res = self._residents(g)
+        who = "the new job" if w == self._n_res[g] else f"job {res[w]}"
+        beside = f" beside {', '.join(dict.fromkeys(res[:3]))}" if w == self._n_res[g] and res else ""
         n = int(self._gpu_node[g])
         return f"e.g. node {self.nodes[n].name} GPU {int(self._gpu_local[g])}: {who} predicted " \
-               f"{sig:.3f} > bound {bound:.3f}"
+               f"{sig:.3f} > bound {bound:.3f}{beside}"
 
     # ----------------------------------------------------------------------- gangs
     def _validate_gang(self, gang: Gang | None, config: Configuration) -> Gang:

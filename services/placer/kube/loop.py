@@ -16,7 +16,12 @@ One round (:meth:`SchedulerLoop.run_round`; docs/annotations.md has the pod's vi
    by the loop, before the round, on the round's book (:meth:`SchedulerLoop._place_gangs`:
    ``Gang(pods=P)``, one part per pod, all or nothing; the policy cannot split a job into
    pods); the round then keeps it as booked.
-5. :func:`run_round` decides; a placed job's pods get their decision annotations (merge
+5. :func:`run_round` decides, on the pending jobs in creation order.  A job keeps its
+   requested GPU count and share unless its pod says ``elastico.io/resize-policy: restart``
+   (docs/annotations.md, "Resizing by restart"); a round that grows such a job while another
+   pending job waits is decided again with every job at its requested shape, and a job left
+   waiting may have a grown ``restart`` pod evicted to give its GPUs back
+   (:meth:`SchedulerLoop._reclaim`).  A placed job's pods get their decision annotations (merge
    patch carrying the pod's resourceVersion: a 409 re-reads the pod and retries, a bounded
    number of times; a failure undoes the job's other patches -- all pods or none).
 6. Reserved pods are bound (Binding subresource), at most one unacknowledged pod per node:
@@ -411,7 +416,7 @@ class SchedulerLoop:
                     self._reserve(job, d, names, by_node, report, now)
                 else:
                     why = (d.reason or d.status.value) + self._unusable_nodes()
-                    if d.status is Status.WAITING and self.leading():
+                    if d.status is Status.WAITING and len(names) == 1 and self.leading():
                         why += self._reclaim(job, reclaim, result.state, book, pods, now)
                     for key in names:
                         report.waiting[key] = why
@@ -440,20 +445,17 @@ class SchedulerLoop:
             self._resizes.pop(group, None)
         return self.config.resize_max_restarts - len(times)
 
-    def _reclaim(self, job: Job, ctx: dict, state: ClusterState, book, pods: dict,
-                 now: float) -> str:
-        """Give back GPUs a waiting ``job`` needs: find a bound pod with ``resize-policy:
-        restart`` that holds more than it asked, has run ``resize_min_run_s`` and has restarts
-        left, such that with it shrunk to its requested shape both ``job`` (its requested
-        shape) and the shrunk pod fit; evict it (its controller recreates it, and the next
-        rounds place the two).  ``ctx``: this round's trial book and the pods already evicted
-        (each waiting job gets the room of the ones before it).  Returns the words to add to
-        the job's waiting reason ("" when nothing is evicted)."""
-        victims = []
+    def _grown_pods(self, book, pods: dict, now: float) -> list[tuple]:
+        """Bound pods the placer may evict to give GPUs back: ``resize-policy: restart``, not
+        terminating, booked with more than they asked (:func:`_upsized`), running at least
+        ``resize_min_run_s`` (``status.startTime``, else ``creationTimestamp``), restarts left
+        in their job's budget.  Most GPUs held first, then by pod key:
+        ``(-GPUs held, key, pod, PodSpec, PodBooking, job group)``."""
+        out = []
         for key, (b, bound) in book.bookings.items():
             pod = pods.get(key)
             meta = (pod or {}).get("metadata") or {}
-            if not bound or key in ctx["used"] or meta.get("deletionTimestamp"):
+            if not bound or meta.get("deletionTimestamp"):
                 continue
             try:
                 spec = A.parse_pod_annotations(meta.get("annotations"), gpu_models=self._known_models,
@@ -469,13 +471,29 @@ class SchedulerLoop:
             group = A.job_group(pod)
             if now - since < self.config.resize_min_run_s or self._restarts_left(group, now) < 1:
                 continue
-            victims.append((-len(b.gpu_indices) * b.gpu_share, key, pod, spec, b, group))
+            out.append((-len(b.gpu_indices) * b.gpu_share, key, pod, spec, b, group))
+        return sorted(out, key=lambda v: (v[0], v[1]))
+
+    def _reclaim(self, job: Job, ctx: dict, state: ClusterState, book, pods: dict,
+                 now: float) -> str:
+        """Give back GPUs a waiting ``job`` needs: of :meth:`_grown_pods`, the first such that
+        with it shrunk to its requested shape both ``job`` (its requested shape, placed first)
+        and the shrunk pod fit; evict it (policy/v1 Eviction, so PodDisruptionBudgets hold;
+        its controller recreates it, and the next rounds place the two once it is gone).
+        ``state``: the round's book; ``ctx``: this round's trial book, candidates and the pods
+        already evicted (each waiting job counts on the room of those before it).  Returns
+        the words to add to the job's waiting reason ("" when nothing is evicted)."""
+        if ctx.get("victims") is None:
+            ctx["victims"] = self._grown_pods(book, pods, now)
+        victims = [v for v in ctx["victims"] if v[1] not in ctx["used"]]
         if not victims:
             return ""
         if ctx["state"] is None:
             ctx["state"] = state.copy()
         cat, whole = self._catalog, job.kind is JobKind.SERVICE
-        for _, key, pod, spec, b, group in sorted(victims, key=lambda v: (v[0], v[1])):
+        for _, key, pod, spec, b, group in victims:
+            if self._restarts_left(group, now) < 1:  # another pod of its job went first
+                continue
             trial = ctx["state"].copy()
             trial.release(key)
             cpu, mem, _ = _requests(pod)
@@ -485,15 +503,12 @@ class SchedulerLoop:
                                                  whole_gpus=False, model=self.throughput)
             except (ElasticoError, ValueError, KeyError):
                 continue
-            fits = False
-            for c in cat.requested(job, whole):
-                if trial.place(job.id, c, cat.profile(job, c), job.slowdown_bound,
+            if not any(trial.place(job.id, c, cat.profile(job, c), job.slowdown_bound,
+                                   self.slowdown, scorer=cat.env.scorer).placed
+                       for c in cat.requested(job, whole)):
+                continue
+            if not trial.place(key, shrunk, cat.profile(small, shrunk), small.slowdown_bound,
                                self.slowdown, scorer=cat.env.scorer).placed:
-                    fits = True
-                    break
-            if not fits or not trial.place(key, shrunk, cat.profile(small, shrunk),
-                                           small.slowdown_bound, self.slowdown,
-                                           scorer=cat.env.scorer).placed:
                 continue
             ns, name = key.split("/", 1)
             uid = (pod.get("metadata") or {}).get("uid")
@@ -506,8 +521,8 @@ class SchedulerLoop:
                 log.info("eviction of %s to give back GPUs refused: %s %s", key, e.status, e.reason)
                 continue
             self._resizes.setdefault(group, []).append(now)
-            ctx["state"], used = trial, ctx["used"]
-            used.add(key)
+            ctx["state"] = trial
+            ctx["used"].add(key)
             left = self._restarts_left(group, now)
             self.events.emit(pod, "Resizing", (
                 f"evicted to give back GPUs: it holds {b.config_name} (asked {spec.gpus} x "
