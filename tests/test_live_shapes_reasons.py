@@ -183,27 +183,33 @@ def test_a_restartable_pod_grown_into_free_gpus_is_evicted_to_give_them_back(cor
         core.list_namespaced_pod(NS, _preload_content=False).data)["items"]}
     assert "grow" not in names
     assert [e["reason"] for e in events(core, "grow")].count("Resizing") == 1
-    # its controller recreates it
-    make(core, "grow-2", opt, owner=OWNER)
-    rounds(loop, core, 3)
+    rounds(loop, core, 1)  # the GPUs are free: the waiting pod gets one
     assert pod(core, "whole")["spec"].get("nodeName") == "n1"
+    # its controller recreates it; alone with a free GPU it would grow into it, but its one
+    # restart is spent, so it gets what it asked
+    make(core, "grow-2", opt, owner=OWNER)
+    rounds(loop, core, 2)
     assert pod(core, "grow-2")["spec"].get("nodeName") == "n1"
-    assert ann(core, "grow-2")[A.CONFIGURATION] == f"{A100} x1 @0.50"  # budget spent
+    assert ann(core, "grow-2")[A.CONFIGURATION] == f"{A100} x1 @0.50"
     assert ann(core, "whole")[A.GPU_UUIDS] != ann(core, "grow-2")[A.GPU_UUIDS]
 
 
 def test_a_restartable_pod_is_not_grown_into_room_a_waiting_pod_needs(core, make_loop):
-    """One GPU, two restartable 0.5 pods of one burst: growing either to the whole GPU would
-    leave the other waiting, so both get 0.5."""
-    node(core, gpus=1)
-    opt = {A.GPU_FRACTION: "0.5", RESIZE: "restart"}
-    make(core, "r1", opt, owner=OWNER)
-    make(core, "r2", opt, owner={**OWNER, "name": "train-2", "uid": "job-uid-2"})
+    """Two A100 GPUs, one burst: ``r`` (0.5, resize-policy restart) and ``w`` (a whole GPU).
+    Pricing alone gives ``r`` two GPUs at 0.5 (``A100-80GB x2 @0.50``) and leaves ``w``
+    waiting; growing ``r`` while ``w`` waits is not allowed, so the round is decided again at
+    requested shapes: ``r`` one GPU at 0.5, ``w`` the other."""
+    node(core, gpus=2)
+    make(core, "r", {A.GPU_FRACTION: "0.5", RESIZE: "restart"}, owner=OWNER,
+         created="2026-01-01T00:00:00Z")
+    make(core, "w", {A.GPU_FRACTION: "1"}, created="2026-01-01T00:00:01Z")
     loop = make_loop()
+    rep = rounds(loop, core, 1)
+    assert sorted(rep.reserved) == ["default/r", "default/w"]
     rounds(loop, core, 3)
-    for n in ("r1", "r2"):
-        assert pod(core, n)["spec"].get("nodeName") == "n1"
-        assert ann(core, n)[A.CONFIGURATION] == f"{A100} x1 @0.50"
+    assert ann(core, "r")[A.CONFIGURATION] == f"{A100} x1 @0.50"
+    assert ann(core, "w")[A.CONFIGURATION] == f"{A100} x1 @1.00"
+    assert {ann(core, "r")[A.GPU_UUIDS], ann(core, "w")[A.GPU_UUIDS]} == {"GPU-n1-0", "GPU-n1-1"}
 
 
 # ----------------------------------------------------------------------- class 7: reasons
@@ -292,3 +298,23 @@ def test_of_two_identical_pods_that_cannot_share_the_earlier_gets_the_free_gpu(c
     assert rep.reserved == ["default/zeta"]
     why = rep.waiting["default/alpha"]
     assert "slowdown bound" in why and "> bound 1.000 beside default/" in why
+
+
+def test_waiting_names_unhealthy_gpus_and_nodes_not_usable(core, make_loop):
+    """n1's only GPU is unhealthy (inventory ``healthy: false``), n2 is NotReady: the pod
+    waits, and the reason says both."""
+    inv = [{"index": 0, "uuid": "GPU-n1-0", "model": "V100M16", "memory_gib": 16.0,
+            "healthy": False, "mig_mode": False}]
+    core.create_node({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "n1", "annotations": {"elastico.io/gpu-inventory": json.dumps(inv)}},
+        "status": {"allocatable": {"cpu": "32", "memory": "256Gi"},
+                   "conditions": [{"type": "Ready", "status": "True"}]}})
+    node(core, "n2", model="V100M16", gpus=1, mem=16.0)
+    core.patch_node_status("n2", {"status": {"conditions": [{"type": "Ready", "status": "False"}]}},
+                           _content_type="application/merge-patch+json")
+    make(core, "a", {A.GPU_FRACTION: "0.5"})
+    loop = make_loop()
+    why = rounds(loop, core, 1).waiting["default/a"]
+    assert "unhealthy GPUs: at most 0 healthy GPU(s) of model V100M16 on one node (1 unhealthy)" in why
+    assert why.endswith("; nodes not usable now: n2: not Ready")
