@@ -289,7 +289,10 @@ class Request:
 class Job:
     """A job (one trace pod, or one group of pods).  Mutable: the simulator or live loop
     updates progress.  ``work`` is the total work in normalized-throughput seconds (the
-    job's trace duration: it finishes after ``work`` seconds at throughput 1.0)."""
+    job's trace duration: it finishes after ``work`` seconds at throughput 1.0).
+    ``reshape``: may a policy give it a GPU count or share other than its request (Resource
+    Shape Transformation)?  False: only its requested shape, on any allowed GPU model or a
+    MIG instance that holds it (the live loop's default: a bound pod cannot be resized)."""
 
     id: str
     kind: JobKind
@@ -303,6 +306,9 @@ class Job:
     #: keep the requested per-GPU share where a policy gives services whole GPUs (a live
     #: ``elastico.io/shape-family: fixed`` pod keeps its requested shape: docs/annotations.md)
     fixed_share: bool = False
+    #: live pods: False = the requested GPU count and share only (no Resource Shape
+    #: Transformation beyond the GPU model / a MIG instance that holds it; docs/annotations.md)
+    reshape: bool = True
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.work) and self.work >= 0):

@@ -61,6 +61,7 @@ class ApiServer(kmock.KubernetesEmulator):
     _cond: Any = attrs.field(default=None, init=False)
     watches: int = attrs.field(default=0, init=False)
     binds: list = attrs.field(factory=list, init=False)
+    evictions: list = attrs.field(factory=list, init=False)
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -127,6 +128,8 @@ class ApiServer(kmock.KubernetesEmulator):
                                    f"injected {f[3]} for {method} {request.url.path}")
         if method == "POST" and request.subresource == "binding":
             return await self._bind(request)
+        if method == "POST" and request.subresource == "eviction":
+            return await self._evict(request)
         if method == "PUT" and request.name:
             return await self._replace(request)
         if request.action == enums.action.CREATE and isinstance(request.data, dict):
@@ -173,6 +176,29 @@ class ApiServer(kmock.KubernetesEmulator):
         obj.patch({"spec": {"nodeName": node}, "metadata": {"resourceVersion": self._next_rv()}})
         self._record(request.resource, {"type": "MODIFIED", "object": obj.raw})
         self.binds.append((request.namespace, request.name, node))
+        return aiohttp.web.json_response({"apiVersion": "v1", "kind": "Status", "metadata": {},
+                                          "status": "Success", "code": 201}, status=201)
+
+    async def _evict(self, request) -> aiohttp.web.StreamResponse:
+        """policy/v1 Eviction: delete the pod as DELETE does (a pod with finalizers only gets
+        its deletionTimestamp); ``deleteOptions.preconditions.uid`` must match (else 409).
+        No PodDisruptionBudgets here: every eviction is allowed."""
+        obj = self._stored(request)
+        if obj is None:
+            return self._error(404, "NotFound", f'pods "{request.name}" not found')
+        want = (((request.data or {}).get("deleteOptions") or {}).get("preconditions") or {}).get("uid")
+        if want and want != obj["metadata"].get("uid"):
+            return self._error(409, "Conflict", f"precondition failed: uid {want}")
+        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        if obj["metadata"].get("finalizers"):
+            if not obj["metadata"].get("deletionTimestamp"):
+                obj.patch({"metadata": {"deletionTimestamp": now, "resourceVersion": self._next_rv()}})
+                self._record(request.resource, {"type": "MODIFIED", "object": obj.raw})
+        else:
+            raw = copy.deepcopy(obj.raw)
+            obj.delete()
+            self._record(request.resource, {"type": "DELETED", "object": raw})
+        self.evictions.append((request.namespace, request.name))
         return aiohttp.web.json_response({"apiVersion": "v1", "kind": "Status", "metadata": {},
                                           "status": "Success", "code": 201}, status=201)
 

@@ -52,7 +52,8 @@ def test_gang_of_four_fails_with_three_free_gpus_and_changes_nothing():
     before = snapshot(cs)
     out = cs.place("gang", cfg(1.0, gpus=4), prof(), 1.0)
     assert not out.placed
-    assert out.reason == "no node with 4 GPU(s) of model V100 with share 1 and memory 4 GiB free"
+    assert out.reason == ("no node with 4 GPU(s) of model V100 with share 1 and memory 4 GiB free: "
+                          "at most 3 such GPU(s) on one node (n0)")
     assert snapshot(cs) == before and "gang" not in cs
     out = cs.place("gang3", cfg(1.0, gpus=3), prof(), 1.0)
     assert out.assignment.gpu_indices == (1, 2, 3)

@@ -199,7 +199,10 @@ def test_placer_cannot_read_secrets_or_write_beyond_its_own_objects(objs):
         for ns in (None, SYSTEM_NS, "default", "kube-system"):
             assert not can(rules, "", "secrets", verb, namespace=ns), (verb, ns)
             assert not can(rules, "", "configmaps", verb, namespace=ns), (verb, ns)
-    writes = {("", "pods", "patch"), ("", "pods/binding", "create"), ("", "events", "create"),
+    # pods/eviction: only to give GPUs back from a pod that opted in with
+    # elastico.io/resize-policy: restart (policy/v1 Eviction honours PodDisruptionBudgets)
+    writes = {("", "pods", "patch"), ("", "pods/binding", "create"), ("", "pods/eviction", "create"),
+              ("", "events", "create"),
               ("", "events", "patch"), ("coordination.k8s.io", "leases", "create"),
               ("coordination.k8s.io", "leases", "update")}
     granted_writes = {p for p in granted_permissions(rules)
@@ -209,7 +212,7 @@ def test_placer_cannot_read_secrets_or_write_beyond_its_own_objects(objs):
         assert not can(rules, "", "pods", verb, namespace="default")
     assert not can(rules, "", "nodes", "patch")
     assert not can(rules, "", "pods/status", "patch", namespace="default")
-    assert not can(rules, "", "pods/eviction", "create", namespace="default")
+    assert can(rules, "", "pods/eviction", "create", namespace="default")  # never a delete
 
 
 def test_placer_touches_only_its_own_lease_in_its_own_namespace(objs):

@@ -617,6 +617,66 @@ class ClusterState:
             return f"{k} GPU(s) of model {m} with a free {config.mig_profile} MIG slot for {config.gpu_mem_gib:g} GiB"
         return f"{k} GPU(s) of model {m} with share {config.gpu_share:g} and memory {config.gpu_mem_gib:g} GiB free"
 
+    def _holders(self, g: int) -> str:
+        """``held by <job> (<share>, <GiB>), ...`` for GPU ``g``'s residents (three at most)."""
+        items = list(self._gpu_jobs[g].items())
+        if not items:
+            return "no resident"
+        out = ", ".join(f"{j} ({v[0]:g} of the GPU, {v[1]:g} GiB)" for j, v in items[:3])
+        return "held by " + out + (f" and {len(items) - 3} more" if len(items) > 3 else "")
+
+    def _why_no_gpus(self, config: Configuration, counts: np.ndarray) -> str:
+        """``: <binding constraint> ...`` for a configuration no node has the GPUs for
+        (``counts``: eligible GPUs per node): unhealthy GPUs, GPU share or GPU memory, named
+        on the GPU closest to fitting with the jobs that hold it.  "" for MIG shapes (their
+        phrase names the slot)."""
+        if config.mig_profile is not None:
+            return ""
+        code = self._models.get(config.gpu_model or "")
+        same = (self._gpu_model == code) & ~self._is_mig
+        good = same & self._healthy
+        sick = int((same & ~self._healthy).sum())
+        k = config.num_gpus
+        per_node = np.bincount(self._gpu_node[good], minlength=len(self.nodes))
+        if per_node.max(initial=0) < k:
+            return (f": unhealthy GPUs: at most {int(per_node.max(initial=0))} healthy GPU(s) of "
+                    f"model {config.gpu_model} on one node ({sick} unhealthy)")
+        if counts.max(initial=0) > 0:  # some GPUs fit, too few on one node
+            n = int(np.argmax(counts))
+            return (f": at most {int(counts[n])} such GPU(s) on one node "
+                    f"({self.nodes[n].name})")
+        share_ok = self._used_share + config.gpu_share <= 1.0 + EPS
+        if config.gpu_share >= _WHOLE:
+            share_ok &= self._n_res == 0
+        mem_ok = self._used_mem + config.gpu_mem_gib <= self._gpu_mem_cap
+        free_mem = self._gpu_cap_mem - self._used_mem
+        if (good & share_ok).any():  # the share is there, the memory is not
+            g = int(np.argmax(np.where(good & share_ok, free_mem, -np.inf)))
+            what = (f"GPU memory: GPU {int(self._gpu_local[g])} of node "
+                    f"{self.nodes[int(self._gpu_node[g])].name} has the share but "
+                    f"{free_mem[g]:g} of {self._gpu_cap_mem[g]:g} GiB free")
+        else:
+            free = np.where(good, 1.0 - self._used_share, -np.inf)
+            g = int(np.argmax(free))
+            extra = "" if mem_ok[g] else f" and {free_mem[g]:g} GiB"
+            what = (f"GPU share: the freest GPU, GPU {int(self._gpu_local[g])} of node "
+                    f"{self.nodes[int(self._gpu_node[g])].name}, has {max(0.0, free[g]):g} of the "
+                    f"GPU{extra} free")
+        return f": {what}, {self._holders(g)}"
+
+    def _why_no_host(self, config: Configuration, gpu_ok: np.ndarray) -> str:
+        """``: host CPU|memory: ...`` for a configuration whose GPUs only nodes without the
+        host resources have (``gpu_ok``), named on the freest such node."""
+        cpu_free = self._node_cpu - self._node_cpu_used
+        mem_free = self._node_mem - self._node_mem_used
+        cpu_ok = gpu_ok & (self._node_cpu_used + config.cpu <= self._node_cpu_cap)
+        if cpu_ok.any():  # CPU is there, host memory is not
+            n = int(np.argmax(np.where(cpu_ok, mem_free, -np.inf)))
+            return (f": host memory: node {self.nodes[n].name} has {mem_free[n]:g} of "
+                    f"{self._node_mem[n]:g} GiB free")
+        n = int(np.argmax(np.where(gpu_ok, cpu_free, -np.inf)))
+        return f": host CPU: node {self.nodes[n].name} has {cpu_free[n]:g} of {self._node_cpu[n]:g} cores free"
+
     def _candidates(self, config: Configuration):
         """(candidate node indices, {node: [flat GPU indices]}) or a reason string."""
         host = self._host_ok(config)
@@ -633,12 +693,12 @@ class ClusterState:
         counts = np.bincount(self._gpu_node[elig], minlength=len(self.nodes))
         gpu_ok = counts >= config.num_gpus
         if not gpu_ok.any():
-            return f"no node with {self._gpu_phrase(config)}"
+            return f"no node with {self._gpu_phrase(config)}{self._why_no_gpus(config, counts)}"
         both = gpu_ok & host
         if not both.any():
             return (
                 f"no node with {self._gpu_phrase(config)} that also has cpu {config.cpu:g} cores "
-                f"and memory {config.mem_gib:g} GiB free"
+                f"and memory {config.mem_gib:g} GiB free{self._why_no_host(config, gpu_ok)}"
             )
         nodes = np.flatnonzero(both)
         idx = np.flatnonzero(elig & both[self._gpu_node])
@@ -974,10 +1034,12 @@ class ClusterState:
     def _violation(self, g: int, w: int, sig: float, bound: float) -> str:
         """The words for resident ``w`` of GPU ``g`` (``w`` = their number: the new job)
         predicted at slowdown ``sig`` past its ``bound``."""
-        who = "the new job" if w == self._n_res[g] else f"job {self._residents(g)[w]}"
+        res = self._residents(g)
+        who = "the new job" if w == self._n_res[g] else f"job {res[w]}"
+        beside = f" beside {', '.join(dict.fromkeys(res[:3]))}" if w == self._n_res[g] and res else ""
         n = int(self._gpu_node[g])
         return f"e.g. node {self.nodes[n].name} GPU {int(self._gpu_local[g])}: {who} predicted " \
-               f"{sig:.3f} > bound {bound:.3f}"
+               f"{sig:.3f} > bound {bound:.3f}{beside}"
 
     # ----------------------------------------------------------------------- gangs
     def _validate_gang(self, gang: Gang | None, config: Configuration) -> Gang:
@@ -1407,12 +1469,13 @@ class ClusterState:
         smaller one did not."""
         f = failed.first_dominated(config)
         if f is not None:
+            why = failed.reason(f)
             return PlaceOutcome(None, f"no room: a smaller or equal shape "
                                       f"({f.num_gpus} x {f.gpu_share:g} {f.gpu_model}) "
-                                      f"already failed this round")
+                                      f"already failed this round" + (f" ({why})" if why else ""))
         res = self.place(job_id, config, profile, slowdown_bound, slowdown_model, scorer=scorer)
         if not res.placed and not res.reason.startswith("slowdown bound"):
-            failed.append(config)
+            failed.append(config, res.reason)
         return res
 
     def place_many(self, requests: Sequence[tuple[str, Configuration, JobProfile, float]],
@@ -1589,10 +1652,14 @@ class FailedShapes:
         # per (GPU model, MIG profile): every shape, and the minimal ones
         self._by_key: dict[tuple[str | None, str | None], list[Configuration]] = {}
         self._minimal: dict[tuple[str | None, str | None], list[Configuration]] = {}
+        self._reasons: dict[Configuration, str] = {}  # why a shape failed, when told
         for c in shapes:
             self.append(c)
 
-    def append(self, c: Configuration) -> None:
+    def append(self, c: Configuration, reason: str = "") -> None:
+        """Record that ``c`` found no room; ``reason``: the placement's words for why."""
+        if reason:
+            self._reasons.setdefault(c, reason)
         self._all.append(c)
         key = (c.gpu_model, c.mig_profile)
         self._by_key.setdefault(key, []).append(c)
@@ -1613,6 +1680,10 @@ class FailedShapes:
                         and cpu >= m.cpu and mem >= m.mem_gib):
                     return True
         return False
+
+    def reason(self, c: Configuration) -> str:
+        """Why the failed shape ``c`` found no room ("" when not told)."""
+        return self._reasons.get(c, "")
 
     def first_dominated(self, c: Configuration) -> Configuration | None:
         """The first failed shape (in failing order) that ``c`` dominates, or None."""

@@ -53,8 +53,9 @@ SLOWDOWN_BOUND = PREFIX + "slowdown-bound"
 WORK = PREFIX + "work"
 JOB_TYPE = PREFIX + "job-type"
 GANG_SIZE = PREFIX + "gang-size"
+RESIZE_POLICY = PREFIX + "resize-policy"
 USER_KEYS = (WORKLOAD, GPUS, GPU_FRACTION, GPU_MEMORY_GIB, GPU_MODEL, SHAPE_FAMILY, PRIORITY,
-             SLOWDOWN_BOUND, WORK, JOB_TYPE, GANG_SIZE)
+             SLOWDOWN_BOUND, WORK, JOB_TYPE, GANG_SIZE, RESIZE_POLICY)
 
 #: Written by the placer with the decision keys of :mod:`elastico.contract`: the whole booking
 #: as JSON, what a restarted placer rebuilds its book from (the node agent does not read it).
@@ -64,10 +65,15 @@ DECISION_KEYS = (ROUND_ID, CONFIGURATION, GPU_UUIDS, MIG_PROFILE, MIG_START_SLOT
 _KNOWN = frozenset(USER_KEYS + DECISION_KEYS + (ALLOCATED,))
 
 SHAPE_FAMILIES = ("elastic", "fixed")
+#: ``resize-policy``: ``none`` keeps the requested GPU count and share (a bound pod cannot be
+#: resized); ``restart`` lets the placer give the pod more and take it back by evicting it,
+#: for its controller to recreate (docs/annotations.md, "Resizing by restart").
+RESIZE_POLICIES = ("none", "restart")
 #: Documented defaults (docs/annotations.md); ``slowdown-bound`` defaults per workload.
 DEFAULTS: Mapping[str, str] = {
     WORKLOAD: "training", GPUS: "1", GPU_FRACTION: "1", SHAPE_FAMILY: "elastic",
     PRIORITY: "1", WORK: "3600", JOB_TYPE: "ResNet-50 (batch size 64)", GANG_SIZE: "1",
+    RESIZE_POLICY: "none",
 }
 DEFAULT_SLOWDOWN_BOUND = {JobKind.TRAINING: 1.5, JobKind.INFERENCE: 1.5, JobKind.SERVICE: 1.1}
 #: Upper bounds that keep absurd values out of sums (GPUs per job, pods per gang, seconds).
@@ -106,6 +112,7 @@ class PodSpec:
     work: float
     job_type: str
     gang_size: int
+    resize_policy: str = "none"
 
 
 def _decimal(key: str, raw: str, allowed: str) -> float:
@@ -201,7 +208,16 @@ def parse_pod_annotations(annotations: Mapping[str, str] | None, *, gpu_models: 
     if jt not in types:
         raise InvalidArgument(JOB_TYPE, jt, f"one of {list(types)}")
     gang = _integer(GANG_SIZE, get(GANG_SIZE), 1, MAX_GANG)
-    return PodSpec(workload, gpus, frac, mem, models, family, prio, bound, work, jt, gang)
+    resize = get(RESIZE_POLICY)
+    if resize not in RESIZE_POLICIES:
+        raise InvalidArgument(RESIZE_POLICY, resize, f"one of {list(RESIZE_POLICIES)}")
+    if resize == "restart" and (workload is JobKind.SERVICE or family != "elastic" or gang != 1):
+        raise InvalidArgument(RESIZE_POLICY, resize, (
+            f"'none' unless the pod is a single elastic training or inference pod ({WORKLOAD} "
+            f"{workload.value}, {SHAPE_FAMILY} {family}, {GANG_SIZE} {gang}): only such a pod "
+            "is ever reshaped"))
+    return PodSpec(workload, gpus, frac, mem, models, family, prio, bound, work, jt, gang,
+                   resize_policy=resize)
 
 
 def job_group(pod: Mapping) -> str:
@@ -221,7 +237,7 @@ def job_group(pod: Mapping) -> str:
 
 
 def build_job(job_id: str, spec: PodSpec, members: int, cpu_per_pod: float,
-              mem_gib_per_pod: float, arrival_s: float) -> Job:
+              mem_gib_per_pod: float, arrival_s: float, *, may_resize: bool = True) -> Job:
     """The :class:`Job` of ``members`` pods sharing ``spec`` (one pod, or the pods of a gang
     still to place): ``members x gpus`` GPUs at ``gpu_fraction``, CPU cores and host GiB
     summed over the pods.
@@ -235,7 +251,13 @@ def build_job(job_id: str, spec: PodSpec, members: int, cpu_per_pod: float,
 
     GPU memory comes from each GPU's real size (``Request.device_memory``;
     :func:`elastico.shapes.gpu_memory_gib`): ``gpu-memory-gib`` when set, else the share of
-    the GPU's memory."""
+    the GPU's memory.
+
+    Shape: an elastic pod keeps its requested GPU count and share (``Job.reshape`` False; the
+    GPU model and a MIG instance that holds the request are still chosen by the round) unless
+    it opted in with ``resize-policy: restart`` and ``may_resize`` (the loop passes False when
+    the job's restart budget is spent): only then may it be given more than it asked, since
+    only then can the placer take it back (by evicting the pod)."""
     if members < 1:
         raise InvalidArgument("members", members, "at least one pod")
     elastic = members == 1 and spec.gang_size == 1 and spec.shape_family == "elastic" \
@@ -253,7 +275,8 @@ def build_job(job_id: str, spec: PodSpec, members: int, cpu_per_pod: float,
     return Job(id=job_id, kind=spec.workload if elastic else JobKind.SERVICE,
                arrival_s=arrival_s, work=spec.work, request=req, job_type=spec.job_type,
                priority=spec.priority, slowdown_bound=spec.slowdown_bound,
-               fixed_share=spec.shape_family == "fixed")
+               fixed_share=spec.shape_family == "fixed",
+               reshape=elastic and spec.resize_policy == "restart" and may_resize)
 
 
 @dataclass(frozen=True)

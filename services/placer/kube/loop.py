@@ -16,7 +16,12 @@ One round (:meth:`SchedulerLoop.run_round`; docs/annotations.md has the pod's vi
    by the loop, before the round, on the round's book (:meth:`SchedulerLoop._place_gangs`:
    ``Gang(pods=P)``, one part per pod, all or nothing; the policy cannot split a job into
    pods); the round then keeps it as booked.
-5. :func:`run_round` decides; a placed job's pods get their decision annotations (merge
+5. :func:`run_round` decides, on the pending jobs in creation order.  A job keeps its
+   requested GPU count and share unless its pod says ``elastico.io/resize-policy: restart``
+   (docs/annotations.md, "Resizing by restart"); a round that grows such a job while another
+   pending job waits is decided again with every job at its requested shape, and a job left
+   waiting may have a grown ``restart`` pod evicted to give its GPUs back
+   (:meth:`SchedulerLoop._reclaim`).  A placed job's pods get their decision annotations (merge
    patch carrying the pod's resourceVersion: a 409 re-reads the pod and retries, a bounded
    number of times; a failure undoes the job's other patches -- all pods or none).
 6. Reserved pods are bound (Binding subresource), at most one unacknowledged pod per node:
@@ -58,9 +63,9 @@ from kubernetes.client import CoreV1Api
 from kubernetes.client.exceptions import ApiException
 from kubernetes.utils import parse_quantity
 
-from elastico.errors import ElasticoError
+from elastico.errors import ElasticoError, InvalidArgument
 from elastico.metrics import LoopMetrics
-from elastico.model import Job, Node
+from elastico.model import Job, JobKind, Node
 from elastico.placer.placement import ClusterState, Gang
 from elastico.placer.policies import PolicyEnv, make_policy
 from elastico.placer.policies.common import JobCatalog
@@ -103,6 +108,13 @@ class LoopConfig:
     max_conflict_retries: int = 3
     policy: str = "elastico"
     round_timeout_s: float = 30.0
+    # resize-policy: restart (docs/annotations.md, "Resizing by restart"): a job's pods are
+    # evicted at most resize_max_restarts times per resize_window_s (then it keeps its
+    # requested shape), and only a pod that ran resize_min_run_s (the round's dwell: 10 x a
+    # 30 s restart) since it started
+    resize_max_restarts: int = 3
+    resize_window_s: float = 3600.0
+    resize_min_run_s: float = 300.0
 
 
 @dataclass
@@ -246,6 +258,7 @@ class SchedulerLoop:
                                      interval_s=self.config.event_interval_s, leading=self.leading)
         self._node_reasons: dict[str, str] = {}
         self._unusable_since: dict[str, float] = {}
+        self._resizes: dict[str, list[float]] = {}  # job group -> times this replica evicted one
         self._seq = itertools.count(1)
         self._epoch = int(clock())
         self._stop = threading.Event()
@@ -358,6 +371,8 @@ class SchedulerLoop:
                                 profile=self._catalog.profile)
         self._handle_conflicts(book, pods, now)
         jobs, members = self._pending_jobs(pods, book, report, now)
+        # first come, first served among equals: the round sees pending jobs in creation order
+        jobs.sort(key=lambda j: (j.arrival_s, j.id))
         active = book.running
         if jobs:
             try:
@@ -365,14 +380,22 @@ class SchedulerLoop:
                     # gangs first, on the round's book: the round sees them as booked
                     gangs = self._place_gangs([j for j in jobs if len(members[j.id]) > 1],
                                               members, book.state)
-                    active = [ActiveJob(j, gangs[j.id].config) if j.id in gangs else ActiveJob(j)
-                              for j in jobs
-                              if j.id not in gangs or gangs[j.id].assignment is not None] \
-                        + book.running
-                    inp = RoundInput(now=now, nodes=[i.node for i in invs], state=book.state,
-                                     jobs=active)
-                    result = run_round(MarkDegraded(policy, self.slowdown), inp,
-                                       tracer=self.tracer, metrics=self.metrics)
+
+                    def decide(jobs):
+                        active = [ActiveJob(j, gangs[j.id].config) if j.id in gangs else ActiveJob(j)
+                                  for j in jobs
+                                  if j.id not in gangs or gangs[j.id].assignment is not None] \
+                            + book.running
+                        inp = RoundInput(now=now, nodes=[i.node for i in invs], state=book.state,
+                                         jobs=active)
+                        return active, run_round(MarkDegraded(policy, self.slowdown), inp,
+                                                 tracer=self.tracer, metrics=self.metrics)
+                    active, result = decide(jobs)
+                    if _grows_while_others_wait(jobs, result.decisions):
+                        # a job gets more than it asked only with room no pending job could
+                        # use: redo the round with every job at its requested shape
+                        jobs = [dataclasses.replace(j, reshape=False) for j in jobs]
+                        active, result = decide(jobs)
             except (DependencyUnavailable, RoundDeadlineExceeded) as e:
                 report.abandoned = str(e)
                 log.warning("round %s abandoned, nothing applied: %s", report.round_id, e)
@@ -383,6 +406,7 @@ class SchedulerLoop:
                     gangs[jid] = dataclasses.replace(d, status=Status.DEGRADED,
                                                      reason=f"{d.reason}; {why}")
             report.decisions = {j.id: gangs.get(j.id) or result.decisions[j.id] for j in jobs}
+            reclaim: dict = {"state": None, "used": set()}  # _reclaim's trial book this round
             for job in jobs:
                 d = report.decisions[job.id]
                 names = members[job.id]
@@ -391,7 +415,9 @@ class SchedulerLoop:
                         break
                     self._reserve(job, d, names, by_node, report, now)
                 else:
-                    why = d.reason or d.status.value
+                    why = (d.reason or d.status.value) + self._unusable_nodes()
+                    if d.status is Status.WAITING and len(names) == 1 and self.leading():
+                        why += self._reclaim(job, reclaim, result.state, book, pods, now)
                     for key in names:
                         report.waiting[key] = why
                         self.events.emit(pods[key], "Waiting", f"{d.status.value}: {why}", now)
@@ -400,6 +426,112 @@ class SchedulerLoop:
         self._bind_reserved(report, now)
         self.events.prune((p.get("metadata") or {}).get("uid") for p in pods.values())
         return report
+
+    def _unusable_nodes(self) -> str:
+        """``; nodes not usable now: <node>: <why>, ...`` (three at most), or ""."""
+        if not self._node_reasons:
+            return ""
+        items = sorted(self._node_reasons.items())
+        more = f" and {len(items) - 3} more" if len(items) > 3 else ""
+        return "; nodes not usable now: " + ", ".join(f"{n}: {w}" for n, w in items[:3]) + more
+
+    def _restarts_left(self, group: str, now: float) -> int:
+        """Evictions left in ``group``'s restart budget (``resize_max_restarts`` per
+        ``resize_window_s``, counted by this replica)."""
+        times = [t for t in self._resizes.get(group, ()) if now - t < self.config.resize_window_s]
+        if times:
+            self._resizes[group] = times
+        else:
+            self._resizes.pop(group, None)
+        return self.config.resize_max_restarts - len(times)
+
+    def _grown_pods(self, book, pods: dict, now: float) -> list[tuple]:
+        """Bound pods the placer may evict to give GPUs back: ``resize-policy: restart``, not
+        terminating, booked with more than they asked (:func:`_upsized`), running at least
+        ``resize_min_run_s`` (``status.startTime``, else ``creationTimestamp``), restarts left
+        in their job's budget.  Most GPUs held first, then by pod key:
+        ``(-GPUs held, key, pod, PodSpec, PodBooking, job group)``."""
+        out = []
+        for key, (b, bound) in book.bookings.items():
+            pod = pods.get(key)
+            meta = (pod or {}).get("metadata") or {}
+            if not bound or meta.get("deletionTimestamp"):
+                continue
+            try:
+                spec = A.parse_pod_annotations(meta.get("annotations"), gpu_models=self._known_models,
+                                               job_types=self._job_types)
+            except ElasticoError:
+                continue
+            if spec.resize_policy != "restart" or not _upsized(b.configuration(), spec.gpus,
+                                                                spec.gpu_fraction):
+                continue
+            started = (pod.get("status") or {}).get("startTime")
+            since = creation_s({"metadata": {"creationTimestamp": started}}) if started \
+                else creation_s(pod)
+            group = A.job_group(pod)
+            if now - since < self.config.resize_min_run_s or self._restarts_left(group, now) < 1:
+                continue
+            out.append((-len(b.gpu_indices) * b.gpu_share, key, pod, spec, b, group))
+        return sorted(out, key=lambda v: (v[0], v[1]))
+
+    def _reclaim(self, job: Job, ctx: dict, state: ClusterState, book, pods: dict,
+                 now: float) -> str:
+        """Give back GPUs a waiting ``job`` needs: of :meth:`_grown_pods`, the first such that
+        with it shrunk to its requested shape both ``job`` (its requested shape, placed first)
+        and the shrunk pod fit; evict it (policy/v1 Eviction, so PodDisruptionBudgets hold;
+        its controller recreates it, and the next rounds place the two once it is gone).
+        ``state``: the round's book; ``ctx``: this round's trial book, candidates and the pods
+        already evicted (each waiting job counts on the room of those before it).  Returns
+        the words to add to the job's waiting reason ("" when nothing is evicted)."""
+        if ctx.get("victims") is None:
+            ctx["victims"] = self._grown_pods(book, pods, now)
+        victims = [v for v in ctx["victims"] if v[1] not in ctx["used"]]
+        if not victims:
+            return ""
+        if ctx["state"] is None:
+            ctx["state"] = state.copy()
+        cat, whole = self._catalog, job.kind is JobKind.SERVICE
+        for _, key, pod, spec, b, group in victims:
+            if self._restarts_left(group, now) < 1:  # another pod of its job went first
+                continue
+            trial = ctx["state"].copy()
+            trial.release(key)
+            cpu, mem, _ = _requests(pod)
+            try:
+                small = A.build_job(key, spec, 1, cpu, mem, creation_s(pod), may_resize=False)
+                shrunk = requested_configuration(small, b.gpu_model, cat.gpu_models[b.gpu_model][1],
+                                                 whole_gpus=False, model=self.throughput)
+            except (ElasticoError, ValueError, KeyError):
+                continue
+            if not any(trial.place(job.id, c, cat.profile(job, c), job.slowdown_bound,
+                                   self.slowdown, scorer=cat.env.scorer).placed
+                       for c in cat.requested(job, whole)):
+                continue
+            if not trial.place(key, shrunk, cat.profile(small, shrunk), small.slowdown_bound,
+                               self.slowdown, scorer=cat.env.scorer).placed:
+                continue
+            ns, name = key.split("/", 1)
+            uid = (pod.get("metadata") or {}).get("uid")
+            try:
+                self.core.create_namespaced_pod_eviction(name, ns, {
+                    "apiVersion": "policy/v1", "kind": "Eviction",
+                    "metadata": {"name": name, "namespace": ns},
+                    "deleteOptions": {"preconditions": {"uid": uid}}}, _preload_content=False)
+            except ApiException as e:  # 429: a PodDisruptionBudget says not now
+                log.info("eviction of %s to give back GPUs refused: %s %s", key, e.status, e.reason)
+                continue
+            self._resizes.setdefault(group, []).append(now)
+            ctx["state"] = trial
+            ctx["used"].add(key)
+            left = self._restarts_left(group, now)
+            self.events.emit(pod, "Resizing", (
+                f"evicted to give back GPUs: it holds {b.config_name} (asked {spec.gpus} x "
+                f"{spec.gpu_fraction:g}) and {job.id} waits for them; its controller recreates it "
+                f"({A.RESIZE_POLICY}: restart; {left} restart(s) left in "
+                f"{self.config.resize_window_s:g} s)"), now)
+            return (f"; evicting {key} ({A.RESIZE_POLICY}: restart, holds {b.config_name}, asked "
+                    f"{spec.gpus} x {spec.gpu_fraction:g}) to give back its GPUs")
+        return ""
 
     def _place_gangs(self, gangs: Sequence[Job], members: Mapping[str, list[str]],
                      state: ClusterState) -> dict[str, Decision]:
@@ -469,6 +601,13 @@ class SchedulerLoop:
                                                    gpu_models=self._known_models,
                                                    job_types=self._job_types)
                     cpu, mem, bad = _requests(pod)
+                    if spec.resize_policy == "restart" and not any(
+                            o.get("controller") for o in
+                            (pod.get("metadata") or {}).get("ownerReferences") or []):
+                        raise InvalidArgument(A.RESIZE_POLICY, spec.resize_policy, (
+                            "'none' for a pod without a controller owner reference (a Job, "
+                            "ReplicaSet, ...): ElastiCo resizes a pod by evicting it for its "
+                            "controller to recreate, and nothing would recreate this one"))
                     if bad:
                         raise ElasticoError(
                             f"spec.containers[].resources.requests[{A.GPU_RESOURCE}]: "
@@ -484,7 +623,8 @@ class SchedulerLoop:
             gang = valid[0][1].gang_size
             if gang == 1:
                 for pod, spec, cpu, mem in valid:
-                    self._add_job(jobs, members, report, pod_key(pod), [pod], spec, cpu, mem, now)
+                    self._add_job(jobs, members, report, pod_key(pod), [pod], spec, cpu, mem, now,
+                                  may_resize=self._restarts_left(g, now) > 0)
                 continue
             need = gang - booked_in_group.get(g, 0)
             specs = {v[1] for v in valid}
@@ -507,9 +647,11 @@ class SchedulerLoop:
             self._add_job(jobs, members, report, g, [v[0] for v in chosen], valid[0][1], cpu, mem, now)
         return jobs, members
 
-    def _add_job(self, jobs, members, report, job_id, pods, spec, cpu, mem, now):
+    def _add_job(self, jobs, members, report, job_id, pods, spec, cpu, mem, now, *,
+                 may_resize: bool = True):
         try:
-            job = A.build_job(job_id, spec, len(pods), cpu, mem, min(creation_s(p) for p in pods))
+            job = A.build_job(job_id, spec, len(pods), cpu, mem, min(creation_s(p) for p in pods),
+                              may_resize=may_resize)
         except (ElasticoError, ValueError) as e:
             for pod in pods:
                 report.rejected[pod_key(pod)] = str(e)
@@ -713,3 +855,19 @@ class SchedulerLoop:
         self.events.emit(pod, "Scheduled", f"Successfully assigned {key} to {b.node}: {b.config_name}, "
                     f"GPUs {','.join(b.gpu_uuids)} ({gpus}), round {b.round_id}", now)
         return True
+
+
+def _upsized(config, gpus: int, share: float) -> bool:
+    """Does ``config`` give more than ``gpus`` GPUs at ``share`` (the pod's request)?  More
+    GPUs, or a larger MPS share; a MIG instance holding the share is not more."""
+    return config.num_gpus > gpus or (config.mig_profile is None
+                                      and config.gpu_share > share + 1e-9)
+
+
+def _grows_while_others_wait(jobs: Sequence[Job], decisions: Mapping[str, Decision]) -> bool:
+    """Did the round give a job more than it asked while another pending job waits?"""
+    ds = [(j, decisions.get(j.id)) for j in jobs]
+    grown = any(j.reshape and d is not None and d.config is not None
+                and d.status in (Status.PLACED, Status.DEGRADED)
+                and _upsized(d.config, j.request.num_gpus, j.request.gpu_share) for j, d in ds)
+    return grown and any(d is not None and d.status is Status.WAITING for _, d in ds)

@@ -9,10 +9,11 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from elastico.clusters import mig_models_of
-from elastico.model import Configuration, Job, JobKind, Node, ResourceSpace, ShapeFamily
+from elastico.model import WAIT, Configuration, Job, JobKind, Node, ResourceSpace, ShapeFamily
 from elastico.predictor import JobProfile, SlowdownModel
 from elastico.tracing import NOOP, Tracer
-from elastico.shapes import build_family, fits_memory, memory_need_gib, requested_configuration
+from elastico.shapes import (FitsNoModel, build_family, fits_memory, memory_need_gib,
+                             mig_configurations, requested_configuration)
 from elastico.throughput import ThroughputModel
 
 from ..placement import ClusterState, FailedShapes
@@ -103,7 +104,7 @@ class JobCatalog:
         """Drops the job's cached entries when its kind, job type or request differ from
         what they were built from (everything a family, its arrays and requested shapes
         depend on besides the cluster)."""
-        spec = (job.kind, job.job_type, job.request)
+        spec = (job.kind, job.job_type, job.request, job.reshape)
         old = self._specs.get(job.id)
         if old != spec:
             if old is not None:
@@ -119,8 +120,29 @@ class JobCatalog:
         return fam
 
     def _build(self, job: Job) -> ShapeFamily:
+        if not job.reshape and job.kind is not JobKind.SERVICE:  # (a service's is already)
+            return self.requested_family(job)
         return build_family(job, self.gpu_models, self.env.throughput,
                             max_configs=self.env.max_configs, mig_models=self.mig_models)
+
+    def requested_family(self, job: Job) -> ShapeFamily:
+        """The family of a job that keeps its requested shape (``job.reshape`` False): wait,
+        the requested GPU count and share on every allowed GPU model where it fits
+        (:meth:`requested`), and on MIG-mode models the instances that hold it (as many
+        instances as requested GPUs, each with at least the requested share of the GPU's
+        compute and the job's memory footprint).  Raises FitsNoModel when there is none."""
+        req = job.request
+        shapes = list(self.requested(job, False))
+        for m, (mx, mem) in self.gpu_models.items():
+            if m in self.mig_models and (not req.gpu_models or m in req.gpu_models) \
+                    and req.num_gpus <= mx:
+                shapes += [c for c in mig_configurations(job, m, mem, self.env.throughput)
+                           if c.num_gpus == req.num_gpus and c.gpu_share >= req.gpu_share - 1e-9]
+        if not shapes:
+            raise FitsNoModel(job, "fits no GPU model of the cluster with its requested shape: "
+                              + ", ".join(f"{m} ({s} GPUs/node, {g:g} GiB)"
+                                          for m, (s, g) in self.gpu_models.items()))
+        return ShapeFamily((WAIT,) + tuple(dict.fromkeys(shapes)))
 
     def arrays(self, job: Job, space: ResourceSpace) -> tuple[np.ndarray, np.ndarray]:
         """(solo throughputs [K], demands [K, R]) of the job's family, cached."""

@@ -208,6 +208,9 @@ class ElasticoPolicy:
             span.set_attribute("pricing.changed", int(res.changed.sum()))
             for name, p in zip(self.space.names, res.prices):
                 span.set_attribute(f"pricing.price.{name}", float(p))
+        fifo = _fifo_among_equals(elastic, res.choice, util, offsets)
+        if fifo is not None:
+            res = dataclasses.replace(res, choice=fifo)
         util = charged
         self.prices = np.asarray(res.prices, dtype=float)
         reduced = util - demand @ self.prices
@@ -231,6 +234,7 @@ class ElasticoPolicy:
             # A shape that failed to fit this round is not retried, nor any shape at least as
             # large on the same GPU model (a heuristic: slowdown bounds differ between jobs).
             failed = FailedShapes()
+            tried: dict[str, dict[Configuration, str]] = {}  # job id -> shape -> why it failed
             for i in moves:
                 a = elastic[i]
                 lo, hi = offsets[i], offsets[i + 1]
@@ -245,36 +249,40 @@ class ElasticoPolicy:
                 else:
                     cands = _candidates(fams[i], reduced[lo:hi], k, floor, {k, cur, 0}, failed)
                     d = self._place_first(a, state, cands, cands[:1] == [fams[i].configs[k]],
-                                          failed=failed)
+                                          failed=failed, tried=tried)
                 if d is None:  # nothing better fits: stay exactly where it was
                     state.rebook(old, old_profile, a.job.slowdown_bound)
                     d = Decision(a.job.id, Status.PLACED, a.config, old,
                                  reason="kept: no better configuration fits")
                 decisions[a.job.id] = d
-            starts.sort(key=lambda i: -util[offsets[i] + res.choice[i]])
+            starts.sort(key=lambda i: (-util[offsets[i] + res.choice[i]],
+                                       elastic[i].job.arrival_s, elastic[i].job.id))
             for i in starts:
                 a = elastic[i]
                 lo, hi = offsets[i], offsets[i + 1]
                 k = int(res.choice[i])
                 cands = _candidates(fams[i], reduced[lo:hi], k, reduced[lo], {k, 0}, failed)
                 d = self._place_first(a, state, cands, cands[:1] == [fams[i].configs[k]],
-                                      failed=failed)
+                                      failed=failed, tried=tried)
                 if d is None:
                     waiting.append(i)
                 else:
                     decisions[a.job.id] = d
 
-            # 6. backfill: free GPUs go to waiting jobs, best utility first
-            waiting.sort(key=lambda i: -util[offsets[i]:offsets[i + 1]].max())
+            # 6. backfill: free GPUs go to waiting jobs, best utility first (equal: the
+            #    earlier job first, so of identical jobs a later one never takes the room)
+            waiting.sort(key=lambda i: (-util[offsets[i]:offsets[i + 1]].max(),
+                                        elastic[i].job.arrival_s, elastic[i].job.id))
             for i in waiting:
                 a = elastic[i]
                 lo, hi = offsets[i], offsets[i + 1]
                 order = [fams[i].configs[c] for c in np.argsort(-util[lo:hi], kind="stable") if c != 0]
                 order = [c for c in order if not failed.dominated(c)]
-                d = self._place_first(a, state, order, False, why="backfill", failed=failed)
+                d = self._place_first(a, state, order, False, why="backfill", failed=failed,
+                                      tried=tried)
                 decisions[a.job.id] = d if d is not None else Decision(
                     a.job.id, Status.WAITING, None,
-                    reason="priced out" if res.choice[i] == 0 else "no GPU fits any configuration")
+                    reason=_why_waiting(a.job, fams[i], tried.get(a.job.id, {}), failed))
             span.set_attribute("placer.placed", sum(
                 1 for a in elastic if decisions[a.job.id].status is Status.PLACED))
         for jid, d in decisions.items():
@@ -316,7 +324,11 @@ class ElasticoPolicy:
 
     def _place_first(self, a: ActiveJob, state: ClusterState, configs: list[Configuration],
                      first_is_choice: bool, why: str = "",
-                     failed: FailedShapes | None = None) -> Decision | None:
+                     failed: FailedShapes | None = None,
+                     tried: dict[str, dict[Configuration, str]] | None = None) -> Decision | None:
+        """The first of ``configs`` that ``state`` places for ``a`` (a PLACED decision), or
+        None.  A shape that fails goes into ``failed`` with the placement's reason, and
+        into ``tried[job id]`` (shape -> reason) for the job's waiting reason."""
         # offline-inference replicas are independent pods: one node each, placed all or
         # nothing, preferring one node, then one topology domain (Gang); they may share a GPU
         replicas = a.job.kind is JobKind.INFERENCE and self.env.replica_pods
@@ -329,7 +341,9 @@ class ElasticoPolicy:
                 return Decision(a.job.id, Status.PLACED, c, out.assignment, reason=reason,
                                 changed=True)
             if failed is not None:
-                failed.append(c)
+                failed.append(c, out.reason)
+            if tried is not None:
+                tried.setdefault(a.job.id, {}).setdefault(c, out.reason)
         return None
 
 
@@ -401,6 +415,54 @@ def greedy_choice(utility: np.ndarray, demand: np.ndarray, offsets: np.ndarray,
                          primal_value=float(utility[picked].sum()), dual_bound=math.nan,
                          gap=math.nan, iterations=0, seconds=0.0,
                          totals=demand[picked].sum(axis=0), changed=changed)
+
+
+def _fifo_among_equals(elastic: list[ActiveJob], choice: np.ndarray, util: np.ndarray,
+                       offsets: np.ndarray) -> np.ndarray | None:
+    """Pricing's ``choice`` [N] with the choices of identical pending jobs (same kind, job
+    type, request, shape rule, priority, bound and remaining work: the same family and
+    utilities) dealt out again in arrival order, best utility first, so that of two equal
+    jobs the earlier never waits while the later is placed (the solver is indifferent between
+    them).  None when nothing changes."""
+    groups: dict[tuple, list[int]] = {}
+    for i, a in enumerate(elastic):
+        if not a.running:
+            j = a.job
+            groups.setdefault((j.kind, j.job_type, j.request, j.reshape, j.priority,
+                               j.slowdown_bound, j.remaining), []).append(i)
+    out = None
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        members.sort(key=lambda i: (elastic[i].job.arrival_s, elastic[i].job.id))
+        picks = sorted((int(choice[i]) for i in members),
+                       key=lambda k: (k == 0, -util[offsets[members[0]] + k]))
+        for i, k in zip(members, picks):
+            if int(choice[i]) != k:
+                if out is None:
+                    out = np.array(choice, dtype=np.int64, copy=True)
+                out[i] = k
+    return out
+
+
+def _why_waiting(job, fam: ShapeFamily, tried: dict[Configuration, str],
+                 failed: FailedShapes) -> str:
+    """A waiting job's reason: for its requested shape on each model of its family (else its
+    first configuration), the placement's words for why it does not fit -- from this round's
+    try of that shape, or of a smaller one it dominates (``failed``)."""
+    req = job.request
+    shapes = [c for c in fam.configs if not c.is_wait]
+    asked = [c for c in shapes if c.mig_profile is None and c.num_gpus == req.num_gpus
+             and abs(c.gpu_share - req.gpu_share) < 1e-9] or shapes[:1]
+    parts = []
+    for c in asked:
+        why = tried.get(c)
+        if why is None:
+            f = failed.first_dominated(c)
+            why = (failed.reason(f) or f"no room (as {f.name})") if f is not None else \
+                "not tried: priced out by jobs of higher utility"
+        parts.append(f"{c.name}: {why}")
+    return "; ".join(parts) or "no configuration"
 
 
 def _candidates(fam, red: np.ndarray, k: int, floor: float, exclude: set[int],
