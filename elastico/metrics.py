@@ -51,7 +51,10 @@ The scheduler loop (``elastico schedule``, :class:`LoopMetrics`) has the placer'
                                                            failed: nothing applied), ``failed``
 ``elastico_loop_pods{outcome}``                 gauge      pods of the last leader round:
                                                            reserved, bound, held, waiting,
-                                                           rejected
+                                                           rejected, error
+``elastico_job_errors_total{stage}``            counter    jobs whose handling raised (pod,
+                                                           gang, round, reserve, bind, book);
+                                                           the others went on
 ``elastico_binds_total``                        counter    pods bound (Binding subresource)
 ``elastico_bind_conflicts_total``               counter    Bindings answered 409 Conflict
 ``elastico_events_total{reason}``               counter    Kubernetes Events written
@@ -185,7 +188,11 @@ class ServiceMetrics:
 #: Outcomes of a scheduler-loop round (``elastico_loop_rounds_total``) and of its pods
 #: (``elastico_loop_pods``).
 LOOP_ROUND_OUTCOMES = ("completed", "standby", "abandoned", "failed")
-LOOP_POD_OUTCOMES = ("reserved", "bound", "held", "waiting", "rejected")
+LOOP_POD_OUTCOMES = ("reserved", "bound", "held", "waiting", "rejected", "error")
+#: Where a scheduler-loop job error happened (``elastico_job_errors_total{stage}``): reading a
+#: pod, placing a gang, the round's decision, writing the decision, the Binding, rebuilding a
+#: booking.
+JOB_ERROR_STAGES = ("pod", "gang", "round", "reserve", "bind", "book")
 
 
 class LoopMetrics(ServiceMetrics):
@@ -211,6 +218,12 @@ class LoopMetrics(ServiceMetrics):
                                       "Bindings answered 409 Conflict", registry=r)
         self.events = Counter("elastico_events", "Kubernetes Events written, by reason",
                               ("reason",), registry=r)
+        self.job_errors = Counter("elastico_job_errors",
+                                  "Jobs whose handling raised an error in a scheduler-loop "
+                                  "round, by stage (the job is skipped that round, the "
+                                  "others are scheduled)", ("stage",), registry=r)
+        for st in JOB_ERROR_STAGES:
+            self.job_errors.labels(st)
         self.leader = Gauge("elastico_leader",
                             "1 while this replica holds the Lease (or runs without leader "
                             "election), else 0", registry=r)

@@ -207,13 +207,14 @@ def _check_exposed(documented: dict[str, tuple[str, ...]], families: dict) -> di
 def test_the_scheduler_loops_registry_exposes_every_documented_loop_metric():
     from prometheus_client import generate_latest
 
-    from elastico.metrics import LOOP_POD_OUTCOMES, LOOP_ROUND_OUTCOMES, LoopMetrics
+    from elastico.metrics import (JOB_ERROR_STAGES, LOOP_POD_OUTCOMES, LOOP_ROUND_OUTCOMES,
+                                  LoopMetrics)
 
     documented = _documented_metrics(loop=True)
     assert set(documented) == {
         "elastico_loop_round_duration_seconds", "elastico_loop_rounds_total", "elastico_loop_pods",
         "elastico_binds_total", "elastico_bind_conflicts_total", "elastico_events_total",
-        "elastico_leader"}
+        "elastico_leader", "elastico_job_errors_total"}
     assert not set(documented) & set(_documented_metrics())   # each metric documented once
     m = LoopMetrics()   # what elastico schedule serves (schedule_cli: registry=metrics.registry)
     m.leader.set(1)
@@ -240,8 +241,11 @@ def test_the_scheduler_loops_registry_exposes_every_documented_loop_metric():
     assert samples["elastico_binds_total"][0].value == 2
     assert samples["elastico_bind_conflicts_total"][0].value == 1
     assert samples["elastico_leader"][0].value == 1
-    for outcome in (*LOOP_ROUND_OUTCOMES, *LOOP_POD_OUTCOMES):
+    for outcome in (*LOOP_ROUND_OUTCOMES, *LOOP_POD_OUTCOMES, *JOB_ERROR_STAGES):
         assert f"`{outcome}`" in DOCS.read_text(), f"outcome {outcome} not documented"
+    # every stage's series exists from the start (rate() needs it)
+    assert {s.labels["stage"]: s.value for s in samples["elastico_job_errors_total"]} == {
+        st: 0.0 for st in JOB_ERROR_STAGES}
 
 
 def test_the_served_placer_exposes_every_documented_metric_with_its_type_and_labels():

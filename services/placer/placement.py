@@ -1512,10 +1512,14 @@ class ClusterState:
         del self._jobs[job_id]
         return a
 
-    def rebook(self, a: Assignment, profile: JobProfile, bound: float) -> Assignment:
+    def rebook(self, a: Assignment, profile: JobProfile, bound: float, *,
+               unhealthy_ok: bool = False) -> Assignment:
         """Book ``a`` again exactly as it was (same nodes, GPUs, shares, MIG starts): undoes a
         :meth:`release` when a planned move is abandoned.  All or nothing: raises Infeasible,
-        changing nothing, if any of those resources has been taken meanwhile."""
+        changing nothing, if any of those resources has been taken meanwhile.
+        ``unhealthy_ok``: ``a``'s GPUs may be unhealthy -- the booking of a pod that already
+        runs there (the Kubernetes loop rebuilds its book from bound pods every round); the
+        GPUs stay unhealthy, so nothing new is booked on them."""
         if a.job_id in self._jobs:
             raise Infeasible(f"job {a.job_id!r} is already booked")
         cpu: dict[int, list[float]] = {}
@@ -1534,7 +1538,7 @@ class ClusterState:
         where = {}
         for g in per_gpu:
             where[g] = f"GPU {self._gpu_local[g]} of {self.nodes[int(self._gpu_node[g])].name}"
-            if not self._healthy[g]:
+            if not self._healthy[g] and not unhealthy_ok:
                 raise Infeasible(f"job {a.job_id!r}: {where[g]} is unhealthy")
         prof = None
         if a.mig_profile is not None:

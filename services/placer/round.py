@@ -151,7 +151,8 @@ def run_round(policy: Policy, inp: RoundInput,
     built with the same tracer (``PolicyEnv.tracer``).  The per-status counts are the
     attributes ``round.placed``, ``round.waiting``, ``round.unplaceable``, ``round.degraded``,
     ``round.error`` (ints); a degraded round (``result.degraded``, e.g. the predictor was
-    unreachable) also says why in ``round.degraded_reason`` (a string).
+    unreachable) also says why in ``round.degraded_reason`` (a string); jobs with status
+    ``error`` are named in ``round.error_jobs`` (comma-separated job ids).
     ``metrics``: told about every round that returns (not about one that raises).
     """
     t0 = timer()
@@ -164,6 +165,9 @@ def run_round(policy: Policy, inp: RoundInput,
                 1 for d in result.decisions.values() if d.status is status))
         if result.degraded:
             span.set_attribute("round.degraded_reason", result.degraded)
+        errs = sorted(j for j, d in result.decisions.items() if d.status is Status.ERROR)
+        if errs:
+            span.set_attribute("round.error_jobs", ",".join(errs))
     result.phase_seconds["round"] = timer() - t0
     if metrics is not None:
         metrics.observe_round(inp, result)

@@ -16,8 +16,25 @@ running placer all see the same book.  The state machine of one elastico pod (ST
 * *forgotten*: a reservation the loop gives up (bind failed, node gone) loses its
   annotations (``clear_decision``) and the pod is pending again.
 
-A booking that cannot be rebooked (its node is gone or not usable, or its GPUs are taken by an
-earlier pod) is returned in ``conflicts`` and holds nothing; the loop decides what to do.
+Bound pods are booked before reservations (each group oldest first): a bound pod runs, so
+its GPUs are never given to anyone else.  What happens to a booking that cannot be entered
+(the pod is in ``conflicts``; the loop decides what to tell, docs/placement.md "The live
+loop's book"):
+
+* a bound pod keeps every GPU it runs on, an unhealthy one included (``rebook(...,
+  unhealthy_ok=True)``); the unhealthy GPU stays closed to new bookings;
+* a bound pod whose node is out of the book (NotReady, cordoned, no valid inventory) holds
+  nothing, and needs nothing held: a node out of the book takes no booking at all, and when
+  it comes back its bound pods are booked first again;
+* a bound pod whose booking conflicts anyway (its GPUs booked by an older bound pod, its
+  GPU indices past the inventory, CPU/memory no longer free, an error) holds none of its
+  resources, but its GPUs are *fenced*: marked unhealthy in the book, so no new booking goes
+  there while it runs;
+* a bound pod whose booking no longer parses (edited by hand, or written by another version)
+  has the GPUs its ``elastico.io/gpu-uuids`` names on its node fenced the same way;
+* a reservation (never ran) on an unhealthy or taken GPU, or on a node out of the book,
+  holds nothing; the loop gives it up (at once, or after ``reservation_timeout_s`` for a
+  node that is not usable now) and the pod is placed again.
 """
 
 from __future__ import annotations
@@ -32,7 +49,7 @@ from elastico.placer.placement import Assignment, ClusterState, Part
 from elastico.placer.round import ActiveJob
 from elastico.predictor import JobProfile, SlowdownModel
 
-from .annotations import SCHEDULER_NAME, PodBooking, parse_booking
+from .annotations import GPU_UUIDS, SCHEDULER_NAME, PodBooking, parse_booking
 from .inventory import NodeInventory
 
 __all__ = ["pod_key", "is_elastico", "is_terminal", "creation_s", "Book", "rebuild_book"]
@@ -65,33 +82,59 @@ class Book:
     """The rebuilt book.  ``state``: every booking; ``running``: one fixed ActiveJob per booked
     pod (keyed by :func:`pod_key`; the round keeps them where they are -- this loop never
     moves a bound pod); ``bookings``: pod key -> its booking and whether it is bound;
-    ``conflicts``: pod key -> why its booking holds nothing."""
+    ``conflicts``: pod key -> why its booking holds nothing; ``fenced``: pod key of a bound
+    pod in ``conflicts`` -> ``(node, GPU indices)`` kept from new bookings (marked unhealthy
+    in ``state``) while it runs; ``errors``: pod key -> an unexpected exception its booking
+    raised (a bug, not bad input; also in ``conflicts``), for the loop to report."""
 
     state: ClusterState
     running: list[ActiveJob] = field(default_factory=list)
     bookings: dict[str, tuple[PodBooking, bool]] = field(default_factory=dict)
     conflicts: dict[str, str] = field(default_factory=dict)
+    fenced: dict[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)
+    errors: dict[str, Exception] = field(default_factory=dict)
+
+
+def _fence_by_uuid(book: Book, pod: Mapping, key: str, index: Mapping[str, int],
+                   nodes: Sequence[NodeInventory]) -> None:
+    """A bound pod whose booking does not parse: fence the GPUs of its node that its
+    ``elastico.io/gpu-uuids`` annotation names (what the device plugin gave it), if any."""
+    node = (pod.get("spec") or {}).get("nodeName")
+    n = index.get(node) if node else None
+    raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(GPU_UUIDS)
+    if n is None or not isinstance(raw, str):
+        return
+    names = set(u.strip() for u in raw.split(","))
+    gpus = tuple(g for g, u in enumerate(nodes[n].uuids) if u in names)
+    if gpus:
+        for g in gpus:
+            book.state.mark_unhealthy(n, g)
+        book.fenced[key] = (node, gpus)
+        book.conflicts[key] += f"; while it runs, its GPUs {list(gpus)} of {node} take no new booking"
 
 
 def rebuild_book(nodes: Sequence[NodeInventory], pods: Iterable[Mapping], *,
                  slowdown_model: SlowdownModel | None,
                  profile: Callable[[Job, Configuration], JobProfile]) -> Book:
     """Book every reserved or bound elastico pod (module docstring) on a fresh ClusterState of
-    ``nodes``, oldest pod first (so a conflict is charged to the later pod).  ``profile``:
-    the interference profile of a job running a configuration (the policy's
-    ``JobCatalog.profile``), so rebooked pods are checked like placed ones."""
+    ``nodes``: bound pods first, then reservations, each oldest first (so a conflict is
+    charged to a reservation rather than a running pod, and to the later of two).
+    ``profile``: the interference profile of a job running a configuration (the policy's
+    ``JobCatalog.profile``), so rebooked pods are checked like placed ones.  Never raises
+    for one pod: an unexpected error is recorded in ``errors`` (and ``conflicts``)."""
     index = {inv.node.name: i for i, inv in enumerate(nodes)}
     mig = [(i, g) for i, inv in enumerate(nodes) for g in inv.mig_gpus]
     state = ClusterState([inv.node for inv in nodes], mig, slowdown_model)
     book = Book(state)
     cands = [p for p in pods if is_elastico(p) and not is_terminal(p)]
-    cands.sort(key=lambda p: (creation_s(p), pod_key(p)))
+    cands.sort(key=lambda p: (not (p.get("spec") or {}).get("nodeName"), creation_s(p), pod_key(p)))
     for pod in cands:
         key = pod_key(pod)
         try:
             b = parse_booking((pod.get("metadata") or {}).get("annotations"))
         except ElasticoError as e:
             book.conflicts[key] = str(e)
+            _fence_by_uuid(book, pod, key, index, nodes)
             continue
         if b is None:
             continue
@@ -118,9 +161,20 @@ def rebuild_book(nodes: Sequence[NodeInventory], pods: Iterable[Mapping], *,
                        gpu_model=b.gpu_model)
         try:
             prof = profile(Job(**{**job.__dict__, "kind": JobKind(b.kind)}), config)
-            state.rebook(a, prof, job.slowdown_bound)
-        except (ElasticoError, ValueError, KeyError) as e:  # KeyError: MIG slot on a non-MIG GPU
-            book.conflicts[key] = str(e)
+            # a bound pod keeps the GPUs it runs on, healthy or not (module docstring)
+            state.rebook(a, prof, job.slowdown_bound, unhealthy_ok=bool(bound_to))
+        except Exception as e:
+            # KeyError: MIG slot on a non-MIG GPU; anything but these is a bug, reported
+            if not isinstance(e, (ElasticoError, ValueError, KeyError)):
+                book.errors[key] = e
+            book.conflicts[key] = str(e) if key not in book.errors else f"{type(e).__name__}: {e}"
+            if bound_to:
+                gpus = tuple(g for g in b.gpu_indices if 0 <= g < nodes[n].node.num_gpus)
+                for g in gpus:
+                    state.mark_unhealthy(n, g)
+                book.fenced[key] = (b.node, gpus)
+                book.conflicts[key] += (f"; while it runs, its GPUs {list(gpus)} of {b.node} "
+                                        "take no new booking")
             continue
         book.bookings[key] = (b, bool(bound_to))
         book.running.append(ActiveJob(job, config))

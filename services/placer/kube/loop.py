@@ -24,6 +24,11 @@ One round (:meth:`SchedulerLoop.run_round`; docs/annotations.md has the pod's vi
    (:meth:`SchedulerLoop._reclaim`).  A placed job's pods get their decision annotations (merge
    patch carrying the pod's resourceVersion: a 409 re-reads the pod and retries, a bounded
    number of times; a failure undoes the job's other patches -- all pods or none).
+   One job's error does not stop the round: a job whose handling raises (reading its pods,
+   placing its gang, the decision -- found by bisection when :func:`run_round` raises --,
+   its patches, its Binding, its booking) gets status ``error``, a ``SchedulingError``
+   Event, ``elastico_job_errors_total{stage}`` and its traceback in the log once
+   (:meth:`SchedulerLoop._job_error`); the other jobs go on.
 6. Reserved pods are bound (Binding subresource), at most one unacknowledged pod per node:
    kubelet's Allocate carries no pod identity, so the device plugin identifies the pod as the
    only bound, unacknowledged elastico pod on its node.  A node holding one takes no further
@@ -65,7 +70,7 @@ from kubernetes.utils import parse_quantity
 
 from elastico.errors import ElasticoError, InvalidArgument
 from elastico.metrics import LoopMetrics
-from elastico.model import Job, JobKind, Node
+from elastico.model import Configuration, Job, JobKind, Node
 from elastico.placer.placement import ClusterState, Gang
 from elastico.placer.policies import PolicyEnv, make_policy
 from elastico.placer.policies.common import JobCatalog
@@ -74,7 +79,7 @@ from elastico.placer.round import (ActiveJob, Decision, MarkDegraded, Policy, Ro
                                    run_round)
 from elastico.placer.upkeep import finish_round, start_round
 from elastico.predictor import AnalyticSlowdown, SlowdownModel
-from elastico.shapes import fits_memory, requested_configuration
+from elastico.shapes import config_name, fits_memory, requested_configuration
 from elastico.throughput import ThroughputModel
 from elastico.tracing import NOOP, Tracer
 
@@ -130,10 +135,13 @@ class RoundReport:
     waiting: dict[str, str] = field(default_factory=dict)
     rejected: dict[str, str] = field(default_factory=dict)
     abandoned: str = ""  # why the round was given up before any write ("" = it was not)
+    # pod key -> the error its handling raised this round (a SchedulingError Event says it)
+    errors: dict[str, str] = field(default_factory=dict)
 
     def pod_counts(self) -> dict[str, int]:
         return {"reserved": len(self.reserved), "bound": len(self.bound), "held": len(self.held),
-                "waiting": len(self.waiting), "rejected": len(self.rejected)}
+                "waiting": len(self.waiting), "rejected": len(self.rejected),
+                "error": len(self.errors)}
 
 
 class _CountedEvents(EventRecorder):
@@ -193,6 +201,26 @@ def _requests(pod: Mapping) -> tuple[float, float, list[str]]:
     return cpu, mem, bad
 
 
+def _gang_configuration(job: Job, pods: int, gpu_model: str, gpu_mem_gib: float,
+                        throughput: ThroughputModel) -> Configuration:
+    """The requested shape of a gang ``job`` of ``pods`` equal pods on ``gpu_model`` GPUs of
+    ``gpu_mem_gib`` GiB: ``job``'s GPUs, CPU cores and host GiB in total (whole GPUs), with
+    the normalized throughput of *one pod's* requested shape (the pods run the same shape,
+    so the gang's speed relative to its request on the reference GPU is a pod's).  The
+    throughput model is asked about one pod's GPUs only: it knows data-parallel speedups up
+    to 8 GPUs (Gavel's measurements) and a gang may have up to 64 (2 pods x 8 GPUs = 16
+    must not be looked up as one 16-GPU process).  Raises InvalidArgument as
+    :func:`~elastico.shapes.requested_configuration` does (e.g. a job type the model does
+    not know)."""
+    req = job.request
+    per_pod = dataclasses.replace(job, request=dataclasses.replace(
+        req, num_gpus=req.num_gpus // pods, cpu=req.cpu / pods, mem_gib=req.mem_gib / pods))
+    one = requested_configuration(per_pod, gpu_model, gpu_mem_gib, whole_gpus=True,
+                                  model=throughput)
+    return dataclasses.replace(one, name=config_name(gpu_model, req.num_gpus, one.gpu_share),
+                               num_gpus=req.num_gpus, cpu=req.cpu, mem_gib=req.mem_gib)
+
+
 def _minus_other_pods(invs: list[NodeInventory], pods) -> list[NodeInventory]:
     """The nodes with the CPU and memory requested by pods of other schedulers (bound, not
     finished) taken off, so an elastico pod is never bound where kubelet would refuse it.
@@ -213,6 +241,33 @@ def _minus_other_pods(invs: list[NodeInventory], pods) -> list[NodeInventory]:
                 inv.node, cpu=max(0.0, inv.node.cpu - u[0]), mem_gib=max(0.0, inv.node.mem_gib - u[1])))
         out.append(inv)
     return out
+
+
+#: What each stage of :data:`elastico.metrics.JOB_ERROR_STAGES` means, for the Event.
+_STAGE_WORDS = {"pod": "reading the pod's annotations and requests",
+                "gang": "placing its gang", "round": "deciding in the scheduling round",
+                "reserve": "writing its decision", "bind": "binding it",
+                "book": "rebuilding its booking"}
+
+
+class _SkipJobs:
+    """``policy`` without the jobs of ``errors`` (job id -> cause): the policy never sees
+    them, and each gets an ``error`` decision with its cause, so the round's span and metrics
+    count it (``round.error``)."""
+
+    def __init__(self, policy: Policy, errors: Mapping[str, str]):
+        self.policy, self.errors, self.name = policy, errors, policy.name
+
+    def __call__(self, inp: RoundInput, state: ClusterState):
+        if not self.errors:
+            return self.policy(inp, state)
+        res = self.policy(dataclasses.replace(
+            inp, jobs=[a for a in inp.jobs if a.job.id not in self.errors]), state)
+        for a in inp.jobs:
+            if a.job.id in self.errors:
+                res.decisions[a.job.id] = Decision(a.job.id, Status.ERROR, None,
+                                                   reason=self.errors[a.job.id])
+        return res
 
 
 class SchedulerLoop:
@@ -259,6 +314,10 @@ class SchedulerLoop:
         self._node_reasons: dict[str, str] = {}
         self._unusable_since: dict[str, float] = {}
         self._resizes: dict[str, list[float]] = {}  # job group -> times this replica evicted one
+        # (job id, stage, cause) of the job errors of the last round / this round: a job that
+        # keeps failing the same way has its traceback logged once (_job_error)
+        self._errors_logged: set[tuple[str, str, str]] = set()
+        self._errors_now: set[tuple[str, str, str]] = set()
         self._seq = itertools.count(1)
         self._epoch = int(clock())
         self._stop = threading.Event()
@@ -369,51 +428,61 @@ class SchedulerLoop:
         with round_deadline(self.config.round_timeout_s):
             book = rebuild_book(invs, pods.values(), slowdown_model=self.slowdown,
                                 profile=self._catalog.profile)
+        self._errors_logged, self._errors_now = self._errors_now, set()
+        for key, e in book.errors.items():
+            self._job_error(key, [key], "book", e, pods, report, now)
         self._handle_conflicts(book, pods, now)
         jobs, members = self._pending_jobs(pods, book, report, now)
         # first come, first served among equals: the round sees pending jobs in creation order
         jobs.sort(key=lambda j: (j.arrival_s, j.id))
         active = book.running
         if jobs:
+            errors: dict[str, tuple[str, Exception]] = {}
             try:
                 with round_deadline(max(0.0, deadline - time.monotonic())):
                     # gangs first, on the round's book: the round sees them as booked
-                    gangs = self._place_gangs([j for j in jobs if len(members[j.id]) > 1],
-                                              members, book.state)
+                    gangs = self._place_gangs_apart([j for j in jobs if len(members[j.id]) > 1],
+                                                    members, book, errors)
 
                     def decide(jobs):
-                        active = [ActiveJob(j, gangs[j.id].config) if j.id in gangs else ActiveJob(j)
-                                  for j in jobs
-                                  if j.id not in gangs or gangs[j.id].assignment is not None] \
-                            + book.running
-                        inp = RoundInput(now=now, nodes=[i.node for i in invs], state=book.state,
-                                         jobs=active)
-                        return active, run_round(MarkDegraded(policy, self.slowdown), inp,
-                                                 tracer=self.tracer, metrics=self.metrics)
-                    active, result = decide(jobs)
+                        pending = [ActiveJob(j, gangs[j.id].config) if j.id in gangs
+                                   else ActiveJob(j) for j in jobs if j.id not in errors
+                                   and (j.id not in gangs or gangs[j.id].assignment is not None)]
+                        return self._decide(policy, now, invs, book, jobs, pending, errors)
+                    result, active = decide(jobs)
                     if _grows_while_others_wait(jobs, result.decisions):
                         # a job gets more than it asked only with room no pending job could
                         # use: redo the round with every job at its requested shape
                         jobs = [dataclasses.replace(j, reshape=False) for j in jobs]
-                        active, result = decide(jobs)
+                        result, active = decide(jobs)
             except (DependencyUnavailable, RoundDeadlineExceeded) as e:
                 report.abandoned = str(e)
                 log.warning("round %s abandoned, nothing applied: %s", report.round_id, e)
                 return report
+            for jid, (stage, e) in errors.items():
+                self._job_error(jid, members[jid], stage, e, pods, report, now)
             why = getattr(self.slowdown, "degraded", "")
             for jid, d in gangs.items():
                 if why and d.status is Status.PLACED:
                     gangs[jid] = dataclasses.replace(d, status=Status.DEGRADED,
                                                      reason=f"{d.reason}; {why}")
-            report.decisions = {j.id: gangs.get(j.id) or result.decisions[j.id] for j in jobs}
+            report.decisions = {j.id: result.decisions[j.id] if j.id in errors
+                                else gangs.get(j.id) or result.decisions[j.id] for j in jobs}
             reclaim: dict = {"state": None, "used": set()}  # _reclaim's trial book this round
             for job in jobs:
                 d = report.decisions[job.id]
                 names = members[job.id]
+                if d.status is Status.ERROR:
+                    continue  # told above (_job_error)
                 if d.status in (Status.PLACED, Status.DEGRADED) and d.assignment is not None:
                     if not self.leading():
                         break
-                    self._reserve(job, d, names, by_node, report, now)
+                    try:
+                        self._reserve(job, d, names, by_node, report, now)
+                    except Exception as e:
+                        self._job_error(job.id, names, "reserve", e, pods, report, now)
+                        for key in names:  # all pods or none (the _reserve contract)
+                            self._clear_quietly(key)
                 else:
                     why = (d.reason or d.status.value) + self._unusable_nodes()
                     if d.status is Status.WAITING and len(names) == 1 and self.leading():
@@ -550,7 +619,7 @@ class SchedulerLoop:
             P = len(members[job.id])
             per_pod = job.request.num_gpus // P
             allowed = job.request.gpu_models or frozenset(cat.gpu_models)
-            configs = [requested_configuration(job, m, mem, whole_gpus=True, model=self.throughput)
+            configs = [_gang_configuration(job, P, m, mem, self.throughput)
                        for m, (mx, mem) in sorted(cat.gpu_models.items())
                        if m in allowed and per_pod <= mx
                        and fits_memory(job, mem, whole_gpus=True)]  # gpu-memory-gib fits
@@ -574,6 +643,134 @@ class SchedulerLoop:
             else:
                 out[job.id] = Decision(job.id, Status.WAITING, None, reason="; ".join(reasons))
         return out
+
+    def _place_gangs_apart(self, gangs: Sequence[Job], members: Mapping[str, list[str]], book,
+                           errors: dict[str, tuple[str, Exception]]) -> dict[str, Decision]:
+        """:meth:`_place_gangs`, one gang at a time (oldest first), each on a copy of
+        ``book.state`` that replaces it only when the placement returns: a gang whose placement
+        raises books nothing and is put in ``errors`` (job id -> ("gang", the exception)); the
+        other gangs are placed as usual.  DependencyUnavailable and RoundDeadlineExceeded
+        propagate (the round is abandoned)."""
+        out: dict[str, Decision] = {}
+        for job in sorted(gangs, key=lambda j: (j.arrival_s, j.id)):
+            trial = book.state.copy()
+            try:
+                out.update(self._place_gangs([job], members, trial))
+            except (DependencyUnavailable, RoundDeadlineExceeded):
+                raise
+            except Exception as e:
+                errors[job.id] = ("gang", e)
+                continue
+            book.state = trial
+        return out
+
+    def _decide(self, policy: Policy, now: float, invs: list[NodeInventory], book,
+                jobs: Sequence[Job], pending: list[ActiveJob],
+                errors: dict[str, tuple[str, Exception]]):
+        """:func:`run_round` on ``pending`` (new jobs; placed gangs with their configuration)
+        plus the book's running jobs, isolating jobs that make it raise.  Returns
+        ``(result, active)``: the round's result, with an ``error`` decision for every job in
+        ``errors``, and the jobs it ran with.
+
+        The round is all or nothing on a copy of the book (:mod:`elastico.placer.round`), so
+        when it raises, the culprits are found by bisection -- the round is run again on
+        halves of the pending jobs (with the running ones, on fresh copies; without tracer or
+        metrics), down to single jobs that raise alone -- and put in ``errors`` (job id ->
+        ("round", the exception)); the round then runs once more without them, which is the
+        result.  A job that raised in the last round is tried alone first (so a job that keeps
+        failing costs one trial round per round).  A round that raises with no pending job at
+        all, or whose failure no single job reproduces, raises (the loop's "round failed", as
+        before: nothing is written).  DependencyUnavailable and RoundDeadlineExceeded always
+        propagate."""
+        nodes = [i.node for i in invs]
+        by_id = {j.id: j for j in jobs}
+
+        def run(subset: list[ActiveJob], final: bool):
+            keep = {a.job.id for a in subset}
+            state = book.state
+            drop = [a.job.id for a in pending if a.job.id not in keep and a.job.id in state]
+            if drop:  # placed gangs left out of this run: their booking goes with them
+                state = state.copy()
+                for jid in drop:
+                    state.release(jid)
+            skip = {jid: f"{errors[jid][0]}: {type(errors[jid][1]).__name__}: {errors[jid][1]}"
+                    for jid in errors if jid in by_id} if final else {}
+            act = list(subset) + [ActiveJob(by_id[jid]) for jid in skip] + book.running
+            inp = RoundInput(now=now, nodes=nodes, state=state, jobs=act)
+            res = run_round(MarkDegraded(_SkipJobs(policy, skip), self.slowdown), inp,
+                            tracer=self.tracer if final else NOOP,
+                            metrics=self.metrics if final else None)
+            return res, act
+
+        def fails(subset: list[ActiveJob]) -> Exception | None:
+            try:
+                run(subset, final=False)
+            except (DependencyUnavailable, RoundDeadlineExceeded):
+                raise
+            except Exception as e:
+                return e
+            return None
+
+        def bisect(subset: list[ActiveJob], e: Exception) -> dict[str, Exception]:
+            if len(subset) == 1:
+                return {subset[0].job.id: e}
+            out: dict[str, Exception] = {}
+            for part in (subset[:len(subset) // 2], subset[len(subset) // 2:]):
+                pe = fails(part)
+                if pe is not None:
+                    out.update(bisect(part, pe))
+            return out
+
+        # a job that raised in the last round is tried alone first: one that keeps failing
+        # costs one trial round per round, not a bisection
+        again = {jid for jid, stage, _ in self._errors_logged if stage == "round"}
+        for a in [a for a in pending if a.job.id in again]:
+            e = fails([a])
+            if e is not None:
+                errors[a.job.id] = ("round", e)
+        ok = [a for a in pending if a.job.id not in errors]
+        while True:
+            try:
+                return run(ok, final=True)
+            except (DependencyUnavailable, RoundDeadlineExceeded):
+                raise
+            except Exception as e:
+                log.debug("round raised %s: %s; looking for the job(s) that raise it",
+                          type(e).__name__, e)
+                found = {} if fails([]) is not None else bisect(ok, e)
+                if not found:
+                    raise
+                for jid, je in found.items():
+                    errors[jid] = ("round", je)
+                ok = [a for a in ok if a.job.id not in found]
+
+    def _job_error(self, job_id: str, keys: Sequence[str], stage: str, exc: Exception,
+                   pods: Mapping[str, dict], report: RoundReport, now: float) -> None:
+        """One job's handling raised ``exc`` at ``stage`` (one of
+        :data:`elastico.metrics.JOB_ERROR_STAGES`): a Warning Event ``SchedulingError`` with
+        the cause on each of its pods ``keys``, ``elastico_job_errors_total{stage}``,
+        ``report.errors``, and the traceback in the log -- once while the job keeps failing
+        the same way (later rounds: one debug line).  Nothing is written for the job this
+        round; the other jobs go on.  A pending pod is tried again in the next round."""
+        cause = f"{type(exc).__name__}: {exc}"
+        msg = (f"scheduling error while {_STAGE_WORDS.get(stage, stage)}: {cause}; this pod "
+               "is left as it is this round and tried again in the next, other pods are "
+               "scheduled as usual")
+        sig = (job_id, stage, cause)
+        self._errors_now.add(sig)
+        if sig in self._errors_logged:
+            log.debug("job %s: %s failed again: %s", job_id, stage, cause)
+        else:
+            log.error("job %s: %s failed; the job is skipped this round, the others go on",
+                      job_id, stage, exc_info=exc)
+        if self.metrics is not None:
+            self.metrics.job_errors.labels(stage).inc()
+        for key in keys:
+            report.errors[key] = msg
+            report.waiting.pop(key, None)
+            pod = pods.get(key)
+            if pod is not None:
+                self.events.emit(pod, "SchedulingError", msg, now, warning=True)
 
     # ------------------------------------------------------------------ pending pods -> jobs
     def _pending_jobs(self, pods: dict, book, report: RoundReport, now: float):
@@ -617,6 +814,9 @@ class SchedulerLoop:
                     report.rejected[key] = str(e)
                     self.events.emit(pod, "Rejected", str(e), now, warning=True)
                     continue
+                except Exception as e:  # a bug, not bad input: this pod only
+                    self._job_error(key, [key], "pod", e, pods, report, now)
+                    continue
                 valid.append((pod, spec, cpu, mem))
             if not valid:
                 continue
@@ -656,6 +856,10 @@ class SchedulerLoop:
             for pod in pods:
                 report.rejected[pod_key(pod)] = str(e)
                 self.events.emit(pod, "Rejected", str(e), now, warning=True)
+            return
+        except Exception as e:  # a bug, not bad input: this job only
+            self._job_error(job_id, [pod_key(p) for p in pods], "pod", e,
+                            {pod_key(p): p for p in pods}, report, now)
             return
         jobs.append(job)
         members[job_id] = [pod_key(p) for p in sorted(pods, key=pod_key)]
@@ -744,17 +948,30 @@ class SchedulerLoop:
         self._patch_pod(key, lambda pod: None if (pod.get("spec") or {}).get("nodeName")
                         else {"metadata": {"annotations": A.clear_decision()}})
 
+    def _clear_quietly(self, key: str) -> None:
+        """:meth:`_clear` after a job error: a failure is logged (the next round rebuilds the
+        book from the API's state in any case)."""
+        try:
+            self._clear(key)
+        except Exception as e:
+            log.warning("pod %s: decision not cleared after an error: %s", key, e)
+
     def _handle_conflicts(self, book, pods: dict, now: float) -> None:
         """Reservations whose node is unusable wait ``reservation_timeout_s`` for it to come
         back, then are given up; other bad reservations are given up at once; a bound pod
-        with a bad booking gets a Warning Event (the loop never touches a bound pod)."""
+        with a bad booking gets a Warning Event (the loop never touches a bound pod; its
+        GPUs are fenced, :mod:`.bookings`), except on a node that is not usable now (its
+        booking comes back with the node) or when the booking raised an error (reported as
+        ``SchedulingError`` instead)."""
         for key, why in book.conflicts.items():
             pod = pods[key]
             bound = (pod.get("spec") or {}).get("nodeName")
+            unusable = why.startswith("node ") and why.endswith("is not usable now")
             if bound:
-                self.events.emit(pod, "BookingConflict", why, now, warning=True)
+                if not unusable and key not in book.errors:
+                    self.events.emit(pod, "BookingConflict", why, now, warning=True)
                 continue
-            if why.startswith("node ") and why.endswith("is not usable now"):
+            if unusable:
                 since = self._unusable_since.setdefault(key, now)
                 if now - since < self.config.reservation_timeout_s:
                     self.events.emit(pod, "Waiting", f"reserved; {why}", now)
@@ -799,8 +1016,12 @@ class SchedulerLoop:
                 continue
             if not self.leading():
                 return
-            if self._bind(pod, b, report, now):
-                busy.add(b.node)
+            try:
+                if self._bind(pod, b, report, now):
+                    busy.add(b.node)
+            except Exception as e:
+                busy.add(b.node)  # it may have gone through: no second bind there this round
+                self._job_error(key, [key], "bind", e, pods, report, now)
 
     def _bind(self, pod: dict, b: A.PodBooking, report: RoundReport, now: float) -> bool:
         key = pod_key(pod)
