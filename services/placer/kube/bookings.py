@@ -16,6 +16,12 @@ running placer all see the same book.  The state machine of one elastico pod (ST
 * *forgotten*: a reservation the loop gives up (bind failed, node gone) loses its
   annotations (``clear_decision``) and the pod is pending again.
 
+MPS (docs/placement.md, "MPS: the daemon and users"): a node whose ``mps_down`` is set gets
+:meth:`~elastico.placer.placement.ClusterState.set_mps_down` (no new MPS share there; the
+bookings on it stay), and every booked pod its user (:func:`~elastico.placer.kube.mps.mps_user`,
+read from the pod spec, which cannot change), so a restarted placer keeps other users off its
+GPU.
+
 A booking that cannot be rebooked (its node is gone or not usable, or its GPUs are taken by an
 earlier pod) is returned in ``conflicts`` and holds nothing; the loop decides what to do.
 """
@@ -34,6 +40,7 @@ from elastico.predictor import JobProfile, SlowdownModel
 
 from .annotations import SCHEDULER_NAME, PodBooking, parse_booking
 from .inventory import NodeInventory
+from .mps import mps_user
 
 __all__ = ["pod_key", "is_elastico", "is_terminal", "creation_s", "Book", "rebuild_book"]
 
@@ -83,6 +90,9 @@ def rebuild_book(nodes: Sequence[NodeInventory], pods: Iterable[Mapping], *,
     index = {inv.node.name: i for i, inv in enumerate(nodes)}
     mig = [(i, g) for i, inv in enumerate(nodes) for g in inv.mig_gpus]
     state = ClusterState([inv.node for inv in nodes], mig, slowdown_model)
+    for i, inv in enumerate(nodes):
+        if inv.mps_down:
+            state.set_mps_down(i, inv.mps_down)
     book = Book(state)
     cands = [p for p in pods if is_elastico(p) and not is_terminal(p)]
     cands.sort(key=lambda p: (creation_s(p), pod_key(p)))
@@ -122,6 +132,10 @@ def rebuild_book(nodes: Sequence[NodeInventory], pods: Iterable[Mapping], *,
         except (ElasticoError, ValueError, KeyError) as e:  # KeyError: MIG slot on a non-MIG GPU
             book.conflicts[key] = str(e)
             continue
+        try:
+            state.set_mps_user(key, mps_user(pod))
+        except ElasticoError:  # bound before this check existed: shares with no one
+            state.set_mps_user(key, f"the users of pod {key} (runAsUser invalid or mixed)")
         book.bookings[key] = (b, bool(bound_to))
         book.running.append(ActiveJob(job, config))
     return book
