@@ -31,7 +31,7 @@ from __future__ import annotations
 __all__ = [
     "PREFIX", "SCHEDULER_NAME", "GPU_RESOURCE", "ROUND_ID", "CONFIGURATION", "GPU_UUIDS",
     "MIG_PROFILE", "MIG_START_SLOT", "MPS_ACTIVE_THREAD_PERCENTAGE", "MPS_PINNED_MEM_LIMIT_GIB",
-    "PREDICTED_SLOWDOWN", "ALLOCATED", "INVENTORY",
+    "PREDICTED_SLOWDOWN", "ALLOCATED", "INVENTORY", "MPS_STATUS",
 ]
 
 PREFIX = "elastico.io/"
@@ -55,3 +55,7 @@ ALLOCATED = PREFIX + "allocated"
 #: On the Node: a JSON list, one object per GPU (:mod:`elastico.nodeagent.inventory` writes
 #: it, :mod:`elastico.placer.kube.inventory` reads it).
 INVENTORY = PREFIX + "gpu-inventory"
+#: On the Node: the MPS control daemon's state, JSON ``{"ready": bool, "reason": str}``
+#: (:mod:`elastico.nodeagent.inventory` writes it with the inventory and at once when it
+#: changes; :mod:`elastico.placer.kube.inventory` reads it: no new MPS booking while not ready).
+MPS_STATUS = PREFIX + "mps"

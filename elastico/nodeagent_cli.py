@@ -1,7 +1,8 @@
 """``elastico nodeagent``: the node-agent DaemonSet's process.
 
 Runs, until SIGTERM/SIGINT: the GPU backend (``--backend`` / ``ELASTICO_GPU_BACKEND``: NVML,
-or ``simulated`` with ``ELASTICO_SIMULATED_GPUS``), the MPS control daemon (``--mps``), the
+or ``simulated`` with ``ELASTICO_SIMULATED_GPUS``), the MPS control daemon (``--mps``; its
+state goes on the Node as ``elastico.io/mps``, ``--no-mps`` publishes "not ready"), the
 health watcher, the ``elastico.io/gpu-inventory`` publisher on this Node, the kubelet device
 plugin for ``elastico.io/gpu``, and NodeAgentService (``--address``; TLS like
 ``elastico serve``: plaintext only with ``--plaintext``).  Without an NVIDIA driver it prints
@@ -109,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         DevicePlugin, DevicePluginConfig, DevicePluginServicer, check_devices)
     from elastico.nodeagent.inventory import HealthWatcher, InventoryPublisher
     from elastico.nodeagent.kube_client import KubernetesNodeApi
-    from elastico.nodeagent.mps import MpsManager
+    from elastico.nodeagent.mps import MpsError, MpsManager, MpsStatus, StaticMps
     from elastico.nodeagent.server import build_server
 
     check_devices(args.devices, "--devices")
@@ -128,16 +129,30 @@ def run(args: argparse.Namespace) -> int:
         backend = backend_from_env(env)  # BackendUnavailable -> "elastico: error: ..." and exit 2
         started.callback(backend.close)
         _check_socket_dir(args.socket_dir, plugin_cfg.kubelet_socket)
-        mps = None
-        if args.mps and not isinstance(backend, SimulatedGpuBackend):
+        # the MPS status reaches the Node (elastico.io/mps) and gates the device plugin's MPS
+        # allocations; a daemon that does not start leaves the agent running (whole-GPU and
+        # MIG pods need none) with the status saying why, and the watch retries
+        if not args.mps:
+            mps = StaticMps(MpsStatus(False, "MPS is disabled on this node (elastico nodeagent "
+                                             "--no-mps)"))
+        elif isinstance(backend, SimulatedGpuBackend):
+            mps = StaticMps(MpsStatus(True, "simulated backend: no MPS control daemon"))
+        else:
             mps = MpsManager(args.mps_pipe_dir, args.mps_log_dir)
-            mps.start()
+            try:
+                mps.start()
+            except MpsError as e:
+                print(f"elastico nodeagent: MPS control daemon did not start: {e}; no MPS "
+                      "share is offered until it does (retried every 10 s)",
+                      file=sys.stderr, flush=True)
+            mps.check()
         api = KubernetesNodeApi()
         watcher = HealthWatcher(backend)
-        publisher = InventoryPublisher(backend, api, node, args.inventory_refresh_s)
-        servicer = DevicePluginServicer(backend, api, plugin_cfg)
+        publisher = InventoryPublisher(backend, api, node, args.inventory_refresh_s, mps=mps)
+        servicer = DevicePluginServicer(backend, api, plugin_cfg, mps=mps)
         watcher.subscribe(publisher.publish)
         watcher.subscribe(servicer.update)
+        mps.subscribe(publisher.publish_mps)
         try:
             server, port = build_server(args.address, backend=backend, node_name=node,
                                         credentials=creds)
@@ -164,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
               f"NodeAgentService on port {port}, device plugin {plugin.socket}",
               file=sys.stderr, flush=True)
         with stop_on_signals() as stop:
-            if mps is not None:
+            if isinstance(mps, MpsManager):
                 mps.watch(stop, 10.0, lambda msg: print(f"elastico nodeagent: {msg}",
                                                         file=sys.stderr, flush=True))
             else:

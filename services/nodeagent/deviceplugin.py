@@ -24,6 +24,14 @@ if missing (:func:`elastico.nodeagent.nodeplan.ensure_mig_instance`); the answer
 map to status codes through :class:`elastico.grpc_errors.ErrorInterceptor`: no matching pod ->
 ``FAILED_PRECONDITION`` naming the candidates, malformed decision -> ``INVALID_ARGUMENT``.
 
+MPS health: with an MPS status source (``mps``: the node's
+:class:`~elastico.nodeagent.mps.MpsManager`, or a :class:`~elastico.nodeagent.mps.StaticMps`),
+an Allocate of an MPS share first calls its ``check()`` (which restarts a dead daemon); while it
+is not ready the Allocate fails with ``FAILED_PRECONDITION`` naming the node, the reason and
+the pod, and nothing is acknowledged.  The handles stay ``Healthy``: they are the same for
+whole-GPU, MIG and MPS pods, so marking them unhealthy would turn away pods that need no
+daemon; the placer books no new MPS share on the node meanwhile (docs/nodeagent.md).
+
 Who calls it: ``elastico nodeagent`` (:mod:`elastico.nodeagent_cli`); kubelet over the socket.
 Whom it calls: grpc (the socket's server is :func:`elastico.grpc_server.serve_one`'s, like every
 service's: it also answers gRPC health checking and reflection there), the generated
@@ -44,7 +52,7 @@ import grpc
 
 from elastico.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
 from elastico.contract import ALLOCATED, GPU_RESOURCE
-from elastico.errors import InvalidArgument
+from elastico.errors import Infeasible, InvalidArgument
 from elastico.grpc_server import serve_one
 from elastico.nodeagent.allocation import (
     ContainerAllocation, allocated_value, build_allocation, find_target)
@@ -124,12 +132,15 @@ def _response(a: ContainerAllocation) -> api_pb2.ContainerAllocateResponse:
 
 class DevicePluginServicer(api_pb2_grpc.DevicePluginServicer):
     """The ``v1beta1.DevicePlugin`` service.  :meth:`update` (the health watcher's
-    subscriber) changes the device list and wakes every ListAndWatch stream."""
+    subscriber) changes the device list and wakes every ListAndWatch stream.  ``mps``: the
+    MPS status source checked before an MPS share is allocated (module docstring; None: not
+    checked)."""
 
     def __init__(self, backend: GpuBackend, api: NodeApi, cfg: DevicePluginConfig, *,
-                 exists: Callable[[str], bool] = os.path.exists):
+                 exists: Callable[[str], bool] = os.path.exists, mps=None):
         check_devices(cfg.devices)
         self.backend, self.api, self.cfg, self.exists = backend, api, cfg, exists
+        self.mps = mps
         self._cond = threading.Condition()
         self._version = 0
         self._closed = False
@@ -192,6 +203,14 @@ class DevicePluginServicer(api_pb2_grpc.DevicePluginServicer):
             for _r in request.container_requests:
                 target = find_target(self.api.list_node_pods(self.cfg.node_name), self.cfg.node_name)
                 d = target.decision
+                if d.mps and self.mps is not None:
+                    st = self.mps.check()
+                    if not st.ready:
+                        raise Infeasible(
+                            f"MPS control daemon on node {self.cfg.node_name} is down: {st.reason}; "
+                            f"not allocating the MPS share ({d.mps_active_thread_percentage} % "
+                            f"active threads) of pod {target.pod.key} (whole-GPU and MIG pods "
+                            "are unaffected)")
                 gpus = self.backend.list_gpus()
                 mig_uuid = None
                 if d.mig:

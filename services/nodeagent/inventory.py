@@ -6,6 +6,12 @@ index, ``{"index": int, "uuid": str, "model": str, "memory_gib": float, "healthy
 "mig_mode": bool}`` (memory in GiB, NVML's total).  The placer reads it; the agent rewrites it
 every ``refresh_s`` seconds and at once when a GPU's health changes.
 
+Annotation ``elastico.io/mps`` on the Node (with ``mps``, an MPS status source: the
+:class:`~elastico.nodeagent.mps.MpsManager` or a :class:`~elastico.nodeagent.mps.StaticMps`):
+``{"ready": bool, "reason": str}``, the MPS control daemon's state, written with every
+inventory and at once when it changes (:meth:`InventoryPublisher.publish_mps`, the MPS
+source's subscriber).  While ``ready`` is false the placer books no new MPS share on the node.
+
 :class:`HealthWatcher` runs one thread: it waits on the backend's health events
 (:meth:`GpuBackend.wait_health_event`, XID/ECC on NVML) with a poll timeout, reads
 ``list_gpus()`` and calls every subscriber with the GPU list when the health or MIG mode of a
@@ -23,10 +29,11 @@ import logging
 import threading
 from typing import Callable, Sequence
 
-from elastico.contract import INVENTORY
+from elastico.contract import INVENTORY, MPS_STATUS
 from elastico.errors import ElasticoError
 from elastico.nodeagent.backend import GpuBackend, GpuInfo
 from elastico.nodeagent.kubeapi import NodeApi
+from elastico.nodeagent.mps import MpsStatus
 
 __all__ = ["inventory_json", "HealthWatcher", "InventoryPublisher"]
 
@@ -102,19 +109,29 @@ class HealthWatcher:
 
 class InventoryPublisher:
     """Writes :data:`INVENTORY` on Node ``node`` through ``api``: on every call of
-    :meth:`publish` (the health watcher's subscriber) and every ``refresh_s`` seconds."""
+    :meth:`publish` (the health watcher's subscriber) and every ``refresh_s`` seconds; with
+    ``mps`` (anything with a ``status`` :class:`MpsStatus`), :data:`MPS_STATUS` too."""
 
-    def __init__(self, backend: GpuBackend, api: NodeApi, node: str, refresh_s: float = 60.0):
+    def __init__(self, backend: GpuBackend, api: NodeApi, node: str, refresh_s: float = 60.0,
+                 mps=None):
         self.backend, self.api, self.node, self.refresh_s = backend, api, node, refresh_s
+        self.mps = mps
         self.published: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def publish(self, gpus: Sequence[GpuInfo] | None = None) -> str:
         value = inventory_json(self.backend.list_gpus() if gpus is None else gpus)
-        self.api.patch_node_annotations(self.node, {INVENTORY: value})
+        ann = {INVENTORY: value}
+        if self.mps is not None:
+            ann[MPS_STATUS] = self.mps.status.annotation()
+        self.api.patch_node_annotations(self.node, ann)
         self.published = value
         return value
+
+    def publish_mps(self, status: MpsStatus) -> None:
+        """Writes :data:`MPS_STATUS` = ``status`` at once (the MPS source's subscriber)."""
+        self.api.patch_node_annotations(self.node, {MPS_STATUS: status.annotation()})
 
     def _run(self) -> None:
         while not self._stop.wait(self.refresh_s):

@@ -29,6 +29,13 @@ to that server when the new daemon still lists its PID (a server that died with 
 is forgotten; its clients reconnect to a new server and bring their own limits from their
 environment).
 
+Health (docs/nodeagent.md, "MPS health"): :meth:`MpsManager.check` -- the watch's tick, and
+the device plugin's before it hands out an MPS share -- restarts a dead daemon and records an
+:class:`MpsStatus` (ready, or not ready with the reason); subscribers (the inventory
+publisher, which writes :data:`~elastico.contract.MPS_STATUS` on the Node) hear every change.
+:class:`StaticMps` gives the same interface where no daemon is managed: ``--no-mps`` (never
+ready: the node offers no MPS shares) and the simulated backend (ready unless a test says).
+
 Every command goes through a :class:`CommandRunner` so tests drive the manager with a fake
 (no NVIDIA binary here).  Who calls it: the node agent (``elastico nodeagent``, node plans).
 Whom it calls: the runner, and :func:`elastico.nodeagent.backend.pinned_mem_amount` (the memory
@@ -37,6 +44,8 @@ amount format).  No gRPC, no Kubernetes.
 
 from __future__ import annotations
 
+import json
+import logging
 import math
 import os
 import subprocess
@@ -49,9 +58,72 @@ from elastico.errors import ElasticoError, InvalidArgument
 from elastico.nodeagent.backend import pinned_mem_amount
 
 __all__ = ["CommandResult", "CommandRunner", "SubprocessRunner", "MpsError", "MpsManager",
-           "CONTROL_BINARY"]
+           "MpsStatus", "StaticMps", "CONTROL_BINARY"]
 
 CONTROL_BINARY = "nvidia-cuda-mps-control"
+#: Longest reason kept in an :class:`MpsStatus` (characters).
+MAX_REASON = 1000
+_LOG = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class MpsStatus:
+    """Whether MPS clients can be served on this node: ``ready``, else ``reason`` says why
+    (the daemon's or the binary's message, or that MPS is disabled)."""
+
+    ready: bool
+    reason: str = ""
+
+    def annotation(self) -> str:
+        """The value of :data:`~elastico.contract.MPS_STATUS` (compact JSON)."""
+        return json.dumps({"ready": self.ready, "reason": self.reason}, separators=(",", ":"))
+
+
+class _Subscribers:
+    """Keeps an :class:`MpsStatus` and tells subscribers when it changes (a failing
+    subscriber is logged, never raised to whoever changed the status)."""
+
+    def _init_status(self, status: MpsStatus) -> None:
+        self._status = status
+        self._subs: list[Callable[[MpsStatus], None]] = []
+        self._sub_lock = threading.Lock()
+
+    @property
+    def status(self) -> MpsStatus:
+        """The state last recorded (no command run)."""
+        return self._status
+
+    def subscribe(self, fn: Callable[[MpsStatus], None]) -> None:
+        """``fn(status)`` on every change from now on."""
+        with self._sub_lock:
+            self._subs.append(fn)
+
+    def _record(self, status: MpsStatus) -> MpsStatus:
+        with self._sub_lock:
+            changed, self._status = status != self._status, status
+            subs = list(self._subs) if changed else []
+        for fn in subs:
+            try:
+                fn(status)
+            except ElasticoError as e:  # e.g. the API server is down: one line
+                _LOG.warning("MPS status subscriber failed: %s", e)
+            except Exception:
+                _LOG.exception("MPS status subscriber failed")
+        return status
+
+
+class StaticMps(_Subscribers):
+    """An MPS status no daemon stands behind: ``--no-mps`` (not ready, for good) and the
+    simulated backend (ready; a test may :meth:`set` it down and up).  Thread-safe."""
+
+    def __init__(self, status: MpsStatus):
+        self._init_status(status)
+
+    def check(self) -> MpsStatus:
+        return self._status
+
+    def set(self, status: MpsStatus) -> None:
+        self._record(status)
 
 
 class MpsError(ElasticoError):
@@ -93,9 +165,10 @@ class SubprocessRunner:
         return CommandResult(p.returncode, p.stdout, p.stderr)
 
 
-class MpsManager:
+class MpsManager(_Subscribers):
     """One MPS control daemon with pipe directory ``pipe_dir`` and log directory ``log_dir``
-    (host paths; created when missing).  ``runner`` runs ``binary``.  Thread-safe."""
+    (host paths; created when missing).  ``runner`` runs ``binary``.  Thread-safe.
+    :attr:`status` starts not ready ("not started yet") until :meth:`check` finds a daemon."""
 
     def __init__(self, pipe_dir: str | Path, log_dir: str | Path, *,
                  runner: CommandRunner | None = None, binary: str = CONTROL_BINARY):
@@ -108,6 +181,7 @@ class MpsManager:
         self._default_pct: str | None = None
         self._default_mem: dict[int, str] = {}
         self._server_pct: dict[int, str] = {}
+        self._init_status(MpsStatus(False, "MPS control daemon not started yet"))
 
     @property
     def env(self) -> dict[str, str]:
@@ -164,17 +238,35 @@ class MpsManager:
             self._reapply()
             return True
 
+    def check(self) -> MpsStatus:
+        """:meth:`ensure_running`, recorded: ready when a daemon answers (restarted if it had
+        died), else not ready with the reason (the MpsError's message).  Subscribers hear a
+        change.  Never raises MpsError."""
+        try:
+            if self.ensure_running():
+                _LOG.warning("MPS control daemon on %s was dead; restarted", self.pipe_dir)
+            return self._record(MpsStatus(True))
+        except MpsError as e:  # (the binary's output, bounded: it goes on the Node)
+            return self._record(MpsStatus(False, str(e)[:MAX_REASON]))
+
     def watch(self, stop: threading.Event, interval_s: float = 10.0,
               log: Callable[[str], None] = print) -> None:
-        """Every ``interval_s`` seconds until ``stop`` is set: :meth:`ensure_running`, telling
-        ``log`` when the daemon had to be restarted or could not be.  A failed restart does not
-        end the watch -- whole-GPU and MIG pods need no daemon, and the next tick tries again."""
-        while not stop.wait(interval_s):
-            try:
-                if self.ensure_running():
-                    log("MPS control daemon was dead; restarted")
-            except MpsError as e:
-                log(f"MPS control daemon down, restart failed: {e}; retrying in {interval_s:g} s")
+        """:meth:`check` now and every ``interval_s`` seconds until ``stop`` is set, telling
+        ``log`` when the daemon goes down or comes back.  A failed restart does not end the
+        watch -- whole-GPU and MIG pods need no daemon, and the next tick tries again; while
+        it is down the status (on the Node, for the placer) says so."""
+        while True:
+            before, restarts = self.status, self.restarts
+            now = self.check()
+            if not now.ready and (before.ready or before != now):
+                log(f"MPS control daemon down, restart failed: {now.reason}; "
+                    f"retrying in {interval_s:g} s")
+            elif now.ready and self.restarts != restarts:
+                log("MPS control daemon was dead; restarted")
+            elif now.ready and not before.ready:
+                log("MPS control daemon ready")
+            if stop.wait(interval_s):
+                return
 
     def _reapply(self) -> None:
         if self._default_pct is not None:

@@ -357,6 +357,13 @@ class ClusterState:
             self._mig[f] = MigGpu(model)
         self._mig_nodes = frozenset(int(self._gpu_node[f]) for f in self._mig)  # nodes with MIG GPUs
         self._jobs: dict[str, tuple[Assignment, JobProfile, float]] = {}
+        # MPS rules of the live loop (set_mps_user, set_mps_down); empty in the simulator.
+        # _mps_code [G]: the code (_mps_names, grow-only, shared by copies) of the one user of
+        # a GPU's residents, -1 none, -2 several; kept by _refresh_gpu and set_mps_user
+        self._mps_user: dict[str, str] = {}
+        self._mps_down: dict[int, str] = {}
+        self._mps_names: dict[str, int] = {}
+        self._mps_code = np.full(G, -1, dtype=np.int64)
 
     def copy(self) -> "ClusterState":
         """An independent copy for a round to decide on (run_round commits it or drops it).
@@ -367,13 +374,14 @@ class ClusterState:
         new = object.__new__(ClusterState)
         new.__dict__.update(self.__dict__)
         for name in ("_node_cpu_used", "_node_mem_used", "_used_share", "_used_mem", "_n_res",
-                     "_mig_occ", "_mig_comp", "_healthy"):
+                     "_mig_occ", "_mig_comp", "_healthy", "_mps_code"):
             setattr(new, name, getattr(self, name).copy())
         new._node_jobs = [d.copy() for d in self._node_jobs]
         new._gpu_jobs = [d.copy() for d in self._gpu_jobs]
         new._mig = {f: m.copy() for f, m in self._mig.items()}
         new._mps_base = dict(self._mps_base)
         new._jobs = dict(self._jobs)
+        new._mps_user, new._mps_down = dict(self._mps_user), dict(self._mps_down)
         if self._frag_cache is not None:
             new._frag_cache = self._frag_cache.copy()
         new._node_version = self._node_version.copy()
@@ -405,6 +413,97 @@ class ClusterState:
         """``(node_index, gpu_index)`` of every GPU marked unhealthy, in flat order."""
         f = np.flatnonzero(~self._healthy)
         return list(zip(self._gpu_node[f].tolist(), self._gpu_local[f].tolist()))
+
+    # ----------------------------------------------------------------------------- MPS
+    def set_mps_user(self, job_id: str, user: str | None) -> None:
+        """The Linux user ``job_id``'s MPS clients run as, as a phrase for reasons (the live
+        loop passes ``"user 1000"``, or one phrase for every pod that leaves it to its image);
+        None forgets it.  NVIDIA MPS runs one server per user, and a client of another user
+        waits until that server is gone: an MPS share (``gpu_share`` < 1, no MIG profile) is
+        placed only on a GPU whose residents have its user.  A job or resident without a user
+        matches any (the simulator's case: every job shares as before).  A booking already
+        made is never checked again (``rebook``)."""
+        if user is None:
+            self._mps_user.pop(job_id, None)
+        elif not (isinstance(user, str) and user):
+            raise InvalidArgument("mps_user", user, "a non-empty string or None")
+        else:
+            self._mps_user[job_id] = user
+        if job_id in self._jobs:  # a resident's user changed: its GPUs' codes
+            for n, gi in self._jobs[job_id][0].gpus:
+                g = self._flat(n, gi)
+                self._mps_code[g] = self._user_code(g)
+
+    def _user_code(self, g: int) -> int:
+        users = {self._mps_user.get(j) for j in self._gpu_jobs[g]} - {None}
+        if len(users) > 1:
+            return -2
+        return self._mps_names.setdefault(users.pop(), len(self._mps_names)) if users else -1
+
+    def set_mps_down(self, node_index: int, reason: str | None) -> None:
+        """The MPS control daemon of node ``node_index`` is down (``reason``, a non-empty
+        phrase) or back (None): no new MPS share is placed on that node's GPUs; whole-GPU and
+        MIG placements and the bookings already there are unaffected.  NotFound for a node
+        that does not exist."""
+        if not (isinstance(node_index, (int, np.integer)) and 0 <= node_index < len(self.nodes)):
+            raise NotFound(f"node_index: no node {node_index}")
+        if reason is None:
+            self._mps_down.pop(int(node_index), None)
+        elif not (isinstance(reason, str) and reason):
+            raise InvalidArgument("reason", reason, "a non-empty string or None")
+        else:
+            self._mps_down[int(node_index)] = reason
+
+    def mps_limited(self, job_id: str, config: Configuration) -> bool:
+        """True when the MPS rules keep ``config`` of ``job_id`` off some GPU, so a failure to
+        place it says nothing about other jobs or whole-GPU shapes (``FailedShapes`` must not
+        record it)."""
+        return self._mps_excl(job_id, config) is not None
+
+    def mps_obstacle(self, job_id: str, config: Configuration) -> str:
+        """Why the MPS rules keep ``config`` of ``job_id`` off every node that would otherwise
+        take it (free share, GPU memory, CPU and host memory; slowdown bounds not), naming
+        the GPUs or nodes; "" when they do not (not an MPS share, no rule applies, or some node
+        takes it anyway)."""
+        e = self._mps_excl(job_id, config)
+        return "" if e is None else self._mps_reason(config, *e)
+
+    def _mps_excl(self, job_id: str, config: Configuration) -> tuple[np.ndarray, str | None] | None:
+        """([G] GPUs the MPS rules exclude for this job, the job's user), or None when they
+        exclude none (:meth:`set_mps_user`, :meth:`set_mps_down`)."""
+        if (config.mig_profile is not None or config.num_gpus == 0 or config.gpu_share >= 1.0
+                or not (self._mps_down or self._mps_user)):
+            return None
+        excl = np.zeros(self._gpu_node.size, dtype=bool)
+        for n in self._mps_down:
+            excl[self._offset_list[n]:self._offset_list[n + 1]] = True
+        user = self._mps_user.get(job_id)
+        if user is not None:
+            c, mine = self._mps_code, self._mps_names.get(user, -3)
+            excl |= ((c == -2) | ((c >= 0) & (c != mine))) & ~self._is_mig
+        return (excl, user) if excl.any() else None
+
+    def _mps_reason(self, config: Configuration, excl: np.ndarray, user: str | None) -> str:
+        e = self._eligible(config, leftover=False)
+        if isinstance(e, str):
+            return ""
+        elig = e[0] & self._host_ok(config)[self._gpu_node]
+        k, n = config.num_gpus, len(self.nodes)
+        fit = np.bincount(self._gpu_node[elig], minlength=n) >= k
+        if not fit.any() or (np.bincount(self._gpu_node[elig & ~excl], minlength=n) >= k).any():
+            return ""
+        msgs: dict[str, None] = {}
+        for g in np.flatnonzero(elig & excl & fit[self._gpu_node]).tolist():
+            ni = int(self._gpu_node[g])
+            if ni in self._mps_down:
+                msgs[f"MPS control daemon on node {self.nodes[ni].name} is down: {self._mps_down[ni]}"] = None
+            else:
+                others = sorted({self._mps_user.get(j) for j in self._gpu_jobs[g]} - {None, user})
+                msgs[f"GPU {int(self._gpu_local[g])} of {self.nodes[ni].name} is shared under MPS "
+                     f"by {others[0]}; this pod runs as {user}"] = None
+        out = list(msgs)
+        more = f" (and {len(out) - 3} more)" if len(out) > 3 else ""
+        return "; ".join(out[:3]) + more
 
     def set_typical_pods(self, typical: TypicalPods | None) -> None:
         """The workload's typical pod shapes for the ``elastico`` scorer's fragmentation term
@@ -731,7 +830,16 @@ class ClusterState:
         model = slowdown_model or self.slowdown_model
         if gang.pods > 1 or (gang.span_nodes and config.num_gpus > 0):
             return self._place_gang(job_id, config, profile, float(slowdown_bound), model, scorer, gang)
-        return self._place_single(job_id, config, profile, float(slowdown_bound), model, scorer)
+        # the MPS rules (set_mps_user, set_mps_down); the live loop's gangs are whole GPUs
+        mps = self._mps_excl(job_id, config)
+        if mps is None:
+            return self._place_single(job_id, config, profile, float(slowdown_bound), model, scorer)
+        out = self._place_single(job_id, config, profile, float(slowdown_bound), model, scorer,
+                                 gpu_excl=mps[0])
+        if out.placed or out.reason.startswith("slowdown bound"):
+            return out
+        why = self._mps_reason(config, *mps) or self._candidates(config)
+        return PlaceOutcome(None, why if isinstance(why, str) else "no candidate node")
 
     def _place_single(self, job_id: str, config: Configuration, profile: JobProfile, bound: float,
                       model: SlowdownModel, scorer: str, node_mask: np.ndarray | None = None,
@@ -1331,6 +1439,8 @@ class ClusterState:
         self._used_share[g] = math.fsum(v[0] * v[2] for v in vals)
         self._used_mem[g] = math.fsum(v[1] * v[2] for v in vals)
         self._n_res[g] = sum(v[2] for v in vals)
+        if self._mps_user:  # (none in the simulator: every code stays -1)
+            self._mps_code[g] = self._user_code(g)
 
     def _refresh_node(self, n: int) -> None:
         vals = self._node_jobs[n].values()
@@ -1474,7 +1584,8 @@ class ClusterState:
                                       f"({f.num_gpus} x {f.gpu_share:g} {f.gpu_model}) "
                                       f"already failed this round" + (f" ({why})" if why else ""))
         res = self.place(job_id, config, profile, slowdown_bound, slowdown_model, scorer=scorer)
-        if not res.placed and not res.reason.startswith("slowdown bound"):
+        if not res.placed and not res.reason.startswith("slowdown bound") \
+                and not self.mps_limited(job_id, config):
             failed.append(config, res.reason)
         return res
 

@@ -35,6 +35,13 @@ loop's book"):
 * a reservation (never ran) on an unhealthy or taken GPU, or on a node out of the book,
   holds nothing; the loop gives it up (at once, or after ``reservation_timeout_s`` for a
   node that is not usable now) and the pod is placed again.
+
+MPS (docs/placement.md, "MPS: the daemon and users"): a node whose ``mps_down`` is set gets
+:meth:`~elastico.placer.placement.ClusterState.set_mps_down` (no new MPS share there; the
+bookings on it stay), and every booked pod its user (:func:`~elastico.placer.kube.mps.mps_user`,
+read from the pod spec, which cannot change), so a restarted placer keeps other users off its
+GPU.
+
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ from elastico.predictor import JobProfile, SlowdownModel
 
 from .annotations import GPU_UUIDS, SCHEDULER_NAME, PodBooking, parse_booking
 from .inventory import NodeInventory
+from .mps import mps_user
 
 __all__ = ["pod_key", "is_elastico", "is_terminal", "creation_s", "Book", "rebuild_book"]
 
@@ -125,6 +133,9 @@ def rebuild_book(nodes: Sequence[NodeInventory], pods: Iterable[Mapping], *,
     index = {inv.node.name: i for i, inv in enumerate(nodes)}
     mig = [(i, g) for i, inv in enumerate(nodes) for g in inv.mig_gpus]
     state = ClusterState([inv.node for inv in nodes], mig, slowdown_model)
+    for i, inv in enumerate(nodes):
+        if inv.mps_down:
+            state.set_mps_down(i, inv.mps_down)
     book = Book(state)
     cands = [p for p in pods if is_elastico(p) and not is_terminal(p)]
     cands.sort(key=lambda p: (not (p.get("spec") or {}).get("nodeName"), creation_s(p), pod_key(p)))
@@ -176,6 +187,10 @@ def rebuild_book(nodes: Sequence[NodeInventory], pods: Iterable[Mapping], *,
                 book.conflicts[key] += (f"; while it runs, its GPUs {list(gpus)} of {b.node} "
                                         "take no new booking")
             continue
+        try:
+            state.set_mps_user(key, mps_user(pod))
+        except ElasticoError:  # bound before this check existed: shares with no one
+            state.set_mps_user(key, f"the users of pod {key} (runAsUser invalid or mixed)")
         book.bookings[key] = (b, bool(bound_to))
         book.running.append(ActiveJob(job, config))
     return book

@@ -11,6 +11,12 @@ schedulable, and has a valid inventory of one GPU model the throughput model kno
 MIG mode only on a model with a MIG profile table); any other node is reported with the reason
 (the loop logs it once) and gets nothing.
 
+MPS: the agent's ``elastico.io/mps`` annotation, ``{"ready": bool, "reason": str}``, becomes
+:attr:`NodeInventory.mps_down` (None = MPS shares may be booked; else why not).  An absent
+annotation counts as ready (an agent before this annotation existed); a malformed one as not
+ready, with the parse error as the reason.  Either way the node still hosts whole-GPU and MIG
+pods.
+
 MIG mode: :attr:`NodeInventory.mig_gpus` names the GPUs (the placement state books MIG
 instances only there); the built :class:`~elastico.model.Node` also carries their *count* as
 the label :data:`elastico.clusters.MIG_GPUS_LABEL` (:func:`~elastico.clusters.with_mig_count`:
@@ -28,11 +34,12 @@ from decimal import Decimal
 from typing import Callable, Iterable, Mapping
 
 from elastico.clusters import with_mig_count
-from elastico.contract import INVENTORY
+from elastico.contract import INVENTORY, MPS_STATUS
 from elastico.model import Node
 from elastico.placer.mig import MIG_PROFILES
 
-__all__ = ["INVENTORY", "NVML_NAMES", "NodeInventory", "node_inventory", "gpu_model_name"]
+__all__ = ["INVENTORY", "NVML_NAMES", "NodeInventory", "node_inventory", "gpu_model_name",
+           "mps_down"]
 
 _GIB = Decimal(1 << 30)
 
@@ -63,11 +70,30 @@ def gpu_model_name(name: str, known: Iterable[str]) -> str | None:
 @dataclass(frozen=True)
 class NodeInventory:
     """A usable node: the model node, the UUID of each GPU index, and the indices of GPUs in
-    MIG mode."""
+    MIG mode.  ``mps_down``: None when the node's MPS control daemon is ready, else the
+    reason no new MPS share may be booked there (module docstring)."""
 
     node: Node
     uuids: tuple[str, ...]
     mig_gpus: tuple[int, ...] = ()
+    mps_down: str | None = None
+
+
+def mps_down(annotations: Mapping | None) -> str | None:
+    """None when the ``elastico.io/mps`` value in ``annotations`` says ready (or is absent),
+    else why MPS is unavailable: the agent's reason, or what is wrong with the value."""
+    raw = (annotations or {}).get(MPS_STATUS)
+    if raw is None:
+        return None
+    try:
+        d = json.loads(raw)
+        ready, reason = d["ready"], d.get("reason", "")
+        if not isinstance(ready, bool) or not isinstance(reason, str):
+            raise ValueError("ready must be a boolean, reason a string")
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        return (f"invalid {MPS_STATUS} annotation {str(raw)[:200]!r} ({e}); expected "
+                '{"ready": true|false, "reason": "..."}')
+    return None if ready else (reason or "no reason given by the node agent")
 
 
 def _ready(status: Mapping) -> bool:
@@ -131,4 +157,5 @@ def node_inventory(obj: Mapping, *, known_models: Iterable[str],
                 gpu_mem_gib=min(r[3] for r in rows), cpu=cpu, mem_gib=mem_gib,
                 labels=with_mig_count(meta.get("labels") or {}, len(mig_gpus)),
                 unhealthy_gpus=frozenset(r[0] for r in rows if not r[4]))
-    return NodeInventory(node, tuple(r[1] for r in rows), mig_gpus)
+    return NodeInventory(node, tuple(r[1] for r in rows), mig_gpus,
+                         mps_down(meta.get("annotations")))

@@ -32,7 +32,13 @@ One round (:meth:`SchedulerLoop.run_round`; docs/annotations.md has the pod's vi
 6. Reserved pods are bound (Binding subresource), at most one unacknowledged pod per node:
    kubelet's Allocate carries no pod identity, so the device plugin identifies the pod as the
    only bound, unacknowledged elastico pod on its node.  A node holding one takes no further
-   bind until the device plugin writes ``elastico.io/allocated`` or the pod runs.
+   bind until the device plugin writes ``elastico.io/allocated`` or the pod runs.  A reserved
+   MPS share is not bound while its node's ``elastico.io/mps`` says the daemon is down (given
+   up after ``reservation_timeout_s``, like a reservation on an unusable node).
+
+MPS (docs/placement.md, "MPS: the daemon and users"): each job's Linux user
+(:func:`~elastico.placer.kube.mps.mps_user`; a bad or mixed ``runAsUser`` -> ``Rejected``)
+goes into the book, and a waiting pod's Event names the MPS rule that keeps it off a GPU.
 
 Informers (:class:`~elastico.placer.kube.informer.Informer`): list, then watch from the
 list's resourceVersion with a server-side timeout; a stream that ends or drops is re-watched
@@ -89,6 +95,7 @@ from .events import EventRecorder
 from .informer import Informer
 from .inventory import NodeInventory, node_inventory
 from .leader import LeaseElector
+from .mps import mps_user
 
 __all__ = ["LoopConfig", "RoundReport", "SchedulerLoop", "default_policy_factory"]
 
@@ -312,6 +319,8 @@ class SchedulerLoop:
         self.events = _CountedEvents(core, self.config.identity, metrics=metrics,
                                      interval_s=self.config.event_interval_s, leading=self.leading)
         self._node_reasons: dict[str, str] = {}
+        self._mps_down: dict[str, str] = {}  # node -> why its MPS daemon is not ready
+        self._mps_held_since: dict[str, float] = {}  # reserved pod -> held for MPS since
         self._unusable_since: dict[str, float] = {}
         self._resizes: dict[str, list[float]] = {}  # job group -> times this replica evicted one
         # (job id, stage, cause) of the job errors of the last round / this round: a job that
@@ -385,6 +394,7 @@ class SchedulerLoop:
                 continue
             self._node_reasons.pop(name, None)
             out.append(inv)
+        self._mps_down = {i.node.name: i.mps_down for i in out if i.mps_down}
         return out
 
     def _policy_for(self, invs: list[NodeInventory]) -> Policy:
@@ -435,6 +445,8 @@ class SchedulerLoop:
         jobs, members = self._pending_jobs(pods, book, report, now)
         # first come, first served among equals: the round sees pending jobs in creation order
         jobs.sort(key=lambda j: (j.arrival_s, j.id))
+        for job in jobs:  # MPS: one user per GPU (the pods' users were checked in _pending_jobs)
+            book.state.set_mps_user(job.id, mps_user(pods[members[job.id][0]]))
         active = book.running
         if jobs:
             errors: dict[str, tuple[str, Exception]] = {}
@@ -484,7 +496,8 @@ class SchedulerLoop:
                         for key in names:  # all pods or none (the _reserve contract)
                             self._clear_quietly(key)
                 else:
-                    why = (d.reason or d.status.value) + self._unusable_nodes()
+                    why = self._mps_why(result.state if job.id not in gangs else book.state, job,
+                                        d.reason or d.status.value) + self._unusable_nodes()
                     if d.status is Status.WAITING and len(names) == 1 and self.leading():
                         why += self._reclaim(job, reclaim, result.state, book, pods, now)
                     for key in names:
@@ -601,6 +614,19 @@ class SchedulerLoop:
             return (f"; evicting {key} ({A.RESIZE_POLICY}: restart, holds {b.config_name}, asked "
                     f"{spec.gpus} x {spec.gpu_fraction:g}) to give back its GPUs")
         return ""
+
+    def _mps_why(self, state: ClusterState, job: Job, why: str) -> str:
+        """``why`` plus, when the MPS rules (daemon down, another user on the GPU) keep the
+        job's requested shape off every GPU that would otherwise take it, what they are."""
+        try:
+            configs = self._catalog.requested(job, False)
+        except (ElasticoError, ValueError):  # the round said why it waits already
+            return why
+        for c in configs:
+            extra = state.mps_obstacle(job.id, c)
+            if extra:
+                return why if extra in why else f"{why}; {extra}"
+        return why
 
     def _place_gangs(self, gangs: Sequence[Job], members: Mapping[str, list[str]],
                      state: ClusterState) -> dict[str, Decision]:
@@ -797,6 +823,7 @@ class SchedulerLoop:
                     spec = A.parse_pod_annotations((pod.get("metadata") or {}).get("annotations"),
                                                    gpu_models=self._known_models,
                                                    job_types=self._job_types)
+                    mps_user(pod)  # a bad or mixed runAsUser: Rejected
                     cpu, mem, bad = _requests(pod)
                     if spec.resize_policy == "restart" and not any(
                             o.get("controller") for o in
@@ -1000,6 +1027,8 @@ class SchedulerLoop:
             elif not node and A.BOOKING in ann and not meta.get("deletionTimestamp"):
                 reserved.append(pod)
         reserved.sort(key=lambda p: (creation_s(p), pod_key(p)))
+        keys = {pod_key(p) for p in reserved}
+        self._mps_held_since = {k: t for k, t in self._mps_held_since.items() if k in keys}
         usable = {n for n, r in self.nodes.snapshot().items()} - set(self._node_reasons)
         for pod in reserved:
             key = pod_key(pod)
@@ -1009,6 +1038,21 @@ class SchedulerLoop:
                 continue  # reported as a conflict by the book
             if b is None or b.node not in usable:
                 continue
+            if b.node in self._mps_down and b.mig_profile is None and b.gpu_share < 1.0:
+                # the device plugin would refuse its Allocate: held, and given up (pending
+                # again, for another node) after reservation_timeout_s, as on an unusable node
+                since = self._mps_held_since.setdefault(key, now)
+                if now - since >= self.config.reservation_timeout_s and self.leading():
+                    log.info("pod %s: reservation given up (MPS control daemon on node %s is "
+                             "down: %s)", key, b.node, self._mps_down[b.node])
+                    self._clear(key)
+                    del self._mps_held_since[key]
+                    continue
+                report.held.append(key)
+                self.events.emit(pod, "Waiting", f"reserved on {b.node}; held: MPS control daemon "
+                                 f"on node {b.node} is down: {self._mps_down[b.node]}", now)
+                continue
+            self._mps_held_since.pop(key, None)
             if b.node in busy:
                 report.held.append(key)
                 self.events.emit(pod, "Waiting", f"reserved on {b.node}; held until the device plugin "
