@@ -47,9 +47,9 @@ annotation; the GPUs of a node are the backend's (UUID, memory as NVML reports i
    they keep their requested shape) -- is booked with exactly ``elastico.io/gpus`` GPUs at
    ``elastico.io/gpu-fraction``;
 6. (:meth:`LiveCluster.settle`, after the faults are cleared and rounds run until nothing
-   changes) every pending pod has been told why (a ``Waiting`` or ``Rejected`` Event), and no
-   single-pod whole-GPU request waits while a healthy GPU nobody books sits on a Ready node
-   with the host CPU and memory the pod asks.
+   changes) every pending pod has been told why (an Event on it: ``Waiting``, ``Rejected``,
+   or any other reason but ``Scheduled``), and no single-pod whole-GPU request waits while a
+   healthy GPU nobody books sits on a Ready node with the host CPU and memory the pod asks.
 
 Who uses it: tests/test_live_properties.py.
 """
@@ -160,7 +160,8 @@ class NodeAgent:
         self.mps = MpsManager(self.cfg.mps_pipe_dir, self.cfg.mps_log_dir, runner=self.mps_control)
         self.mps.start()
         self.mps_down = False          # the agent has seen its MPS daemon down (mps_tick)
-        self.servicer = DevicePluginServicer(self.backend, self.api, self.cfg, exists=lambda p: True)
+        self.servicer = DevicePluginServicer(self.backend, self.api, self.cfg,
+                                             exists=lambda p: True)
         self.watcher = HealthWatcher(self.backend, poll_s=0.05)
         self.publisher = InventoryPublisher(self.backend, self.api, spec.name, refresh_s=3600)
         self.watcher.subscribe(self.publisher.publish)
@@ -366,9 +367,9 @@ class LiveCluster:
                    user: int | None = None) -> str:
         """A pod for the elastico scheduler (one container requesting ``elastico.io/gpu: 1``,
         :data:`POD_CPU` cores, :data:`POD_MEM_GIB` GiB); ``user``: the pod's
-        ``securityContext.runAsUser``.  Returns its name (``p1``, ``p2``, ...)."""
+        ``securityContext.runAsUser``.  Returns its name (``p01``, ``p02``, ...)."""
         self.names += 1
-        name = f"p{self.names}"
+        name = f"p{self.names:02d}"          # names sort as they were created
         spec = {"schedulerName": "elastico",
                 "containers": [{"name": "main", "image": "trainer", "resources": {"requests": {
                     "cpu": f"{POD_CPU:g}", "memory": f"{POD_MEM_GIB:g}Gi", A.GPU_RESOURCE: "1"}}}]}
@@ -473,7 +474,7 @@ class LiveCluster:
         self.core.patch_namespaced_pod_status(name, ns, {"status": {"phase": "Running"}})
         return after
 
-    def settle(self, max_ticks: int = 12) -> None:
+    def settle(self, max_ticks: int = 50) -> None:
         """Clear every fault (GPUs healthy, nodes Ready, MPS daemons up), then rounds and
         kubelet steps until one changes nothing, checking the invariants after each; then
         the liveness invariant 6.  Raises :class:`Violation`."""
@@ -557,7 +558,8 @@ class LiveCluster:
             elif whole[u] and len(on_gpu[u]) > 1:
                 out.append((1, f"GPU {u}: whole-GPU booking {whole[u]} not alone ({on_gpu[u]})"))
             if u in memory and mem[u] > memory[u] + 1e-9:
-                out.append((1, f"GPU {u}: {mem[u]:g} GiB booked on {memory[u]:g} GiB ({on_gpu[u]})"))
+                out.append((1, f"GPU {u}: {mem[u]:g} GiB booked on {memory[u]:g} GiB "
+                               f"({on_gpu[u]})"))
             if len(users[u]) > 1:
                 out.append((1, f"GPU {u}: MPS-shared by runAsUser {sorted(users[u], key=str)} "
                                f"({on_gpu[u]})"))
@@ -589,7 +591,8 @@ class LiveCluster:
                 out.append((2, f"{key} (bound to {node}): decision annotations changed: {changed}"))
             b = bookings.get(key)
             if b is None or b.node != node:
-                out.append((2, f"{key}: bound to {node} but booked on {b.node if b else 'nothing'}"))
+                out.append((2, f"{key}: bound to {node} but booked on "
+                               f"{b.node if b else 'nothing'}"))
                 continue
             if node in usable:
                 if key in book.conflicts:
@@ -663,7 +666,7 @@ class LiveCluster:
         out = []
         pods = [p for p in self.pods() if is_elastico(p) and not is_terminal(p)]
         told = {(e.get("involvedObject") or {}).get("uid") for e in self._items("events")
-                if e.get("reason") in ("Waiting", "Rejected")}
+                if e.get("reason") != "Scheduled"}
         ready = {n["metadata"]["name"] for n in self.nodes() if _ready(n)}
         used: dict[str, list[float]] = {n: [0.0, 0.0] for n in self.agents}
         booked = set()
@@ -674,19 +677,23 @@ class LiveCluster:
                 if b.node in used:
                     used[b.node][0] += b.cpu
                     used[b.node][1] += b.mem_gib
-        free = sorted(u for n, a in self.agents.items() if n in ready
-                      and used[n][0] + POD_CPU <= NODE_CPU and used[n][1] + POD_MEM_GIB <= NODE_MEM_GIB
-                      for g in a.backend.list_gpus() if g.healthy and g.uuid not in booked
-                      for u in [g.uuid])
+        free = []        # healthy GPUs nobody books, on Ready nodes with room for one pod
+        for n, a in sorted(self.agents.items()):
+            if n in ready and used[n][0] + POD_CPU <= NODE_CPU \
+                    and used[n][1] + POD_MEM_GIB <= NODE_MEM_GIB:
+                free += [g.uuid for g in a.backend.list_gpus()
+                         if g.healthy and g.uuid not in booked]
         for p in pods:
             ann = p["metadata"].get("annotations") or {}
             if (p.get("spec") or {}).get("nodeName") or A.BOOKING in ann:
                 continue
             key = _key(p)
             if p["metadata"]["uid"] not in told:
-                out.append(f"(6) {key} is pending and was never told why (no Waiting/Rejected Event)")
+                out.append(f"(6) {key} is pending and was never told why (no Event but "
+                           "Scheduled)")
             asked = _requested(ann)
+            plain = not {A.GPU_MODEL, A.GPU_MEMORY_GIB} & set(ann)
             if asked is not None and asked[:2] == (1, 1.0) and ann.get(A.GANG_SIZE, "1") == "1" \
-                    and free:
+                    and plain and free:
                 out.append(f"(6) {key} asks one whole GPU and waits while GPUs {free} are free")
         return out

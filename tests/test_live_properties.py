@@ -17,7 +17,7 @@ per node the inventory publisher, health watcher, MPS manager and the device plu
 socket over the simulated GPU backend).  Two nodes: ``node-a`` with 8 A100-40GB and ``node-b``
 with 4 V100M16, each GPU with the memory NVML reports for it (39.39 and 15.78 GiB).
 
-CI size: 30 examples of 8 to 24 events, derandomized (the same sequences every run) with no
+CI size: 40 examples of 8 to 24 events, derandomized (the same sequences every run) with no
 example database, so a run is reproducible and independent of earlier runs.  The replays below
 are the minimal failing sequences this search found on the code before issue 18's fixes
 (commit d637338), one per failure class, run every time whatever the search draws.
@@ -148,7 +148,7 @@ def run_events(events: list[tuple]) -> None:
         c.close()
 
 
-@settings(max_examples=30, deadline=None, derandomize=True, database=None, print_blob=False,
+@settings(max_examples=40, deadline=None, derandomize=True, database=None, print_blob=False,
           phases=[Phase.explicit, Phase.generate, Phase.shrink],
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.lists(EVENTS, min_size=8, max_size=24))
@@ -159,9 +159,9 @@ def test_live_cluster_invariants_hold_under_random_events(events):
 #: Minimal failing sequences the search found on the code before issue 18's fixes (commit
 #: d637338), by the class of issue 18 they show, with what they showed there.
 REPLAYS = {
-    # class 1 -- Violation2 at event 2: "the rebuilt book drops it: job 'default/p1': GPU 0 of
+    # class 1 -- Violation2 at event 2: "the rebuilt book drops it: job 'default/p01': GPU 0 of
     # node-a is unhealthy"; then Violation1 at event 4: GPU-node-a-1 "over-committed: shares
-    # sum to 2 (['default/p1@1', 'default/p2@1'])"
+    # sum to 2 (['default/p01@1', 'default/p02@1'])"
     "1-unhealthy-gpu-keeps-its-booking": [
         ("create", "four", 1000), ("tick",), ("gpu_health", 0, False),
         ("create", "whole", 1000), ("tick",)],
@@ -176,7 +176,7 @@ REPLAYS = {
         ("create", "two", 1000), ("tick",), ("tick",), ("tick",), ("tick",),
         ("mps_daemon", "node-b", False), ("create", "half-train", 1000),
         ("create", "half-train", 1000), ("create", "half-train", 1000), ("tick",), ("tick",)],
-    # classes 4 and 6 -- Violation5: "default/p1: asked 1 GPU(s) at 0.5 (a fixed shape),
+    # classes 4 and 6 -- Violation5: "default/p01: asked 1 GPU(s) at 0.5 (a fixed shape),
     # booked 1 at 1 (A100-40GB x1 @1.00)"
     "6-a-service-keeps-its-share": [("create", "half", 1000), ("tick",)],
 }
