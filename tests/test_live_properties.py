@@ -150,7 +150,8 @@ def run_events(events: list[tuple]) -> None:
 
 @settings(max_examples=40, deadline=None, derandomize=True, database=None, print_blob=False,
           phases=[Phase.explicit, Phase.generate, Phase.shrink],
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                 HealthCheck.large_base_example])
 @given(st.lists(EVENTS, min_size=8, max_size=24))
 def test_live_cluster_invariants_hold_under_random_events(events):
     run_events(events)
@@ -185,3 +186,35 @@ REPLAYS = {
 @pytest.mark.parametrize("name", sorted(REPLAYS))
 def test_live_cluster_replay(name):
     run_events(REPLAYS[name])
+
+
+def test_the_invariants_see_a_double_booked_gpu_and_an_allocation_that_differs():
+    """The checker itself, on a healthy cluster: one whole-GPU pod bound and started, then a
+    second pod given a copy of its booking (a reservation on the same GPU) and the device
+    plugin's answer recorded with another GPU and an MPS limit -- invariants 1 and 3 must
+    name both, with the values worked out here."""
+    c = LiveCluster(NODES)
+    try:
+        first = c.create_pod(KINDS["whole"], user=1000)
+        c.round()
+        assert c.kubelet_step() == 1
+        c.check()
+        ann = next(p for p in c.pods() if p["metadata"]["name"] == first)["metadata"]["annotations"]
+        gpu = ann[A.GPU_UUIDS]
+        assert "," not in gpu and gpu.startswith("GPU-node-")
+        second = c.create_pod(KINDS["whole"], user=1000)
+        c.core.patch_namespaced_pod(second, "default", {"metadata": {"annotations": {
+            k: ann[k] for k in A.DECISION_KEYS if k in ann}}})
+        al = c.rec.allocations[f"default/{first}"]
+        other = "GPU-node-b-3" if gpu != "GPU-node-b-3" else "GPU-node-b-2"
+        al.envs = {**al.envs, "NVIDIA_VISIBLE_DEVICES": other,
+                   "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "50"}
+        bad = c.violations()
+        assert (1, f"GPU {gpu} over-committed: shares sum to 2 "
+                   f"(['default/{first}@1', 'default/{second}@1'])") in bad
+        assert (3, f"default/{first}: device plugin gave GPUs ['{other}'], booking ['{gpu}'], "
+                   f"annotation {gpu}") in bad
+        assert (3, f"default/{first}: a whole-GPU booking given MPS limits 50, None") in bad
+        assert {n for n, _ in bad} == {1, 3}
+    finally:
+        c.close()
