@@ -156,6 +156,10 @@ class NodeAgent:
         self.cfg = DevicePluginConfig(node_name=spec.name, socket_dir=str(self.dir), devices=16,
                                       mps_pipe_dir=str(self.dir / "mps-pipe"),
                                       mps_log_dir=str(self.dir / "mps-log"), watch_s=0.2)
+        # The MPS manager, watched as `elastico nodeagent` watches it (mps_tick).  What the
+        # agent does with the daemon's health (inventory, device plugin) must be wired here
+        # exactly as nodeagent_cli.run wires it: invariant 4 checks that it reaches the placer
+        # and the device plugin.
         self.mps_control = FakeControl()
         self.mps = MpsManager(self.cfg.mps_pipe_dir, self.cfg.mps_log_dir, runner=self.mps_control)
         self.mps.start()
