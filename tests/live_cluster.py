@@ -163,13 +163,16 @@ class NodeAgent:
         self.mps_control = FakeControl()
         self.mps = MpsManager(self.cfg.mps_pipe_dir, self.cfg.mps_log_dir, runner=self.mps_control)
         self.mps.start()
+        self.mps.check()
         self.mps_down = False          # the agent has seen its MPS daemon down (mps_tick)
         self.servicer = DevicePluginServicer(self.backend, self.api, self.cfg,
-                                             exists=lambda p: True)
+                                             exists=lambda p: True, mps=self.mps)
         self.watcher = HealthWatcher(self.backend, poll_s=0.05)
-        self.publisher = InventoryPublisher(self.backend, self.api, spec.name, refresh_s=3600)
+        self.publisher = InventoryPublisher(self.backend, self.api, spec.name, refresh_s=3600,
+                                            mps=self.mps)
         self.watcher.subscribe(self.publisher.publish)
         self.watcher.subscribe(self.servicer.update)
+        self.mps.subscribe(self.publisher.publish_mps)
         self.plugin = DevicePlugin(self.servicer)
         self.plugin.start()
         self.channel = grpc.insecure_channel(f"unix://{self.plugin.socket}")
@@ -189,7 +192,7 @@ class NodeAgent:
         nodeagent`` runs): restart a dead daemon, say so when it cannot."""
         said: list[str] = []
         self.mps.watch(_OneTurn(), 0.0, said.append)
-        self.mps_down = not self.mps.alive()
+        self.mps_down = not self.mps.status.ready
         for msg in said:
             log.info("node %s: %s", self.name, msg)
 

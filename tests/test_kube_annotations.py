@@ -115,7 +115,11 @@ def test_build_job_sums_a_gang_and_keeps_fixed_shapes_out_of_shape_transformatio
     assert single.request.device_memory and single.request.gpu_mem_gib is None
     named = A.build_job("ns/p", parse({A.GPU_FRACTION: "0.25", A.GPU_MEMORY_GIB: "30"}), 1,
                         2.0, 8.0, 0.0)
-    assert (named.request.gpu_mem_gib, named.fixed_share) == (30.0, False)
+    # every live job keeps its requested share (a bound pod cannot give back a whole GPU)
+    svc = A.build_job("ns/p", parse({A.WORKLOAD: "service", A.GPU_FRACTION: "0.5"}), 1, 2.0,
+                      8.0, 0.0)
+    assert (named.request.gpu_mem_gib, named.fixed_share, svc.kind, svc.fixed_share,
+            svc.request.gpu_share) == (30.0, True, JobKind.SERVICE, True, 0.5)
 
 
 def booking(**kw):

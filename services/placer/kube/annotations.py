@@ -246,8 +246,9 @@ def build_job(job_id: str, spec: PodSpec, members: int, cpu_per_pod: float,
     change its GPUs: it is one process that receives every GPU of the decision); a gang, a
     ``fixed`` shape family, or a service enters as ``service`` -- placed with its requested
     shape before the elastic jobs (pod requests are immutable, and a gang's pods must split
-    the GPUs evenly, so only the requested shape is safe).  A ``fixed`` pod keeps its
-    ``gpu-fraction`` too (``Job.fixed_share``), where a policy gives services whole GPUs.
+    the GPUs evenly, so only the requested shape is safe).  Every live pod keeps its
+    ``gpu-fraction`` too (``Job.fixed_share``), also where a policy (``elastico``) gives the
+    services of a trace whole GPUs: a bound pod cannot give back a GPU it did not ask for.
 
     GPU memory comes from each GPU's real size (``Request.device_memory``;
     :func:`elastico.shapes.gpu_memory_gib`): ``gpu-memory-gib`` when set, else the share of
@@ -275,7 +276,7 @@ def build_job(job_id: str, spec: PodSpec, members: int, cpu_per_pod: float,
     return Job(id=job_id, kind=spec.workload if elastic else JobKind.SERVICE,
                arrival_s=arrival_s, work=spec.work, request=req, job_type=spec.job_type,
                priority=spec.priority, slowdown_bound=spec.slowdown_bound,
-               fixed_share=spec.shape_family == "fixed",
+               fixed_share=True,
                reshape=elastic and spec.resize_policy == "restart" and may_resize)
 
 

@@ -5,7 +5,7 @@ One round:
 
 1. *Services first.*  Running ``service`` jobs keep their place; pending ones are placed with
    their requested GPU count, as whole GPUs that nothing else shares (first allowed model
-   that fits; a job with ``fixed_share``, a live ``fixed`` pod, keeps its share): a service's slowdown bound (1.1) is tighter than the predictor's error, so
+   that fits; a job with ``fixed_share``, every live pod, keeps its share): a service's slowdown bound (1.1) is tighter than the predictor's error, so
    only isolation keeps every service within it.  Where the cluster has MIG-mode GPUs, a
    single-GPU service first tries a MIG instance at least as fast as its requested shape
    (:func:`elastico.shapes.mig_configurations`; hardware isolation, so its bound holds by
@@ -120,7 +120,7 @@ class ElasticoPolicy:
                 # a service gets whole GPUs that nothing shares (as Kubernetes gives it
                 # today): the predictor's error (MAE 0.29, docs/predictor.md) is larger than
                 # a service's 10 % slowdown allowance, so co-locating one cannot be made safe
-                # -- unless the job keeps its requested share (a live `fixed` pod)
+                # -- unless the job keeps its requested share (a live pod: it cannot give a GPU back)
                 d = self._place_service_mig(a, state, svc_failed, True) if self.uses_mig else None
                 if d is None:
                     d = place_fixed_shape(self.catalog, state, a, whole_gpus=not a.job.fixed_share,
