@@ -70,7 +70,7 @@ MIG_CAPABLE_MODELS = frozenset({"A100-40GB", "A100-80GB", "H100-80GB", "H200", "
 #: What an MPS-enforceable share is, for error messages (:func:`mps_percentage`).
 MPS_SHARE_ALLOWED = ("a whole percent of a GPU, a multiple of 0.01 in [0.01, 1] (MPS enforces a "
                      "share as CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, an integer 1..100)")
-_MPS_ROUNDING = 1e-6  # percent: float noise of k / 100 (0.29 * 100 = 28.999999999999996)
+_MPS_ROUNDING = 1e-9  # percent: float noise of k / 100 (0.29 * 100 = 28.999999999999996)
 
 
 def check_mps_percentage(value: float, field: str = "active_thread_percentage") -> int:
@@ -92,7 +92,7 @@ def mps_percentage(share: float, field: str = "gpu_share") -> int:
     compute) exactly: ``share x 100``, an integer in 1..100.  The one rule for every share
     that MPS enforces (pod annotations, the placer's RPCs, shape families, the decision
     annotations the device plugin reads, the node agent's plans): a share is enforceable --
-    a multiple of 0.01 in [0.01, 1], up to float noise of 1e-8 -- or refused.  Raises
+    a multiple of 0.01 in [0.01, 1], up to float noise of 1e-11 -- or refused.  Raises
     :class:`elastico.errors.InvalidArgument` naming ``field``, the share and
     :data:`MPS_SHARE_ALLOWED` (0.995 would be enforced as 99 or 100 %, 0.025 as 2 or 3 %,
     0.005 as nothing).  MIG instances' shares (compute slices / the GPU's, e.g. 3/7) are

@@ -242,7 +242,15 @@ def _key(pod: dict) -> str:
 
 
 def _user(pod: dict) -> int | None:
-    return ((pod.get("spec") or {}).get("securityContext") or {}).get("runAsUser")
+    """The Linux user the pod's GPU containers run as (Kubernetes' rule: a container's own
+    securityContext.runAsUser, else the pod's); None when unset.  Independent of the
+    placer's own code (elastico.placer.kube.mps)."""
+    spec = pod.get("spec") or {}
+    default = (spec.get("securityContext") or {}).get("runAsUser")
+    users = {(c.get("securityContext") or {}).get("runAsUser", default)
+             for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])
+             if A.GPU_RESOURCE in ((c.get("resources") or {}).get("requests") or {})}
+    return next(iter(users)) if len(users) == 1 else default
 
 
 def _ready(node: dict) -> bool:
@@ -519,7 +527,11 @@ class LiveCluster:
         """Every broken safety invariant 1-5 (module docstring) as (number, what); [] when none."""
         out = list(self.rec.problems)
         self.rec.problems.clear()
-        pods = [p for p in self.pods() if is_elastico(p) and not is_terminal(p)]
+        # a reservation of a pod being deleted was never bound and holds nothing (the placer
+        # drops it; its annotations stay until the pod is gone)
+        pods = [p for p in self.pods() if is_elastico(p) and not is_terminal(p)
+                and not (p["metadata"].get("deletionTimestamp")
+                         and not (p.get("spec") or {}).get("nodeName"))]
         bookings = {}
         for p in pods:
             try:

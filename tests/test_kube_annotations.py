@@ -85,8 +85,15 @@ def test_several_gpus_cannot_share_and_memory_is_bounded_by_the_allowed_gpu_mode
         parse({A.GPU_MODEL: "V100M16,V100M32", A.GPU_MEMORY_GIB: "33"})
     with pytest.raises(InvalidArgument, match="at most 80"):
         parse({A.GPU_MEMORY_GIB: "80.5"})
-    with pytest.raises(InvalidArgument, match="> 0"):
-        parse({A.GPU_MEMORY_GIB: "0"})
+    for tiny in ("0", "0.0001"):   # below 1 MiB: the pinned limit would be 0M
+        with pytest.raises(InvalidArgument, match="at least 1 MiB"):
+            parse({A.GPU_MEMORY_GIB: tiny})
+    # booked as enforced: whole MiB, rounded down (the pinned limit is written in MiB)
+    assert parse({A.GPU_FRACTION: "0.5", A.GPU_MEMORY_GIB: "0.3"}).gpu_memory_gib == 307 / 1024
+    # a share is exactly its whole percent, or refused (float noise of the decimal aside)
+    assert parse({A.GPU_FRACTION: "0.29"}).gpu_fraction == 0.29
+    with pytest.raises(InvalidArgument, match="gpu-fraction"):
+        parse({A.GPU_FRACTION: "0.5000000049"})
     with pytest.raises(InvalidArgument, match="fixed"):
         parse({A.WORKLOAD: "service", A.SHAPE_FAMILY: "elastic"})
 
@@ -129,13 +136,15 @@ def booking(**kw):
                 job_type="ResNet-50 (batch size 64)", kind="training", round_id="r/1/1",
                 predicted_slowdown=1.25)
     base.update(kw)
+    if "gpu_uuids" not in kw:  # the UUIDs of its GPUs on node() (the inventory's)
+        base["gpu_uuids"] = tuple(f"GPU-{base['node']}-{g}" for g in base["gpu_indices"])
     return A.PodBooking(**base)
 
 
 def test_decision_annotations_for_an_mps_share_and_a_mig_instance():
     ann = A.decision_annotations(booking())
     assert ann[A.MPS_ACTIVE_THREAD_PERCENTAGE] == "50" and ann[A.MPS_PINNED_MEM_LIMIT_GIB] == "8"
-    assert ann[A.GPU_UUIDS] == "GPU-b" and ann[A.PREDICTED_SLOWDOWN] == "1.2500"
+    assert ann[A.GPU_UUIDS] == "GPU-n1-1" and ann[A.PREDICTED_SLOWDOWN] == "1.2500"
     assert ann[A.MIG_PROFILE] is None and ann[A.MIG_START_SLOT] is None
     assert A.parse_booking({A.BOOKING: ann[A.BOOKING]}) == booking()
     mig = A.decision_annotations(booking(gpu_model="A100-40GB", mig_profile="3g.20gb",

@@ -85,8 +85,11 @@ def events(core, name=None) -> list[dict]:
 
 
 def ack(core, name):
-    """What the device plugin does after Allocate."""
-    core.patch_namespaced_pod(name, NS, {"metadata": {"annotations": {A.ALLOCATED: "true"}}},
+    """What the device plugin does after Allocate: ``<uid>/<container>`` for each GPU
+    container (elastico.nodeagent.allocation.allocated_value)."""
+    p = json.loads(core.read_namespaced_pod(name, NS, _preload_content=False).data)
+    value = ",".join(f"{p['metadata']['uid']}/{c['name']}" for c in p["spec"]["containers"])
+    core.patch_namespaced_pod(name, NS, {"metadata": {"annotations": {A.ALLOCATED: value}}},
                               _content_type="application/merge-patch+json")
 
 

@@ -408,3 +408,81 @@ def test_a_running_pod_whose_booking_no_longer_parses_fences_the_gpus_it_was_giv
     assert len(rep.waiting) == 1
     warn = [e["message"] for e in events(core, "old") if e["reason"] == "BookingConflict"]
     assert len(warn) == 1 and "GPUs [0, 1] of node-a take no new booking" in warn[0]
+
+
+# ---- found by a fresh-user trial after the fixes -------------------------------------------
+def test_a_replacement_for_a_booked_gang_member_waits_and_the_round_goes_on(core, make_loop):
+    # a gang of 2 x 1 GPU runs; its controller creates a third pod with the gang's label (a
+    # replacement while a member still terminates).  Before: `max()` of an empty list made
+    # every round raise, so the bystander was never scheduled.
+    make_node(core, "n1")
+    gang = {A.WORKLOAD: "training", A.GANG_SIZE: "2"}
+    for name in ("g0", "g1"):
+        make_pod(core, name, gang, labels={A.JOB_LABEL: "g"})
+    loop = make_loop()
+    rep = step(loop, core)
+    assert sorted(rep.reserved) == ["default/g0", "default/g1"]
+    make_pod(core, "g2", gang, labels={A.JOB_LABEL: "g"})
+    make_pod(core, "by", SVC)
+    rep = step(loop, core)
+    assert rep.errors == {} and "default/by" in rep.reserved
+    assert "already has its 2 pods booked" in rep.waiting["default/g2"]
+    assert any("already has its 2 pods booked" in e["message"] for e in events(core, "g2"))
+
+
+def test_each_gang_pod_is_booked_under_its_own_shape(core, make_loop):
+    # 2 pods x 2 GPUs: the job is "V100M16 x4", each pod runs 2 of those GPUs, and its booking,
+    # configuration annotation and Scheduled Event say "x2" (before: "x4" on every pod)
+    make_node(core, "n1")
+    for name in ("w0", "w1"):
+        make_pod(core, name, {A.WORKLOAD: "training", A.GANG_SIZE: "2", A.GPUS: "2"},
+                 labels={A.JOB_LABEL: "w"})
+    rep = step(make_loop(), core)
+    assert rep.decisions["default/label/w"].config.name == "V100M16 x4 @1.00"
+    for name in ("w0", "w1"):
+        ann = pod(core, name)["metadata"]["annotations"]
+        assert ann[A.CONFIGURATION] == "V100M16 x2 @1.00"
+        assert A.parse_booking(ann).config_name == "V100M16 x2 @1.00"
+
+
+def test_decision_annotations_written_by_hand_hold_nothing_and_are_given_up(core, make_loop):
+    # "victim" runs at 0.5 of GPU 0 (MPS 50 %, 8 GiB).  "forged" is created with a copy of its
+    # decision but MPS 100 % and a 15 GiB pinned limit: what is booked (0.5) would not be what
+    # the device plugin enforces.  Before: bound on GPU 0 as written (150 % of the GPU's
+    # compute).  Now its booking holds nothing, the reservation is cleared, and the next
+    # round places it as the placer decides.
+    make_node(core, "n1", gpus=1)
+    make_pod(core, "victim", {A.GPU_FRACTION: "0.5"})
+    loop = make_loop()
+    assert step(loop, core).bound == ["default/victim"]
+    ack(core, "victim")
+    ann = dict(pod(core, "victim")["metadata"]["annotations"])
+    assert ann[A.MPS_ACTIVE_THREAD_PERCENTAGE] == "50"
+    forged = {k: v for k, v in ann.items() if k in A.DECISION_KEYS}
+    forged.update({A.MPS_ACTIVE_THREAD_PERCENTAGE: "100", A.MPS_PINNED_MEM_LIMIT_GIB: "15",
+                   A.GPU_FRACTION: "0.5"})
+    make_pod(core, "forged", forged)
+    rep = step(loop, core)
+    assert "default/forged" not in rep.bound
+    after = pod(core, "forged")["metadata"]["annotations"]
+    assert after.get(A.MPS_ACTIVE_THREAD_PERCENTAGE) != "100"
+    rep = step(loop, core)                      # placed by the placer: share 0.5 = MPS 50 %
+    b = booking_of(core, "forged")
+    assert b is not None and b.gpu_share == 0.5
+    assert pod(core, "forged")["metadata"]["annotations"][A.MPS_ACTIVE_THREAD_PERCENTAGE] == "50"
+
+
+def test_an_allocated_annotation_written_by_hand_does_not_let_a_second_pod_bind(core, make_loop):
+    # "forged" says elastico.io/allocated: "true" itself.  Before: the placer took it as the
+    # device plugin's acknowledgement and bound "honest" to the same node before kubelet's
+    # Allocate, so the device plugin found two candidates and refused both for ever.
+    make_node(core, "n1")
+    make_pod(core, "forged", {A.ALLOCATED: "true"})
+    make_pod(core, "honest")
+    loop = make_loop()
+    rep = step(loop, core)
+    assert rep.bound == ["default/forged"] and rep.held == ["default/honest"]
+    rep = step(loop, core)                      # no Allocate yet: still one pod per node
+    assert rep.bound == [] and rep.held == ["default/honest"]
+    ack(core, "forged")                         # what the device plugin writes: <uid>/<container>
+    assert step(loop, core).bound == ["default/honest"]

@@ -345,7 +345,11 @@ def make_pod(core, name, fraction, *, pod_user=None, user=None, workload="traini
 
 
 def ack(core, name):
-    core.patch_namespaced_pod(name, NS, {"metadata": {"annotations": {A.ALLOCATED: "true"}}},
+    """What the device plugin does after Allocate: ``<uid>/<container>`` for each GPU
+    container (elastico.nodeagent.allocation.allocated_value)."""
+    p = json.loads(core.read_namespaced_pod(name, NS, _preload_content=False).data)
+    value = ",".join(f"{p['metadata']['uid']}/{c['name']}" for c in p["spec"]["containers"])
+    core.patch_namespaced_pod(name, NS, {"metadata": {"annotations": {A.ALLOCATED: value}}},
                               _content_type="application/merge-patch+json")
 
 

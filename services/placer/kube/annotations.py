@@ -32,6 +32,7 @@ from elastico.errors import InvalidArgument
 from elastico.model import (MAX_PRIORITY, MPS_SHARE_ALLOWED, Configuration, Job, JobKind, Request,
                             mps_percentage)
 from elastico.trace import GPU_MEMORY_GIB as MODEL_GPU_MEMORY_GIB
+from elastico.shapes import config_name, mig_config_name
 
 __all__ = [
     "PREFIX", "SCHEDULER_NAME", "GPU_RESOURCE", "JOB_LABEL", "USER_KEYS", "DECISION_KEYS",
@@ -159,7 +160,7 @@ def parse_pod_annotations(annotations: Mapping[str, str] | None, *, gpu_models: 
     frac_allowed = f"a decimal fraction, {MPS_SHARE_ALLOWED}"
     frac = _decimal(GPU_FRACTION, get(GPU_FRACTION), frac_allowed)
     try:
-        mps_percentage(frac)
+        frac = mps_percentage(frac) / 100  # exactly the whole percent MPS enforces
     except InvalidArgument:
         raise InvalidArgument(GPU_FRACTION, get(GPU_FRACTION), frac_allowed) from None
     if gpus > 1 and frac != 1.0:
@@ -180,11 +181,16 @@ def parse_pod_annotations(annotations: Mapping[str, str] | None, *, gpu_models: 
         # whatever gpu-fraction says (docs/annotations.md "GPU memory")
         sizes = {m: gpu_memory[m] for m in (models or known_models) if m in gpu_memory}
         top = max(sizes, key=lambda m: (sizes[m], m), default=None)
-        mem_allowed = "a decimal number of GiB > 0" + (
+        mem_allowed = "a decimal number of GiB, at least 1 MiB (0.0009765625)" + (
             f", at most {sizes[top]:g} (the GPU memory of the largest allowed GPU model, {top})"
             if top is not None else "")
         mem = _decimal(GPU_MEMORY_GIB, ann[GPU_MEMORY_GIB], mem_allowed)
         if not mem > 0 or (top is not None and mem > sizes[top] + 1e-9):
+            raise InvalidArgument(GPU_MEMORY_GIB, ann[GPU_MEMORY_GIB], mem_allowed)
+        # booked as enforced: the MPS pinned device memory limit is written in whole MiB
+        # (elastico.nodeagent.backend.pinned_mem_amount), so the booking is whole MiB too
+        mem = math.floor(mem * 1024 + 1e-6) / 1024
+        if mem <= 0:
             raise InvalidArgument(GPU_MEMORY_GIB, ann[GPU_MEMORY_GIB], mem_allowed)
     family = get(SHAPE_FAMILY)
     if family not in SHAPE_FAMILIES:
@@ -341,6 +347,11 @@ def split_assignment(job: Job, config: Configuration, assignment, pod_names: Seq
                               f"one part per pod, or one node whose GPUs split evenly into {n} pods")
     out = []
     for part, gpus, starts, cpu, mem in slices:
+        # each pod's own shape (a gang's pods each run k of its GPUs): the name the pod, its
+        # Scheduled Event and its container (ELASTICO_CONFIGURATION) see
+        name = config.name if n == 1 else (
+            mig_config_name(config.gpu_model, len(gpus), config.mig_profile)
+            if config.mig_profile else config_name(config.gpu_model, len(gpus), config.gpu_share))
         try:
             ids = tuple(uuids[part.node][g] for g in gpus)
         except (IndexError, KeyError):
@@ -349,7 +360,7 @@ def split_assignment(job: Job, config: Configuration, assignment, pod_names: Seq
         out.append(PodBooking(
             job_id=job.id, node=part.node, gpu_indices=tuple(gpus), gpu_uuids=ids,
             gpu_share=assignment.gpu_share, gpu_mem_gib=assignment.gpu_mem_gib,
-            cpu=cpu, mem_gib=mem, config_name=config.name, gpu_model=config.gpu_model,
+            cpu=cpu, mem_gib=mem, config_name=name, gpu_model=config.gpu_model,
             throughput=config.throughput / n, slowdown_bound=job.slowdown_bound,
             job_type=job.job_type, kind=job.kind.value, round_id=round_id,
             predicted_slowdown=float(slowdown), mig_profile=assignment.mig_profile,

@@ -50,17 +50,19 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Callable, Iterable, Mapping, Sequence
 
-from elastico.errors import ElasticoError
+from elastico.errors import ElasticoError, InvalidArgument
 from elastico.model import Configuration, Job, JobKind, Request
 from elastico.placer.placement import Assignment, ClusterState, Part
 from elastico.placer.round import ActiveJob
 from elastico.predictor import JobProfile, SlowdownModel
 
-from .annotations import GPU_UUIDS, SCHEDULER_NAME, PodBooking, parse_booking
+from .annotations import (ALLOCATED, BOOKING, GPU_RESOURCE, GPU_UUIDS, MIG_PROFILE, MIG_START_SLOT,
+                          MPS_ACTIVE_THREAD_PERCENTAGE, MPS_PINNED_MEM_LIMIT_GIB, SCHEDULER_NAME,
+                          PodBooking, decision_annotations, parse_booking)
 from .inventory import NodeInventory
 from .mps import mps_user
 
-__all__ = ["pod_key", "is_elastico", "is_terminal", "creation_s", "Book", "rebuild_book"]
+__all__ = ["pod_key", "is_elastico", "is_terminal", "allocation_acknowledged", "creation_s", "Book", "rebuild_book"]
 
 
 def pod_key(pod: Mapping) -> str:
@@ -75,6 +77,28 @@ def is_elastico(pod: Mapping) -> bool:
 def is_terminal(pod: Mapping) -> bool:
     """Succeeded or Failed: its containers are gone, it holds no GPU."""
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def allocation_acknowledged(pod: Mapping) -> bool:
+    """Whether the device plugin has allocated every GPU container of ``pod``: each container
+    (init containers too) requesting ``elastico.io/gpu`` is in ``elastico.io/allocated`` as
+    ``<this pod's uid>/<container>``, the form only the device plugin writes
+    (:func:`elastico.nodeagent.allocation.allocated_value`).  Any other value -- written with
+    the pod by its author (``"true"``), or for an earlier pod of the same name -- does not
+    count, so it cannot make the placer bind a second unacknowledged pod to the node (the
+    device plugin would then match neither)."""
+    meta = pod.get("metadata") or {}
+    uid = meta.get("uid")
+    done = set()
+    for entry in str((meta.get("annotations") or {}).get(ALLOCATED) or "").split(","):
+        u, _, c = entry.strip().partition("/")
+        if uid and u == uid and c:
+            done.add(c)
+    spec = pod.get("spec") or {}
+    gpu = [c.get("name") for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])
+           if any(GPU_RESOURCE in ((c.get("resources") or {}).get(k) or {})
+                  for k in ("requests", "limits"))]
+    return bool(gpu) and all(c in done for c in gpu)
 
 
 def creation_s(pod: Mapping) -> float:
@@ -119,6 +143,33 @@ def _fence_by_uuid(book: Book, pod: Mapping, key: str, index: Mapping[str, int],
             book.state.mark_unhealthy(n, g)
         book.fenced[key] = (node, gpus)
         book.conflicts[key] += f"; while it runs, its GPUs {list(gpus)} of {node} take no new booking"
+
+
+#: the decision annotations the device plugin enforces (elastico.nodeagent.allocation)
+_ENFORCED = (GPU_UUIDS, MIG_PROFILE, MIG_START_SLOT, MPS_ACTIVE_THREAD_PERCENTAGE,
+             MPS_PINNED_MEM_LIMIT_GIB)
+
+
+def check_enforced(pod: Mapping, b: PodBooking, inv: NodeInventory) -> None:
+    """The decision annotations the device plugin enforces (GPU UUIDs, MIG profile and slots,
+    MPS active thread percentage and pinned memory limit) must be what booking ``b`` implies
+    (:func:`~elastico.placer.kube.annotations.decision_annotations`), and its GPU UUIDs those
+    of its GPU indices on ``inv``: what is booked is what is enforced.  A pod created with
+    decision annotations of its own (or edited after the placer wrote them) fails here, so it
+    holds nothing and its reservation is given up (a bound one has its GPUs fenced).  Raises
+    InvalidArgument naming the first annotation that differs."""
+    ann = (pod.get("metadata") or {}).get("annotations") or {}
+    want = decision_annotations(b)
+    for k in _ENFORCED:
+        if ann.get(k) != want[k]:
+            raise InvalidArgument(k, ann.get(k), f"{want[k]!r}, what the pod's booking implies "
+                                  "(decision annotations are the placer's; they are not "
+                                  "written by hand)")
+    have = tuple(inv.uuids[g] if 0 <= g < len(inv.uuids) else None for g in b.gpu_indices)
+    if have != tuple(b.gpu_uuids):
+        raise InvalidArgument(f"{BOOKING}.gpu_uuids", ",".join(b.gpu_uuids),
+                              f"the UUIDs of GPUs {list(b.gpu_indices)} of node {b.node}: "
+                              f"{','.join(str(u) for u in have)}")
 
 
 def rebuild_book(nodes: Sequence[NodeInventory], pods: Iterable[Mapping], *,
@@ -171,6 +222,7 @@ def rebuild_book(nodes: Sequence[NodeInventory], pods: Iterable[Mapping], *,
                        mig_profile=b.mig_profile, config_name=b.config_name,
                        gpu_model=b.gpu_model)
         try:
+            check_enforced(pod, b, nodes[n])
             prof = profile(Job(**{**job.__dict__, "kind": JobKind(b.kind)}), config)
             # a bound pod keeps the GPUs it runs on, healthy or not (module docstring)
             state.rebook(a, prof, job.slowdown_bound, unhealthy_ok=bool(bound_to))

@@ -90,7 +90,8 @@ from elastico.throughput import ThroughputModel
 from elastico.tracing import NOOP, Tracer
 
 from . import annotations as A
-from .bookings import creation_s, is_elastico, is_terminal, pod_key, rebuild_book
+from .bookings import (allocation_acknowledged, creation_s, is_elastico, is_terminal, pod_key,
+                       rebuild_book)
 from .events import EventRecorder
 from .informer import Informer
 from .inventory import NodeInventory, node_inventory
@@ -816,63 +817,83 @@ class SchedulerLoop:
             groups.setdefault(g, []).append(pod)
         jobs, members = [], {}
         for g, group in sorted(groups.items()):
-            valid = []
-            for pod in sorted(group, key=lambda p: (creation_s(p), pod_key(p))):
-                key = pod_key(pod)
-                try:
-                    spec = A.parse_pod_annotations((pod.get("metadata") or {}).get("annotations"),
-                                                   gpu_models=self._known_models,
-                                                   job_types=self._job_types)
-                    mps_user(pod)  # a bad or mixed runAsUser: Rejected
-                    cpu, mem, bad = _requests(pod)
-                    if spec.resize_policy == "restart" and not any(
-                            o.get("controller") for o in
-                            (pod.get("metadata") or {}).get("ownerReferences") or []):
-                        raise InvalidArgument(A.RESIZE_POLICY, spec.resize_policy, (
-                            "'none' for a pod without a controller owner reference (a Job, "
-                            "ReplicaSet, ...): ElastiCo resizes a pod by evicting it for its "
-                            "controller to recreate, and nothing would recreate this one"))
-                    if bad:
-                        raise ElasticoError(
-                            f"spec.containers[].resources.requests[{A.GPU_RESOURCE}]: "
-                            f"{', '.join(bad)} is not allowed (each GPU container requests "
-                            f"exactly 1, the handle of the ElastiCo device plugin)")
-                except (ElasticoError, ValueError) as e:
-                    report.rejected[key] = str(e)
-                    self.events.emit(pod, "Rejected", str(e), now, warning=True)
-                    continue
-                except Exception as e:  # a bug, not bad input: this pod only
-                    self._job_error(key, [key], "pod", e, pods, report, now)
-                    continue
-                valid.append((pod, spec, cpu, mem))
-            if not valid:
-                continue
-            gang = valid[0][1].gang_size
-            if gang == 1:
-                for pod, spec, cpu, mem in valid:
-                    self._add_job(jobs, members, report, pod_key(pod), [pod], spec, cpu, mem, now,
-                                  may_resize=self._restarts_left(g, now) > 0)
-                continue
-            need = gang - booked_in_group.get(g, 0)
-            specs = {v[1] for v in valid}
-            if len(specs) > 1:
-                msg = (f"the pods of gang {g} disagree on their {A.PREFIX}* annotations; "
-                       "every member must carry the same ones")
-                for pod, *_ in valid:
-                    report.rejected[pod_key(pod)] = msg
-                    self.events.emit(pod, "Rejected", msg, now, warning=True)
-                continue
-            if len(valid) < need:
-                msg = f"gang incomplete: {len(valid)} of {need} pods to place exist"
-                for pod, *_ in valid:
-                    report.waiting[pod_key(pod)] = msg
-                    self.events.emit(pod, "Waiting", msg, now)
-                continue
-            chosen = valid[:need]
-            cpu = max(v[2] for v in chosen)
-            mem = max(v[3] for v in chosen)
-            self._add_job(jobs, members, report, g, [v[0] for v in chosen], valid[0][1], cpu, mem, now)
+            try:
+                self._group_job(g, group, booked_in_group.get(g, 0), jobs, members, pods,
+                                report, now)
+            except Exception as e:  # a bug, not bad input: this group's pods only
+                self._job_error(g, [pod_key(p) for p in group], "pod", e, pods, report, now)
         return jobs, members
+
+    def _group_job(self, g: str, group: list[dict], booked: int, jobs: list, members: dict,
+                   pods: dict, report: RoundReport, now: float) -> None:
+        """The job(s) of one group's pending pods ``group`` (``booked`` of its pods already
+        booked), appended to ``jobs`` / ``members``; invalid pods are Rejected, a gang that
+        cannot be formed waits with an Event saying why."""
+        valid = []
+        for pod in sorted(group, key=lambda p: (creation_s(p), pod_key(p))):
+            key = pod_key(pod)
+            try:
+                spec = A.parse_pod_annotations((pod.get("metadata") or {}).get("annotations"),
+                                               gpu_models=self._known_models,
+                                               job_types=self._job_types)
+                mps_user(pod)  # a bad or mixed runAsUser: Rejected
+                cpu, mem, bad = _requests(pod)
+                if spec.resize_policy == "restart" and not any(
+                        o.get("controller") for o in
+                        (pod.get("metadata") or {}).get("ownerReferences") or []):
+                    raise InvalidArgument(A.RESIZE_POLICY, spec.resize_policy, (
+                        "'none' for a pod without a controller owner reference (a Job, "
+                        "ReplicaSet, ...): ElastiCo resizes a pod by evicting it for its "
+                        "controller to recreate, and nothing would recreate this one"))
+                if bad:
+                    raise ElasticoError(
+                        f"spec.containers[].resources.requests[{A.GPU_RESOURCE}]: "
+                        f"{', '.join(bad)} is not allowed (each GPU container requests "
+                        f"exactly 1, the handle of the ElastiCo device plugin)")
+            except (ElasticoError, ValueError) as e:
+                report.rejected[key] = str(e)
+                self.events.emit(pod, "Rejected", str(e), now, warning=True)
+                continue
+            except Exception as e:  # a bug, not bad input: this pod only
+                self._job_error(key, [key], "pod", e, pods, report, now)
+                continue
+            valid.append((pod, spec, cpu, mem))
+        if not valid:
+            return
+        gang = valid[0][1].gang_size
+        if gang == 1:
+            for pod, spec, cpu, mem in valid:
+                self._add_job(jobs, members, report, pod_key(pod), [pod], spec, cpu, mem, now,
+                              may_resize=self._restarts_left(g, now) > 0)
+            return
+        need = gang - booked
+        specs = {v[1] for v in valid}
+        if len(specs) > 1:
+            msg = (f"the pods of gang {g} disagree on their {A.PREFIX}* annotations; "
+                   "every member must carry the same ones")
+            for pod, *_ in valid:
+                report.rejected[pod_key(pod)] = msg
+                self.events.emit(pod, "Rejected", msg, now, warning=True)
+            return
+        if need <= 0:
+            # e.g. a controller's replacement for a member that is still terminating: it is
+            # placed once the member is gone (its GPUs stay booked until then)
+            msg = (f"gang {g} already has its {gang} pods booked; this pod waits until one of "
+                   "them ends")
+            for pod, *_ in valid:
+                report.waiting[pod_key(pod)] = msg
+                self.events.emit(pod, "Waiting", msg, now)
+            return
+        if len(valid) < need:
+            msg = f"gang incomplete: {len(valid)} of {need} pods to place exist"
+            for pod, *_ in valid:
+                report.waiting[pod_key(pod)] = msg
+                self.events.emit(pod, "Waiting", msg, now)
+            return
+        chosen = valid[:need]
+        cpu = max(v[2] for v in chosen)
+        mem = max(v[3] for v in chosen)
+        self._add_job(jobs, members, report, g, [v[0] for v in chosen], valid[0][1], cpu, mem, now)
 
     def _add_job(self, jobs, members, report, job_id, pods, spec, cpu, mem, now, *,
                  may_resize: bool = True):
@@ -1021,7 +1042,7 @@ class SchedulerLoop:
             meta = pod.get("metadata") or {}
             ann = meta.get("annotations") or {}
             node = (pod.get("spec") or {}).get("nodeName")
-            if node and A.BOOKING in ann and A.ALLOCATED not in ann \
+            if node and A.BOOKING in ann and not allocation_acknowledged(pod) \
                     and (pod.get("status") or {}).get("phase", "Pending") == "Pending":
                 busy.add(node)
             elif not node and A.BOOKING in ann and not meta.get("deletionTimestamp"):
