@@ -42,12 +42,14 @@ class Settings:
     """What every run of one evaluation shares.  ``jobs_per_gpu``: trace pods replayed per
     GPU of the cluster (the trace window); ``load``: offered load (None = the workload
     builder's default, 1.0 or 0.9 of the most the pods can offer); ``restart_s``: seconds of
-    progress lost per reconfiguration; ``utility``: elastico's objective."""
+    progress lost per reconfiguration; ``utility``: elastico's objective; ``gpu_speed``: the
+    speed of unmeasured GPU models (:data:`elastico.throughput.GPU_SPEED_SENSITIVITIES`)."""
 
     jobs_per_gpu: float = 4.0
     load: float | None = None
     restart_s: float = 30.0
     utility: str = "jct"
+    gpu_speed: str = "datasheet"
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,13 @@ def _inputs():
             kfold_by_job_type(obs, k=5, seed=0), obs)
 
 
+def _model(settings: Settings):
+    """The throughput model at the settings' ``gpu_speed`` sensitivity (cached per setting)."""
+    from elastico.throughput import ThroughputModel
+
+    return ThroughputModel.bundled(settings.gpu_speed)
+
+
 def _truth():
     """A fresh ground-truth model per run (it counts its own lookups and misses)."""
     from elastico.predictor.learned import MeasuredSlowdown
@@ -127,7 +136,7 @@ def _ceiling(spec: ClusterSpec, gpus: int, seed: int, settings: Settings) -> flo
     from elastico.ceiling import workload_ceiling
 
     nodes, wl = _workload(spec, gpus, seed, settings)
-    return workload_ceiling(wl.jobs, nodes, _inputs()[2])
+    return workload_ceiling(wl.jobs, nodes, _model(settings))
 
 
 def run_one(task: Task) -> RunOutput:
@@ -137,7 +146,8 @@ def run_one(task: Task) -> RunOutput:
 
     t0 = time.perf_counter()
     nodes, wl = _workload(task.spec, task.gpus, task.seed, task.settings)
-    _, _, model, predictor, _ = _inputs()
+    _, _, _, predictor, _ = _inputs()
+    model = _model(task.settings)
     truth = _truth()
     env = PolicyEnv(nodes=nodes, throughput=model, slowdown=predictor,
                     utility=task.settings.utility, restart_s=task.settings.restart_s)

@@ -58,6 +58,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="offered load (default: 1.0, or 0.9 of the most the pods can offer)")
     p.add_argument("--utility", choices=sorted(UTILITIES), default="jct",
                    help="elastico's objective (default: %(default)s)")
+    p.add_argument("--gpu-speed-sensitivity", choices=("low", "datasheet", "high"),
+                   default="datasheet",
+                   help="speed of GPU models no measurement covers: datasheet factor, or it "
+                        "times the smallest (low) / largest (high) error of that rule where "
+                        "Sia measured it (docs/model.md 2.) (default: datasheet)")
     p.add_argument("--restart-s", type=float, default=30.0,
                    help="seconds of progress lost per reconfiguration (default: %(default)s)")
     p.add_argument("--out", type=_folder, default=Path("docs/evaluation"), metavar="DIR",
@@ -138,7 +143,8 @@ def parse(args: argparse.Namespace):
         for name in REPORT_FILES:
             check_output_file("--out", args.out / name)
     settings = Settings(jobs_per_gpu=args.jobs_per_gpu, load=args.load,
-                        restart_s=args.restart_s, utility=args.utility)
+                        restart_s=args.restart_s, utility=args.utility,
+                        gpu_speed=args.gpu_speed_sensitivity)
     if args.load is not None:
         _check_load(specs, gpus, seeds, settings)
     return specs, gpus, policies, seeds, settings, args.jobs or os.cpu_count() or 1
@@ -222,6 +228,7 @@ def run(args: argparse.Namespace) -> int:
             "load": "default (1.0, or 0.9 of the maximum)" if settings.load is None
             else f"{settings.load:g}", "restart": f"{settings.restart_s:g} s",
             "utility": settings.utility, "processes": workers,
+            "GPU speed of unmeasured models": settings.gpu_speed,
             "wall time": f"{wall / 60:.1f} min",
         }, "closing": _closing_note(args.out)}
         paths = write_report(outs, args.out, meta)

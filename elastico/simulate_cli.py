@@ -53,7 +53,8 @@ _REPLAY_ONLY = (("gpus", "--gpus", 512), ("jobs", "--jobs", None), ("load", "--l
                 ("cluster", "--cluster", None), ("utility", "--utility", "jct"),
                 ("restart_s", "--restart-s", 30.0), ("slowdown_model", "--slowdown-model",
                                                      "predictor"),
-                ("via_grpc", "--via-grpc", None))
+                ("via_grpc", "--via-grpc", None),
+                ("gpu_speed_sensitivity", "--gpu-speed-sensitivity", "datasheet"))
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -118,6 +119,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "predictor, k-fold by job type so that it never predicts a pair it "
                         "was trained on, or the analytic model; jobs always run at Gavel's "
                         "measured slowdowns (docs/predictor.md) (default: predictor)")
+    p.add_argument("--gpu-speed-sensitivity", choices=("low", "datasheet", "high"),
+                   default=None,
+                   help="speed of GPU models no measurement covers (G2, G3, A10, H100, and "
+                        "T4/A100 for job types without a Sia counterpart): their datasheet "
+                        "factor vs V100 (datasheet), or it times the smallest (low) / largest "
+                        "(high) error of that rule where Sia measured it (docs/model.md 2.) "
+                        "(default: datasheet)")
     p.add_argument("--json", type=Path, default=None, metavar="FILE",
                    help="also write the metrics as JSON: flat for one policy, "
                         "{'runs': [...]} for several")
@@ -127,9 +135,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "ADDRESS, or -- without one -- pricing, predictor and placer started "
                         "on free loopback ports for the run and stopped after it; results "
                         "equal the in-process run's (replay mode)")
-    p.epilog = ("--gpus, --jobs, --load, --cluster, --utility, --restart-s, --slowdown-model "
-                "and --via-grpc are for --mode replay, --workload for --mode inflation; a flag "
-                "given in the other mode is refused.")
+    p.epilog = ("--gpus, --jobs, --load, --cluster, --utility, --restart-s, --slowdown-model, "
+                "--gpu-speed-sensitivity and --via-grpc are for --mode replay, --workload for "
+                "--mode inflation; a flag given in the other mode is refused.")
     p.add_argument("--no-progress", action="store_true",
                    help="hide the progress bar (shown only on a terminal)")
     p.set_defaults(func=run)
@@ -219,6 +227,10 @@ def run(args: argparse.Namespace) -> int:
     _check(args)
     if args.mode == "inflation":
         return run_inflation_mode(args)
+    if args.via_grpc is not None and args.gpu_speed_sensitivity != "datasheet":
+        raise InvalidArgument("--gpu-speed-sensitivity", args.gpu_speed_sensitivity,
+                              "datasheet with --via-grpc (the placer service prices with the "
+                              "bundled model's datasheet factors)")
     policies = list(args.policy or ["exclusive", "elastico"])
     spec = None
     if args.cluster is not None:
@@ -244,7 +256,7 @@ def run(args: argparse.Namespace) -> int:
             raise
         raise InvalidArgument("--gpus", e.value, e.allowed) from None
     pods = trace.read_pods(args.trace)
-    model = ThroughputModel.bundled()
+    model = ThroughputModel.bundled(args.gpu_speed_sensitivity)
     n_jobs = 4 * args.gpus if args.jobs is None else (args.jobs or None)
     try:
         wl = workload.build_workload(pods, nodes, seed=args.seed, load=args.load, model=model,

@@ -18,10 +18,14 @@ Rules (docs/model.md, "Workload"), applied in this order, each exclusion counted
    sub-cluster gets a proportional share of the trace.
 
 Each kept pod becomes a job: ``work = max(1, deletion_s - scheduled_s)`` seconds; kind from
-qos (LS / Guaranteed / Burstable -> service; BE with gpu_share < 1 -> inference; BE whole
-GPUs -> training); ``job_type`` drawn uniformly (seeded) from the Gavel job types (for
-multi-GPU pods: from the 19 that Gavel measured on 2/4/8 GPUs); priority 1.0; slowdown bound
-1.1 (service) or 1.5 (elastic).
+qos (LS / Guaranteed / Burstable -> service; BE -> a batch job of unknown kind, simulated as
+``JobKind.TRAINING``: its only scale-out is a data-parallel gang at Gavel's measured
+multi-GPU throughput -- the trace says nothing that makes a BE pod an inference job, and no
+measurement says how replicas would scale); ``job_type`` drawn uniformly (seeded) from the
+Gavel job types (for multi-GPU pods: from the 19 that Gavel measured on 2/4/8 GPUs) -- a
+stand-in for the unknown model, whose measured data then set its speeds; priority 1.0;
+slowdown bound 1.1 (service) or 1.5 (elastic); ``censored`` when the pod's phase is not
+``Succeeded`` (Failed or Running: its lifetime is not a completed job's length).
 
 Arrival times keep the trace's order and relative spacing, compressed by a factor ``k``:
 ``arrival = max(0, scheduled_s - t_head) x k`` where ``t_head`` is the 1st percentile of the
@@ -55,7 +59,7 @@ from elastico.throughput import ThroughputModel
 from elastico.trace import TRACE_CLUSTER_GPUS, TracePod
 
 __all__ = ["Workload", "build_workload", "job_kind", "load_is_too_low", "offered_load",
-           "EXCLUSION_REASONS"]
+           "EXCLUSION_REASONS", "CENSORED_PHASES", "is_censored"]
 
 EXCLUSION_REASONS = ("cpu_only", "no_times", "never_scheduled", "no_fit", "not_sampled")
 SERVICE_QOS = frozenset({"LS", "Guaranteed", "Burstable"})
@@ -90,12 +94,13 @@ class Workload:
 
 
 def job_kind(pod: TracePod) -> JobKind:
-    """qos LS/Guaranteed/Burstable -> service; BE with gpu_share < 1 -> inference; BE -> training.
-    Raises InvalidArgument for an unknown or empty qos."""
+    """qos LS/Guaranteed/Burstable -> service; BE -> training (the simulator's batch job, of
+    unknown kind: module docstring), whatever its share.  Raises InvalidArgument for an
+    unknown or empty qos."""
     if pod.qos in SERVICE_QOS:
         return JobKind.SERVICE
     if pod.qos == "BE":
-        return JobKind.INFERENCE if pod.gpu_share < 1.0 else JobKind.TRAINING
+        return JobKind.TRAINING
     raise InvalidArgument(f"pod[{pod.name}].qos", pod.qos, "one of LS, BE, Burstable, Guaranteed")
 
 
@@ -111,6 +116,16 @@ def offered_load(jobs: Sequence[Job], cluster_gpus: int) -> float:
     g = np.array([j.request.gpus_total for j in jobs])
     w = np.array([j.work for j in jobs])
     return float((g * np.minimum(w, span)).sum() / (cluster_gpus * span))
+
+
+#: trace phases whose deletion time is not a completion: the pod was killed or is still running
+CENSORED_PHASES = frozenset({"Failed", "Running"})
+
+
+def is_censored(pod: TracePod) -> bool:
+    """Whether ``pod``'s observed lifetime (scheduled -> deletion) is censored: its phase is
+    Failed or Running (:data:`CENSORED_PHASES`), so its length is a lower bound."""
+    return pod.phase in CENSORED_PHASES
 
 
 #: the longest arrival span the load search considers, seconds (~31,700 years)
@@ -233,7 +248,8 @@ def build_workload(pods: Sequence[TracePod], nodes: Sequence[Node], *, seed: int
                 load = min(1.0, AUTO_LOAD_FRACTION * float(g.sum()) / cluster_gpus)
             k = _solve_span(g, w, cluster_gpus, load) / span0
     jobs = [Job(id=pod.name, kind=kind, arrival_s=max(pod.scheduled_s - t0, 0.0) * k, work=work,
-                request=req, job_type=jt, priority=1.0, slowdown_bound=SLOWDOWN_BOUND[kind])
+                request=req, job_type=jt, priority=1.0, slowdown_bound=SLOWDOWN_BOUND[kind],
+                censored=is_censored(pod))
             for pod, kind, jt, work, req in drafts]
     order = sorted(range(len(jobs)), key=lambda i: (jobs[i].arrival_s, i))
     jobs = [jobs[i] for i in order]
