@@ -43,13 +43,16 @@ class Settings:
     GPU of the cluster (the trace window); ``load``: offered load (None = the workload
     builder's default, 1.0 or 0.9 of the most the pods can offer); ``restart_s``: seconds of
     progress lost per reconfiguration; ``utility``: elastico's objective; ``gpu_speed``: the
-    speed of unmeasured GPU models (:data:`elastico.throughput.GPU_SPEED_SENSITIVITIES`)."""
+    speed of unmeasured GPU models (:data:`elastico.throughput.GPU_SPEED_SENSITIVITIES`);
+    ``remaining_estimate``: what elastico believes a job's remaining work is
+    (``PolicyEnv.remaining_estimate``; docs/model.md 6.)."""
 
     jobs_per_gpu: float = 4.0
     load: float | None = None
     restart_s: float = 30.0
     utility: str = "jct"
     gpu_speed: str = "datasheet"
+    remaining_estimate: str = "elapsed"
 
 
 @dataclass(frozen=True)
@@ -149,8 +152,15 @@ def run_one(task: Task) -> RunOutput:
     _, _, _, predictor, _ = _inputs()
     model = _model(task.settings)
     truth = _truth()
+    estimates = None
+    if task.settings.remaining_estimate == "user":
+        from elastico.simulate_cli import user_estimates
+
+        estimates = user_estimates(wl.jobs, 3.0, task.seed)
     env = PolicyEnv(nodes=nodes, throughput=model, slowdown=predictor,
-                    utility=task.settings.utility, restart_s=task.settings.restart_s)
+                    utility=task.settings.utility, restart_s=task.settings.restart_s,
+                    remaining_estimate=task.settings.remaining_estimate,
+                    user_estimates=estimates)
     policy = make_policy(task.policy, env)
     res = simulate(nodes, wl.jobs, policy, restart_s=task.settings.restart_s,
                    activity=lambda j, c, _cat=policy.catalog: _cat.profile(j, c).gpu_activity,
@@ -159,6 +169,10 @@ def run_one(task: Task) -> RunOutput:
            "load": wl.offered_load, "jobs": len(wl.jobs), "kinds": dict(wl.kinds),
            **res.metrics,
            "truth_pairs_unmeasured": (truth.misses / truth.lookups) if truth.lookups else 0.0,
+           # pair lookups on a GPU model with no measured pairs (none applied; docs/model.md 6.)
+           "truth_pairs_unmeasured_gpu": (truth.unmeasured_gpu / truth.lookups)
+           if truth.lookups else 0.0,
+           "remaining_estimate": task.settings.remaining_estimate,
            "gpu_utilization_ceiling": _ceiling(task.spec, task.gpus, task.seed, task.settings),
            "wall_s": round(time.perf_counter() - t0, 2)}
     jct = sorted(r.finish_s - r.arrival_s for r in res.records

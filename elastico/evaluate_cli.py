@@ -65,6 +65,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "Sia measured it (docs/model.md 2.) (default: datasheet)")
     p.add_argument("--restart-s", type=float, default=30.0,
                    help="seconds of progress lost per reconfiguration (default: %(default)s)")
+    p.add_argument("--remaining-estimate", choices=("elapsed", "user", "oracle"),
+                   default="elapsed",
+                   help="what elastico believes a job's remaining work is (as simulate's; "
+                        "oracle = the true remaining work, a sensitivity run only; user = "
+                        "f-model estimates with badness 3, seeded per run) (default: "
+                        "%(default)s)")
     p.add_argument("--out", type=_folder, default=Path("docs/evaluation"), metavar="DIR",
                    help="output folder (default: %(default)s)")
     p.add_argument("--jobs", type=int, default=None, metavar="PROCESSES",
@@ -144,7 +150,8 @@ def parse(args: argparse.Namespace):
             check_output_file("--out", args.out / name)
     settings = Settings(jobs_per_gpu=args.jobs_per_gpu, load=args.load,
                         restart_s=args.restart_s, utility=args.utility,
-                        gpu_speed=args.gpu_speed_sensitivity)
+                        gpu_speed=args.gpu_speed_sensitivity,
+                        remaining_estimate=args.remaining_estimate)
     if args.load is not None:
         _check_load(specs, gpus, seeds, settings)
     return specs, gpus, policies, seeds, settings, args.jobs or os.cpu_count() or 1
@@ -227,7 +234,8 @@ def run(args: argparse.Namespace) -> int:
             "seeds": ", ".join(map(str, seeds)), "jobs per GPU": f"{settings.jobs_per_gpu:g}",
             "load": "default (1.0, or 0.9 of the maximum)" if settings.load is None
             else f"{settings.load:g}", "restart": f"{settings.restart_s:g} s",
-            "utility": settings.utility, "processes": workers,
+            "utility": settings.utility, "remaining work": settings.remaining_estimate,
+            "processes": workers,
             "GPU speed of unmeasured models": settings.gpu_speed,
             "wall time": f"{wall / 60:.1f} min",
         }, "closing": _closing_note(args.out)}

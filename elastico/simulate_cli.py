@@ -54,7 +54,14 @@ _REPLAY_ONLY = (("gpus", "--gpus", 512), ("jobs", "--jobs", None), ("load", "--l
                 ("restart_s", "--restart-s", 30.0), ("slowdown_model", "--slowdown-model",
                                                      "predictor"),
                 ("via_grpc", "--via-grpc", None),
-                ("gpu_speed_sensitivity", "--gpu-speed-sensitivity", "datasheet"))
+                ("gpu_speed_sensitivity", "--gpu-speed-sensitivity", "datasheet"),
+                ("remaining_estimate", "--remaining-estimate", "elapsed"),
+                ("user_estimate_badness", "--user-estimate-badness", 3.0))
+
+#: ``--user-estimate-badness`` default: Mu'alem & Feitelson's f-model (IEEE TPDS 12(6), 2001),
+#: a user's estimate of a run of r seconds is uniform in [r, (f + 1) r]; f = 3 is a sensitivity
+#: setting, not a fit (docs/model.md, "Remaining work").
+MAX_BADNESS = 1000.0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -126,6 +133,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "factor vs V100 (datasheet), or it times the smallest (low) / largest "
                         "(high) error of that rule where Sia measured it (docs/model.md 2.) "
                         "(default: datasheet)")
+    p.add_argument("--remaining-estimate", choices=("elapsed", "user", "oracle"), default=None,
+                   help="what elastico believes a job's remaining work is: elapsed = from its "
+                        "attained service and the trace's duration distribution; user = a "
+                        "user's estimate with the f-model's error (--user-estimate-badness); "
+                        "oracle = the true remaining work, a sensitivity run only (no live "
+                        "system knows it; docs/model.md) (default: elapsed)")
+    p.add_argument("--user-estimate-badness", type=float, default=None, metavar="F",
+                   help="--remaining-estimate user: each job's estimate is uniform in "
+                        "[work, (F + 1) x work] (Mu'alem & Feitelson's f-model), seeded by "
+                        f"--seed; 0..{MAX_BADNESS:g} (default: 3)")
     p.add_argument("--json", type=Path, default=None, metavar="FILE",
                    help="also write the metrics as JSON: flat for one policy, "
                         "{'runs': [...]} for several")
@@ -136,8 +153,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "on free loopback ports for the run and stopped after it; results "
                         "equal the in-process run's (replay mode)")
     p.epilog = ("--gpus, --jobs, --load, --cluster, --utility, --restart-s, --slowdown-model, "
-                "--gpu-speed-sensitivity and --via-grpc are for --mode replay, --workload for "
-                "--mode inflation; a flag given in the other mode is refused.")
+                "--gpu-speed-sensitivity, --remaining-estimate, --user-estimate-badness "
+                "and --via-grpc are for --mode replay, --workload for --mode inflation; a flag "
+                "given in the other mode is refused.")
     p.add_argument("--no-progress", action="store_true",
                    help="hide the progress bar (shown only on a terminal)")
     p.set_defaults(func=run)
@@ -159,6 +177,13 @@ def _check(args: argparse.Namespace) -> None:
         raise InvalidArgument("--policy", twice, "given twice; name each policy once")
     if args.seed is None:
         args.seed = 42 if args.mode == "inflation" else 0
+    if args.via_grpc is not None and args.remaining_estimate not in (None, "elapsed"):
+        raise InvalidArgument("--remaining-estimate", args.remaining_estimate,
+                              "elapsed with --via-grpc (the placer service plans with the "
+                              "elapsed estimate; RunRound carries no other)")
+    f = args.user_estimate_badness
+    if f is not None and not (isinstance(f, float) and 0.0 <= f <= MAX_BADNESS):
+        raise InvalidArgument("--user-estimate-badness", f, f"a number in [0, {MAX_BADNESS:g}]")
     if args.mode == "inflation" and args.trace is None:
         from elastico import trace
 
@@ -332,9 +357,12 @@ def _replay(args, policies, nodes, model, wl, slowdown, truth, tracer, via) -> l
     from elastico.simulator import simulate
 
     runs = []
+    estimates = (user_estimates(wl.jobs, args.user_estimate_badness, args.seed)
+                 if args.remaining_estimate == "user" else None)
     for name in policies:
         env = PolicyEnv(nodes=nodes, throughput=model, slowdown=slowdown, tracer=tracer,
-                        utility=args.utility, restart_s=args.restart_s)
+                        utility=args.utility, restart_s=args.restart_s,
+                        remaining_estimate=args.remaining_estimate, user_estimates=estimates)
         policy = make_policy(name, env) if via is None else via.policy(name, env)
         batch = sum(1 for j in wl.jobs if j.kind.elastic) or len(wl.jobs)
         bar = tqdm(total=batch, desc=f"{name:>9}", unit="job", file=sys.stderr,
@@ -351,8 +379,23 @@ def _replay(args, policies, nodes, model, wl, slowdown, truth, tracer, via) -> l
         finally:
             bar.close()
         runs.append({"policy": name, "gpus": args.gpus, "seed": args.seed,
-                     "load": wl.offered_load, "jobs": len(wl.jobs), **res.metrics})
+                     "load": wl.offered_load, "jobs": len(wl.jobs),
+                     "remaining_estimate": args.remaining_estimate, **res.metrics})
     return runs
+
+
+def user_estimates(jobs, badness: float, seed: int) -> dict[str, float]:
+    """Job id -> a user's estimate of its work (seconds): uniform in ``[work, (badness + 1)
+    x work]`` (the f-model of Mu'alem & Feitelson, IEEE TPDS 12(6), 2001: users overestimate,
+    never under, as a job is killed at its estimate), one draw per job in id order from
+    ``default_rng(seed)``.  Tsafrir (JSSPP'10) shows real estimates are coarser (a few round
+    values), so this gives a policy more information than real users do."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    ordered = sorted(jobs, key=lambda j: j.id)
+    u = rng.random(len(ordered))
+    return {j.id: j.work * (1.0 + badness * float(x)) for j, x in zip(ordered, u)}
 
 
 def _write_json(path: Path | None, runs: list[dict]) -> None:

@@ -12,7 +12,16 @@ below), where ``slowdown`` comes from its
 GPU co-residents: by the ``truth`` model when one is given (``elastico simulate`` passes
 Gavel's measured pairs, :class:`elastico.predictor.MeasuredSlowdown`), else by the placement
 state's own (predicted) model.  The placer decides with its predictor; the jobs run at the
-true slowdowns (docs/predictor.md, "Simulator").  A running job whose
+true slowdowns (docs/predictor.md, "Simulator").
+
+Sharing mechanisms (docs/model.md, "Sharing mechanisms"): a policy whose ``sharing`` is
+``"time-slicing"`` (``time-slicing``, ``fgd``: the NVIDIA device plugin's shared-GPU mode)
+gets no share cap -- a pod alone on a GPU runs at the whole GPU's speed
+(``config.throughput / share_speed(job_type, gpu_share)``), co-resident pods at that speed
+over their time-sliced slowdown (:class:`elastico.predictor.TimeSlicedTruth`: the measured
+pair slowdown is the total effect, at most k for k residents).  Every other policy shares by
+MPS: its configuration's throughput at the enforced active thread percentage, over the
+measured interference.  A running job whose
 configuration or GPUs change loses ``restart_s`` seconds (checkpoint/restore), as does a
 preempted job when it starts again.  The virtual clock is the simulator's own; wall-clock time
 is read only to measure round durations.
@@ -99,6 +108,29 @@ class _Live:
     activity: float = 0.0
 
 
+def _time_sliced(policy: Policy) -> bool:
+    return getattr(policy, "sharing", "mps") == "time-slicing"
+
+
+def _whole_gpu_speed(policy: Policy) -> Callable[[Job, Configuration], float]:
+    """``speed(job, config)``: the configuration's normalized throughput with no share cap
+    (time-slicing enforces none): ``config.throughput / share_speed(job_type, gpu_share)``
+    for a shared, non-MIG configuration, else ``config.throughput``."""
+    env = getattr(policy, "env", None)
+    tm = getattr(env, "throughput", None)
+    if tm is None:
+        from elastico.throughput import ThroughputModel
+
+        tm = ThroughputModel.bundled()
+
+    def speed(job: Job, config: Configuration) -> float:
+        if config.mig_profile is not None or config.gpu_share >= 1.0 or not job.job_type:
+            return config.throughput
+        return config.throughput / tm.share_speed(job.job_type, config.gpu_share)
+
+    return speed
+
+
 def _busy(profile_activity: float, num_gpus: int, slowdown: float) -> float:
     return num_gpus * profile_activity / slowdown
 
@@ -143,6 +175,8 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
     state = ClusterState(nodes, mig_gpus)
     if requested is None:
         requested = _requested_from(policy)
+    time_sliced = _time_sliced(policy)
+    whole_speed = _whole_gpu_speed(policy) if time_sliced else None
     ref_cache: dict[tuple[str, str], float] = {}
     records = {j.id: JobRecord(j.id, j.kind.value, j.arrival_s, j.work,
                                slowdown_bound=j.slowdown_bound) for j in jobs}
@@ -206,13 +240,21 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
                 l.was_preempted = False
                 if l.config != d.config:
                     l.activity = activity(l.job, d.config)
+                    if whole_speed is not None and d.config.throughput > 0:
+                        # time-sliced: the whole GPU's SMs when it runs, not its share's
+                        l.activity *= whole_speed(l.job, d.config) / d.config.throughput
                 l.config = d.config
             else:
                 if l.config is not None:
                     l.was_preempted = True
                 l.config = None
                 rec.reason = d.reason
-        slow = state.predicted_slowdowns(truth)
+        if time_sliced:
+            from elastico.predictor import TimeSlicedTruth
+
+            slow = state.predicted_slowdowns(TimeSlicedTruth(truth or state.slowdown_model))
+        else:
+            slow = state.predicted_slowdowns(truth)
 
         # ---- rates, next event ----
         rates: dict[str, float] = {}
@@ -223,8 +265,14 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
             if l.config is None:
                 continue
             s = slow.get(jid, 1.0)
-            r = l.config.throughput / s
-            seen = s
+            if whole_speed is not None:
+                # time-sliced: the whole GPU's speed over the total time-slicing slowdown;
+                # its slowdown is counted against its configuration's solo speed
+                r = whole_speed(l.job, l.config) / s
+                seen = max(1.0, l.config.throughput / r) if r > 0 else s
+            else:
+                r = l.config.throughput / s
+                seen = s
             if l.job.kind is JobKind.SERVICE and r > 0:
                 # a service lives until its owner deletes it and serves the load its request
                 # was sized for, whatever GPU it gets: it progresses at rate 1 and keeps busy
@@ -235,7 +283,7 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
                     ref = ref_cache.get(key)
                     if ref is None:
                         ref = ref_cache[key] = requested(l.job, l.config.gpu_model)
-                    seen = max(s, ref / r)
+                    seen = max(seen, ref / r)
                 duty[jid] = min(1.0, ref / r) if ref > 0 else 1.0
                 r = 1.0
             if seen > records[jid].max_slowdown:
