@@ -290,7 +290,11 @@ def run(args: argparse.Namespace) -> int:
     specs, gpus, policies, seeds, settings, workers = parse(args)
     sweep_loads, sweep_seeds, sweep_gpus = parse_sweep(args, settings, gpus)
     main = tasks_for(specs, gpus, policies, seeds, settings)
-    sweep_list = sweep_tasks(specs, sweep_gpus, policies, sweep_seeds, sweep_loads, settings)
+    sweep_all = sweep_tasks(specs, sweep_gpus, policies, sweep_seeds, sweep_loads, settings)
+    # a sweep point that is also a main run (same cluster, size, policy, seed and load) is
+    # not run twice
+    in_main = set(main)
+    sweep_list = [t for t in sweep_all if t not in in_main]
     t0 = time.perf_counter()
     print(f"evaluate: {count_of(len(main), 'run')} "
           f"({count_of(len(specs), 'cluster definition')} x "
@@ -317,7 +321,8 @@ def run(args: argparse.Namespace) -> int:
         outs = run_all(main, workers=workers, progress=progress)
         sweep_outs = run_all(sweep_list, workers=workers,
                              progress=lambda *a: progress(*a, tag="sweep ")) if sweep_list else []
-        sweep = [o.run for o in sweep_outs]
+        done = dict(zip(main, outs)) | dict(zip(sweep_list, sweep_outs))
+        sweep = [done[t].run for t in sweep_all]
         sustain = sustainable_loads(sweep) if sweep else {}
         for o in outs:  # per (cluster, policy); null without a sweep
             o.run["sustainable_load"] = sustain.get((o.run["cluster"], o.run["policy"]))
@@ -326,7 +331,9 @@ def run(args: argparse.Namespace) -> int:
             # as --clusters takes them (a definition's own name, e.g. a100h100, labels its rows)
             "clusters": ", ".join(_names("--clusters", args.clusters)),
             "GPUs": ", ".join(map(str, gpus)),
-            "seeds": ", ".join(map(str, seeds)), "jobs per GPU": f"{settings.jobs_per_gpu:g}",
+            "seeds": ", ".join(map(str, seeds)),
+            **({"jobs per GPU": f"{settings.jobs_per_gpu:g}"} if settings.arrivals == "trace"
+               else {}),
             "load": "default (1.0, or 0.9 of the maximum)" if settings.load is None
             else f"{settings.load:g}", "restart": f"{settings.restart_s:g} s",
             "utility": settings.utility, "arrivals": settings.arrivals,

@@ -420,7 +420,7 @@ def _plots(outs, out: Path) -> None:
                 if r["cluster"] == c and r["seed"] == plot_seed and o.series.get("t"):
                     ax.plot(np.asarray(o.series["t"]) / 3600.0, o.series[key], label=r["policy"],
                             color=colors[r["policy"]], lw=1.0)
-            ax.set_xlabel("hours since the first arrival (4 arrival spans)")
+            ax.set_xlabel("hours since the first arrival (to the horizon, or 4 arrival spans)")
             ax.set_ylabel(ylabel)
             ax.set_title(f"{c}, seed {plot_seed}")
             ax.grid(alpha=0.3)

@@ -27,8 +27,9 @@ def v100_node(gpus: int) -> Node:
 
 
 def job(name: str, arrival: float, work: float, censored: bool = False) -> Job:
+    extra = {"censored": True} if censored else {}
     return Job(name, JobKind.TRAINING, arrival, work, Request(1, 1.0, 1.0, 2.0), job_type=JT,
-               slowdown_bound=1.5, censored=censored)
+               slowdown_bound=1.5, **extra)
 
 
 def replay(nodes, jobs, **kw):
@@ -70,6 +71,15 @@ def test_window_throughput_jct_percentiles_slowdown_and_split_by_hand():
     assert m["window_s"] == pytest.approx(200.0)
     # the makespan ratio of the old definition would have said 4 jobs / (400/3600 h) = 36
     assert m["jobs_per_hour"] != pytest.approx(4 / (400 / 3600))
+
+
+def test_throughput_is_not_a_makespan_ratio():
+    # the same four jobs with the trace's own arrivals: the window is the arrival window
+    # [0, 50], in which no job finishes (A finishes at 100): 0 jobs/h, while both GPUs work
+    # the whole 50 s (2.0 GPU-hours per hour).  The makespan ratio said 4 / (400/3600) = 36.
+    m = replay([v100_node(2)], [job(*j) for j in FOUR]).metrics
+    assert m["jobs_per_hour"] == pytest.approx(0.0)
+    assert m.get("work_per_hour") == pytest.approx(2.0)
 
 
 def test_warm_up_is_excluded_from_jct():
