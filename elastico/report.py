@@ -357,6 +357,7 @@ def _plots(outs, out: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     runs = [o.run for o in outs]
     clusters = _clusters(runs)
@@ -402,6 +403,7 @@ def _plots(outs, out: Path) -> None:
                 ax.step(np.maximum(sd, 1e-3), np.arange(1, sd.size + 1) / sd.size, where="post",
                         label=p, color=colors[p])
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # no crowded labels
         ax.set_xlabel("slowdown = JCT / run time alone at the requested shape (log scale)")
         ax.set_ylabel("fraction of batch jobs")
         ax.set_title(c)

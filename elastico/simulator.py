@@ -17,6 +17,13 @@ configuration or GPUs change loses ``restart_s`` seconds (checkpoint/restore), a
 preempted job when it starts again.  The virtual clock is the simulator's own; wall-clock time
 is read only to measure round durations.
 
+Windows (docs/metrics.md, "Which window counts"): every windowed metric is over one
+measurement window ``(lo, hi)`` -- given (continuous arrivals: after the warm-up), else the
+arrival window -- and a replay given ``horizon_s`` stops there.  JCT and slowdown statistics
+count the batch jobs that arrived in the window, finished and are not ``censored`` (a trace
+lifetime cut off by the end of the observation); throughput and work count what finished or
+was done inside it.
+
 MIG: the GPUs in MIG mode are fixed for a run (an operator's setting): those the nodes' labels
 name (:func:`elastico.clusters.mig_gpus_of`) when the policy can use MIG instances
 (``policy.uses_mig``), none otherwise.  A job on a MIG instance runs at its configuration's

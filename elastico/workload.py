@@ -37,6 +37,12 @@ the window counts only for the window (long-running services otherwise dominate 
 average).  The load cannot exceed ``sum_j g_j / cluster_gpus`` (every job at once); a larger
 ``load`` raises InvalidArgument naming the maximum.  When the span is 0 (fewer than two
 distinct times) ``k = 1`` and every job arrives at 0.
+
+:func:`build_continuous_workload` instead draws the eligible pods (rules 1-4) with
+replacement into a Poisson process over a warm-up, a measurement window and a drain
+(:class:`Window`, sized from the trace's batch durations by :func:`default_window`), at the
+rate that offers ``load`` in the window (docs/model.md, "Continuous arrivals").  Either way a
+job is ``censored`` when its pod was still Running at the end of the observation.
 """
 
 from __future__ import annotations
