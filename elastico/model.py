@@ -309,11 +309,9 @@ class Job:
     #: live pods: False = the requested GPU count and share only (no Resource Shape
     #: Transformation beyond the GPU model / a MIG instance that holds it; docs/annotations.md)
     reshape: bool = True
-    #: trace jobs: True when ``work`` is a censored observation, not the job's real length --
-    #: the trace pod ended ``Failed`` or was still ``Running`` at the trace's end, so its
-    #: lifetime is a lower bound (killed or cut off), not a completion (docs/model.md 4.).
-    #: Metrics report these jobs apart.  (Not the simulator's record status "censored", which
-    #: says the replay stopped a service.)
+    #: trace workload: the recorded lifetime is cut off by the end of the observation (the
+    #: trace's pod is still Running), so ``work`` is a lower bound of the true work; such a
+    #: job is replayed but kept out of JCT and slowdown statistics (docs/metrics.md)
     censored: bool = False
 
     def __post_init__(self) -> None:

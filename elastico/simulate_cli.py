@@ -30,9 +30,15 @@ _ROWS = [
     ("p99_jct_s", "p99 JCT (s)", "{:,.0f}"),
     ("avg_queue_s", "avg queueing (s)", "{:,.0f}"),
     ("makespan_s", "makespan (s)", "{:,.0f}"),
-    ("jobs_per_hour", "throughput (jobs/h)", "{:,.2f}"),
+    ("jobs_per_hour", "jobs/h in window", "{:,.2f}"),
+    ("work_per_hour", "GPU-h/h in window", "{:,.2f}"),
+    ("avg_slowdown", "avg slowdown", "{:,.2f}"),
+    ("p50_slowdown", "p50 slowdown", "{:,.2f}"),
+    ("avg_jct_short_s", "avg JCT short (s)", "{:,.0f}"),
+    ("avg_jct_long_s", "avg JCT long (s)", "{:,.0f}"),
     ("jobs_completed", "batch jobs completed", "{:,.0f}"),
     ("jobs_unfinished", "batch jobs unfinished", "{:,.0f}"),
+    ("jobs_censored", "censored (not in JCT)", "{:,.0f}"),
     ("service_avg_queue_s", "service queueing (s)", "{:,.0f}"),
     ("services_never_placed", "services never placed", "{:,.0f}"),
     ("gpu_allocation", "GPU allocation", "{:.1%}"),
@@ -53,7 +59,7 @@ _REPLAY_ONLY = (("gpus", "--gpus", 512), ("jobs", "--jobs", None), ("load", "--l
                 ("cluster", "--cluster", None), ("utility", "--utility", "jct"),
                 ("restart_s", "--restart-s", 30.0), ("slowdown_model", "--slowdown-model",
                                                      "predictor"),
-                ("via_grpc", "--via-grpc", None),
+                ("via_grpc", "--via-grpc", None), ("arrivals", "--arrivals", "trace"),
                 ("gpu_speed_sensitivity", "--gpu-speed-sensitivity", "datasheet"),
                 ("remaining_estimate", "--remaining-estimate", "elapsed"),
                 ("user_estimate_badness", "--user-estimate-badness", 3.0))
@@ -116,6 +122,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "request during their arrival window (default: 1.0, or 0.9 of the "
                         "most the sampled pods can offer if that is less); needs pods "
                         "with at least two distinct arrival times")
+    p.add_argument("--arrivals", choices=("trace", "continuous"), default=None,
+                   help="trace: the sampled pods' own arrivals compressed to --load; "
+                        "continuous: Poisson arrivals of trace pods over a warm-up, a "
+                        "measurement window and a drain sized from the trace's batch "
+                        "durations (p90; docs/model.md), --load = the demand offered in the "
+                        "window, --jobs unused (replay; default: trace)")
     p.add_argument("--utility", choices=sorted(UTILITIES), default=None,
                    help="elastico's objective (default: jct)")
     p.add_argument("--restart-s", type=float, default=None,
@@ -283,9 +295,19 @@ def run(args: argparse.Namespace) -> int:
     pods = trace.read_pods(args.trace)
     model = ThroughputModel.bundled(args.gpu_speed_sensitivity)
     n_jobs = 4 * args.gpus if args.jobs is None else (args.jobs or None)
+    if args.arrivals == "continuous":
+        if args.jobs is not None:
+            raise InvalidArgument("--jobs", args.jobs, "not with --arrivals continuous (the "
+                                                       "load sets the arrival rate)")
+        n_jobs = None
     try:
-        wl = workload.build_workload(pods, nodes, seed=args.seed, load=args.load, model=model,
-                                     jobs=n_jobs)
+        if args.arrivals == "continuous":
+            wl = workload.build_continuous_workload(
+                pods, nodes, seed=args.seed, load=1.0 if args.load is None else args.load,
+                model=model, window=workload.default_window(pods, 0.9))
+        else:
+            wl = workload.build_workload(pods, nodes, seed=args.seed, load=args.load,
+                                         model=model, jobs=n_jobs)
     except InvalidArgument as e:
         if e.field == "load":  # the user's knob is --load (or --jobs, which sets the maximum)
             hint = ("raise --load" if workload.load_is_too_low(e)
@@ -373,9 +395,12 @@ def _replay(args, policies, nodes, model, wl, slowdown, truth, tracer, via) -> l
             _bar.set_postfix_str(f"t={now:,.0f}s", refresh=False)
 
         try:
+            win = wl.window
             res = simulate(nodes, wl.jobs, policy, restart_s=args.restart_s,
                            activity=lambda j, c, _cat=policy.catalog: _cat.profile(j, c).gpu_activity,
-                           progress=progress, truth=truth, tracer=tracer)
+                           progress=progress, truth=truth, tracer=tracer,
+                           window=None if win is None else (win.lo, win.hi),
+                           horizon_s=None if win is None else win.horizon)
         finally:
             bar.close()
         runs.append({"policy": name, "gpus": args.gpus, "seed": args.seed,
@@ -461,9 +486,10 @@ def _print_table(runs: list[dict]) -> None:
         line = f"{label:<22}" + "".join(f"{fmt.format(r[key]):>{w}}" for r in runs)
         if ratio:
             ex, el = (next(r[key] for r in runs if r["policy"] == p) for p in ("exclusive", "elastico"))
-            lower_better = key.endswith("_s") or key.startswith("round")
+            lower_better = key.endswith("_s") or key.startswith("round") or "slowdown" in key
             num, den = (ex, el) if lower_better else (el, ex)
-            counts = ("jobs_unfinished", "restarts", "jobs_completed", "services_never_placed")
+            counts = ("jobs_unfinished", "restarts", "jobs_completed", "services_never_placed",
+                      "jobs_censored")
             line += f"{num / den:>9.2f}x" if den and key not in counts else f"{'':>10}"
         print(line)
     if ratio:

@@ -48,7 +48,10 @@ def test_exclusive_fifo_hand_worked():
     assert m["p50_jct_s"] == pytest.approx(145.0)
     assert m["avg_queue_s"] == pytest.approx(45.0)
     assert m["makespan_s"] == pytest.approx(200.0)
-    assert m["jobs_per_hour"] == pytest.approx(2 / (200 / 3600))
+    # throughput counts completions inside the window (the arrival window [0, 10]): none
+    assert m["jobs_per_hour"] == pytest.approx(0.0)
+    # work in the window: one whole GPU at speed 1 for 10 s = 1 GPU-hour per hour
+    assert m["work_per_hour"] == pytest.approx(1.0)
     assert m["gpu_allocation"] == pytest.approx(1.0)
     # utilization = p of the job type (whole GPU, alone): the Amdahl parallel fraction
     assert m["gpu_utilization"] == pytest.approx(MODEL.parallel_fraction(JT))
