@@ -245,7 +245,7 @@ def _pod(name, qos, phase, share_milli=1000, t=10):
                     sched, float(t + 500))
 
 
-def test_failed_and_running_trace_pods_are_censored(tmp_path, model):
+def test_running_trace_pods_are_censored_failed_ones_ended(tmp_path, model):
     # A tiny pod list: one pod per phase.  Succeeded -> not censored; Failed (killed) and
     # Running (cut off at the trace's end) -> censored; Pending never ran (excluded).
     f = tmp_path / "pods.csv"
@@ -258,7 +258,7 @@ def test_failed_and_running_trace_pods_are_censored(tmp_path, model):
     nodes = [Node("n0", V100, 8, 16.0, 64.0, 256.0)]
     wl = build_workload(pods, nodes, seed=0, load=None, model=model, jobs=3)
     flags = {j.id: j.censored for j in wl.jobs}
-    assert flags == {"ok": False, "failed": True, "running": True}
+    assert flags == {"ok": False, "failed": False, "running": True}
     assert wl.excluded["never_scheduled"] == 1
     kinds = {j.id: j.kind for j in wl.jobs}
     assert kinds == {"ok": JobKind.TRAINING, "failed": JobKind.TRAINING,
