@@ -79,7 +79,7 @@ def check_mps_percentage(value: float, field: str = "active_thread_percentage") 
     Returns it as an int; raises :class:`elastico.errors.InvalidArgument` naming ``field``,
     the value and what is allowed otherwise (99.1, 0.5, 0, NaN, a bool, a string)."""
     ok = (isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
-          and math.isfinite(value))
+          and math.isfinite(value) and -200.0 <= value <= 200.0)
     k = round(value) if ok else 0
     if not (ok and abs(value - k) <= _MPS_ROUNDING and 1 <= k <= 100):
         raise InvalidArgument(field, value, "an integer percentage in 1..100 (MPS enforces whole "
@@ -98,7 +98,7 @@ def mps_percentage(share: float, field: str = "gpu_share") -> int:
     0.005 as nothing).  MIG instances' shares (compute slices / the GPU's, e.g. 3/7) are
     hardware partitions, not MPS shares, and never come here."""
     ok = (isinstance(share, (int, float, np.integer, np.floating)) and not isinstance(share, bool)
-          and math.isfinite(share))
+          and math.isfinite(share) and -2.0 <= share <= 2.0)  # x 100 must not overflow
     k = round(share * 100) if ok else 0
     if not (ok and abs(share * 100 - k) <= _MPS_ROUNDING and 1 <= k <= 100):
         raise InvalidArgument(field, share, MPS_SHARE_ALLOWED)

@@ -311,13 +311,14 @@ def test_apply_node_plan_passes_a_whole_percentage_as_an_integer(agent):
 # ---------------------------------------------------------------- the rule and the shapes
 def test_mps_percentage_is_the_one_rule():
     assert [mps_percentage(s) for s in (0.01, 0.25, 0.29, 0.57, 1.0)] == [1, 25, 29, 57, 100]
-    for bad in (0.995, 0.025, 0.005, 0.0, 1.01, float("nan"), True, "0.5"):
+    for bad in (0.995, 0.025, 0.005, 0.0, 1.01, float("nan"), True, "0.5", 1.8e306, -1e308):
         with pytest.raises(InvalidArgument) as e:
             mps_percentage(bad, "x.gpu_share")
         assert e.value.field == "x.gpu_share" and "multiple of 0.01" in e.value.allowed
     assert check_mps_percentage(25.0) == 25
-    with pytest.raises(InvalidArgument):
-        check_mps_percentage(99.1)
+    for bad in (99.1, 1e308, float("inf")):
+        with pytest.raises(InvalidArgument):
+            check_mps_percentage(bad)
 
 
 def test_every_shape_is_enforceable_and_sized_from_the_gpu():
