@@ -31,7 +31,7 @@ from elastico.clusters import ClusterSpec
 from elastico.lifeline import arm
 
 __all__ = ["Settings", "Task", "RunOutput", "tasks_for", "run_one", "run_all", "SERIES_BINS",
-           "SERIES_SPANS"]
+           "SERIES_SPANS", "sweep_tasks", "sustainable_loads", "SWEEP_LOADS"]
 
 #: time bins of the utilization and queue-length series kept per run (for the plots)
 SERIES_BINS = 200
@@ -42,12 +42,24 @@ class Settings:
     """What every run of one evaluation shares.  ``jobs_per_gpu``: trace pods replayed per
     GPU of the cluster (the trace window); ``load``: offered load (None = the workload
     builder's default, 1.0 or 0.9 of the most the pods can offer); ``restart_s``: seconds of
-    progress lost per reconfiguration; ``utility``: elastico's objective."""
+    progress lost per reconfiguration; ``utility``: elastico's objective; ``gpu_speed``: the
+    speed of unmeasured GPU models (:data:`elastico.throughput.GPU_SPEED_SENSITIVITIES`);
+    ``remaining_estimate``: what elastico believes a job's remaining work is
+    (``PolicyEnv.remaining_estimate``; docs/model.md 6.).
+    ``arrivals``:
+    ``"trace"`` (the trace's own arrivals, compressed to the load; ``jobs_per_gpu`` pods) or
+    ``"continuous"`` (a Poisson process over a warm-up, a measurement window and a drain
+    sized from the trace's batch durations at ``window_quantile``; docs/model.md,
+    "Continuous arrivals"; ``jobs_per_gpu`` is then unused)."""
 
     jobs_per_gpu: float = 4.0
     load: float | None = None
     restart_s: float = 30.0
     utility: str = "jct"
+    gpu_speed: str = "datasheet"
+    remaining_estimate: str = "elapsed"
+    arrivals: str = "trace"
+    window_quantile: float = 0.9
 
 
 @dataclass(frozen=True)
@@ -72,11 +84,15 @@ class RunOutput:
     """One run: ``run`` is its results.json object (cluster, gpus, policy, seed, load, jobs,
     the simulate metric keys, wall_s); ``jct`` the finished batch jobs' JCTs (s);
     ``series`` the binned time series (``t`` bin starts in s from the first arrival,
-    ``utilization`` busy GPUs / cluster GPUs, ``allocation``, ``queue`` jobs waiting)."""
+    ``utilization`` busy GPUs / cluster GPUs, ``allocation``, ``queue`` jobs waiting);
+    ``slowdown`` the same jobs' slowdowns (JCT / run time alone at the requested shape).
+    ``jct`` and ``slowdown`` hold the batch jobs the JCT metrics count: arrived in the
+    measurement window, finished, not censored (docs/metrics.md)."""
 
     run: dict
     jct: list[float]
     series: dict[str, list[float]]
+    slowdown: list[float] = field(default_factory=list)
 
 
 def tasks_for(specs: Sequence[ClusterSpec], gpus: Sequence[int], policies: Sequence[str],
@@ -99,6 +115,13 @@ def _inputs():
             kfold_by_job_type(obs, k=5, seed=0), obs)
 
 
+def _model(settings: Settings):
+    """The throughput model at the settings' ``gpu_speed`` sensitivity (cached per setting)."""
+    from elastico.throughput import ThroughputModel
+
+    return ThroughputModel.bundled(settings.gpu_speed)
+
+
 def _truth():
     """A fresh ground-truth model per run (it counts its own lookups and misses)."""
     from elastico.predictor.learned import MeasuredSlowdown
@@ -112,6 +135,12 @@ def _workload(spec: ClusterSpec, gpus: int, seed: int, settings: Settings):
 
     nodes_all, pods, model, _, _ = _inputs()
     nodes = spec.nodes(gpus, nodes_all)
+    if settings.arrivals == "continuous":
+        window = workload.default_window(pods, settings.window_quantile)
+        wl = workload.build_continuous_workload(
+            pods, nodes, seed=seed, load=1.0 if settings.load is None else settings.load,
+            model=model, window=window)
+        return nodes, wl
     n_jobs = max(1, int(round(settings.jobs_per_gpu * gpus)))
     wl = workload.build_workload(pods, nodes, seed=seed, load=settings.load, model=model,
                                  jobs=n_jobs)
@@ -127,7 +156,7 @@ def _ceiling(spec: ClusterSpec, gpus: int, seed: int, settings: Settings) -> flo
     from elastico.ceiling import workload_ceiling
 
     nodes, wl = _workload(spec, gpus, seed, settings)
-    return workload_ceiling(wl.jobs, nodes, _inputs()[2])
+    return workload_ceiling(wl.jobs, nodes, _model(settings))
 
 
 def run_one(task: Task) -> RunOutput:
@@ -137,25 +166,85 @@ def run_one(task: Task) -> RunOutput:
 
     t0 = time.perf_counter()
     nodes, wl = _workload(task.spec, task.gpus, task.seed, task.settings)
-    _, _, model, predictor, _ = _inputs()
+    _, _, _, predictor, _ = _inputs()
+    model = _model(task.settings)
     truth = _truth()
+    estimates = None
+    if task.settings.remaining_estimate == "user":
+        from elastico.simulate_cli import user_estimates
+
+        estimates = user_estimates(wl.jobs, 3.0, task.seed)
     env = PolicyEnv(nodes=nodes, throughput=model, slowdown=predictor,
-                    utility=task.settings.utility, restart_s=task.settings.restart_s)
+                    utility=task.settings.utility, restart_s=task.settings.restart_s,
+                    remaining_estimate=task.settings.remaining_estimate,
+                    user_estimates=estimates)
     policy = make_policy(task.policy, env)
+    win = wl.window
     res = simulate(nodes, wl.jobs, policy, restart_s=task.settings.restart_s,
                    activity=lambda j, c, _cat=policy.catalog: _cat.profile(j, c).gpu_activity,
-                   truth=truth)
+                   truth=truth, window=None if win is None else (win.lo, win.hi),
+                   horizon_s=None if win is None else win.horizon)
+    from elastico.simulator import backlog_bounded
+
     run = {"cluster": task.cluster, "gpus": task.gpus, "policy": task.policy, "seed": task.seed,
-           "load": wl.offered_load, "jobs": len(wl.jobs), "kinds": dict(wl.kinds),
-           **res.metrics,
+           "load": wl.offered_load, "load_target": task.settings.load,
+           "arrivals": task.settings.arrivals, "jobs": len(wl.jobs), "kinds": dict(wl.kinds),
+           "window": None if win is None else {"warmup_s": win.warmup_s,
+                                               "measure_s": win.measure_s,
+                                               "drain_s": win.drain_s},
+           **res.metrics, "backlog_bounded": backlog_bounded(res.metrics),
            "truth_pairs_unmeasured": (truth.misses / truth.lookups) if truth.lookups else 0.0,
+           # pair lookups on a GPU model with no measured pairs (none applied; docs/model.md 6.)
+           "truth_pairs_unmeasured_gpu": (truth.unmeasured_gpu / truth.lookups)
+           if truth.lookups else 0.0,
+           "remaining_estimate": task.settings.remaining_estimate,
            "gpu_utilization_ceiling": _ceiling(task.spec, task.gpus, task.seed, task.settings),
            "wall_s": round(time.perf_counter() - t0, 2)}
-    jct = sorted(r.finish_s - r.arrival_s for r in res.records
-                 if r.kind != "service" and r.status == "finished")
+    lo = 0.0 if win is None else win.lo
+    hi = math.inf if win is None else win.hi
+    counted = [r for r in res.records if r.kind != "service" and r.status == "finished"
+               and not r.censored and lo - 1e-9 <= r.arrival_s <= hi + 1e-9]
+    jct = sorted(r.finish_s - r.arrival_s for r in counted)
+    slow = sorted((r.finish_s - r.arrival_s) / r.alone_s for r in counted if r.alone_s > 0)
     arrivals = [j.arrival_s for j in wl.jobs]
     span = (max(arrivals) - min(arrivals)) if arrivals else 0.0
-    return RunOutput(run, jct, _bin_series(res.timeline, task.gpus, horizon=SERIES_SPANS * span))
+    horizon = SERIES_SPANS * span if win is None else win.horizon
+    return RunOutput(run, jct, _bin_series(res.timeline, task.gpus, horizon=horizon), slow)
+
+
+#: the offered loads (demand in the window / cluster GPUs) of ``elastico evaluate``'s load
+#: sweep (docs/metrics.md, "Sustainable load")
+SWEEP_LOADS = (0.25, 0.5, 0.75, 1.0)
+
+
+def sweep_tasks(specs: Sequence[ClusterSpec], gpus: Sequence[int], policies: Sequence[str],
+                seeds: Sequence[int], loads: Sequence[float], settings: Settings) -> list[Task]:
+    """The load sweep: every (cluster, gpus, policy, seed) at every load of ``loads``, with
+    ``settings`` otherwise (continuous arrivals for a meaningful backlog test)."""
+    from dataclasses import replace
+
+    return [Task(s, g, p, seed, replace(settings, load=float(x))) for s in specs for g in gpus
+            for p in policies for seed in seeds for x in loads]
+
+
+def sustainable_loads(runs: Sequence[dict]) -> dict[tuple[str, str], float | None]:
+    """The maximum sustainable load per (cluster, policy) from load-sweep runs (each with
+    ``load_target`` and ``backlog_bounded``): the highest target load ``x`` such that the
+    backlog stayed bounded on every seed at ``x`` and at every lower load of the sweep; 0.0
+    when it is unbounded already at the lowest load (below the sweep's range)."""
+    by: dict[tuple[str, str], dict[float, list[bool]]] = {}
+    for r in runs:
+        by.setdefault((r["cluster"], r["policy"]), {}).setdefault(
+            float(r["load_target"]), []).append(bool(r["backlog_bounded"]))
+    out: dict[tuple[str, str], float | None] = {}
+    for key, per_load in by.items():
+        best = 0.0
+        for x in sorted(per_load):
+            if not all(per_load[x]):
+                break
+            best = x
+        out[key] = best
+    return out
 
 
 #: the plotted series cover this many arrival spans from the first event (the arrival window

@@ -22,8 +22,20 @@ from elastico.errors import InvalidArgument
 #: 30 minutes on 2 cores
 DEFAULT_GPUS = "64,512"
 DEFAULT_CLUSTERS = "trace,a100h100-mig"
-DEFAULT_SEEDS = "0,1,2,3,4"
+DEFAULT_SEEDS = "0,1,2"
 DEFAULT_JOBS_PER_GPU = 2.0
+#: default arrivals: continuous over a window sized from the trace's batch durations (p90;
+#: docs/model.md, "Continuous arrivals"); ``trace`` = the trace's own compressed arrivals
+DEFAULT_ARRIVALS = "continuous"
+DEFAULT_WINDOW_QUANTILE = 0.9
+#: the offered load of the main runs with continuous arrivals: half the cluster's GPUs
+#: requested, below saturation, so that JCTs are steady-state; the sweep says where each
+#: policy saturates (docs/metrics.md, "elastico evaluate")
+DEFAULT_CONTINUOUS_LOAD = 0.5
+#: the load sweep's seeds and cluster sizes (docs/metrics.md, "Sustainable load")
+DEFAULT_SWEEP_SEEDS = "0"
+#: None = the smallest of --gpus
+DEFAULT_SWEEP_GPUS = None
 DEFAULT_POLICIES = ("exclusive", "time-slicing", "fgd", "gavel", "elastico", "elastico-no-rst",
                     "elastico-no-esp", "elastico-no-iac")
 MAX_GPUS = 6212  # the trace's whole cluster
@@ -55,11 +67,43 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="trace pods replayed per cluster GPU, the trace window "
                         "(default: %(default)s)")
     p.add_argument("--load", type=float, default=None,
-                   help="offered load (default: 1.0, or 0.9 of the most the pods can offer)")
+                   help="offered load (continuous arrivals: the demand offered in the "
+                        f"measurement window, default {DEFAULT_CONTINUOUS_LOAD:g}; trace "
+                        "arrivals: default 1.0, or 0.9 of the most the pods can offer)")
     p.add_argument("--utility", choices=sorted(UTILITIES), default="jct",
                    help="elastico's objective (default: %(default)s)")
+    p.add_argument("--gpu-speed-sensitivity", choices=("low", "datasheet", "high"),
+                   default="datasheet",
+                   help="speed of GPU models no measurement covers: datasheet factor, or it "
+                        "times the smallest (low) / largest (high) error of that rule where "
+                        "Sia measured it (docs/model.md 2.) (default: datasheet)")
     p.add_argument("--restart-s", type=float, default=30.0,
                    help="seconds of progress lost per reconfiguration (default: %(default)s)")
+    p.add_argument("--remaining-estimate", choices=("elapsed", "user", "oracle"),
+                   default="elapsed",
+                   help="what elastico believes a job's remaining work is (as simulate's; "
+                        "oracle = the true remaining work, a sensitivity run only; user = "
+                        "f-model estimates with badness 3, seeded per run) (default: "
+                        "%(default)s)")
+    p.add_argument("--arrivals", choices=("continuous", "trace"), default=DEFAULT_ARRIVALS,
+                   help="continuous: Poisson arrivals of trace pods over a warm-up, a "
+                        "measurement window and a drain sized from the trace's batch "
+                        "durations; trace: the trace's own arrivals compressed to the load "
+                        "(--jobs-per-gpu pods) (default: %(default)s)")
+    p.add_argument("--window-quantile", type=float, default=DEFAULT_WINDOW_QUANTILE,
+                   metavar="Q", help="continuous arrivals: warm-up = drain = the Q-quantile "
+                                     "of the trace's batch durations, measurement window = "
+                                     "twice it (default: %(default)s)")
+    p.add_argument("--sweep-loads", default=",".join(f"{x:g}" for x in _sweep_default()),
+                   metavar="L,L", help="offered loads of the load sweep that finds each "
+                                       "policy's maximum sustainable load (continuous "
+                                       "arrivals only); 'none' skips it (default: "
+                                       "%(default)s)")
+    p.add_argument("--sweep-seeds", default=DEFAULT_SWEEP_SEEDS, metavar="S,S",
+                   help="seeds of the load sweep (default: %(default)s)")
+    p.add_argument("--sweep-gpus", default=DEFAULT_SWEEP_GPUS, metavar="N,N",
+                   help="cluster sizes of the load sweep, each also in --gpus (default: "
+                        "the smallest of --gpus)")
     p.add_argument("--out", type=_folder, default=Path("docs/evaluation"), metavar="DIR",
                    help="output folder (default: %(default)s)")
     p.add_argument("--jobs", type=int, default=None, metavar="PROCESSES",
@@ -67,6 +111,31 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "1..256 (not a pod count: pods per run are --jobs-per-gpu x --gpus; "
                         "simulate's --jobs is a pod count) (default: the CPU count)")
     p.set_defaults(func=run)
+
+
+def _sweep_default():
+    from elastico.evaluate import SWEEP_LOADS
+
+    return SWEEP_LOADS
+
+
+def _loads(flag: str, text: str) -> list[float]:
+    """Comma-separated offered loads, each a finite number in (0, 10], or 'none' (empty)."""
+    if text.strip().lower() == "none":
+        return []
+    out = []
+    for tok in text.split(","):
+        try:
+            v = float(tok)
+        except ValueError:
+            raise InvalidArgument(flag, text, "comma-separated numbers in (0, 10], or "
+                                              "'none'") from None
+        if not (math.isfinite(v) and 0 < v <= 10):
+            raise InvalidArgument(flag, v, "each a number in (0, 10]")
+        out.append(v)
+    if len(set(out)) != len(out):
+        raise InvalidArgument(flag, text, "no value twice")
+    return sorted(out)
 
 
 def _ints(flag: str, text: str, lo: int, hi: int | None = None) -> list[int]:
@@ -137,11 +206,50 @@ def parse(args: argparse.Namespace):
     if args.out.is_dir():  # every file the report replaces, before an hour of runs
         for name in REPORT_FILES:
             check_output_file("--out", args.out / name)
-    settings = Settings(jobs_per_gpu=args.jobs_per_gpu, load=args.load,
-                        restart_s=args.restart_s, utility=args.utility)
-    if args.load is not None:
+    arrivals = getattr(args, "arrivals", "trace")
+    quantile = getattr(args, "window_quantile", DEFAULT_WINDOW_QUANTILE)
+    if not (math.isfinite(quantile) and 0 < quantile < 1):
+        raise InvalidArgument("--window-quantile", quantile, "a number in (0, 1)")
+    load = args.load
+    if load is None and arrivals == "continuous":
+        load = DEFAULT_CONTINUOUS_LOAD
+    settings = Settings(jobs_per_gpu=args.jobs_per_gpu, load=load,
+                        restart_s=args.restart_s, utility=args.utility, arrivals=arrivals,
+                        window_quantile=quantile, gpu_speed=args.gpu_speed_sensitivity,
+                        remaining_estimate=args.remaining_estimate)
+    if args.load is not None and arrivals == "trace":
         _check_load(specs, gpus, seeds, settings)
     return specs, gpus, policies, seeds, settings, args.jobs or os.cpu_count() or 1
+
+
+def parse_sweep(args: argparse.Namespace, settings,
+                gpus: list[int] | None = None) -> tuple[list[float], list[int], list[int]]:
+    """(sweep loads, sweep seeds, sweep sizes); no sweep (empty loads) with ``--arrivals
+    trace``, where the backlog test has no window (docs/metrics.md, "Sustainable load").
+    ``gpus``: the evaluation's sizes, which every sweep size must be one of."""
+    loads = _loads("--sweep-loads", getattr(args, "sweep_loads", "none"))
+    seeds = _ints("--sweep-seeds", getattr(args, "sweep_seeds", DEFAULT_SWEEP_SEEDS), 0)
+    text = getattr(args, "sweep_gpus", DEFAULT_SWEEP_GPUS)
+    if text is None:
+        sizes = [min(gpus)] if gpus else []
+    else:
+        sizes = _ints("--sweep-gpus", text, 1, MAX_GPUS)
+    if gpus is not None:
+        for g in sizes:
+            if g not in gpus:
+                raise InvalidArgument("--sweep-gpus", g, "one of --gpus ("
+                                      + ",".join(map(str, gpus)) + ")")
+    if settings.arrivals != "continuous":
+        if loads and getattr(args, "sweep_loads", None) not in (None, _default_sweep_text()):
+            raise InvalidArgument("--sweep-loads", args.sweep_loads,
+                                  "only with --arrivals continuous (the backlog test needs a "
+                                  "measurement window); give 'none'")
+        loads = []
+    return loads, seeds, sizes
+
+
+def _default_sweep_text() -> str:
+    return ",".join(f"{x:g}" for x in _sweep_default())
 
 
 def _check_load(specs, gpus: list[int], seeds: list[int], settings) -> None:
@@ -188,22 +296,32 @@ def _folder(text: str) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     from elastico.cli import count_of
-    from elastico.evaluate import run_all, tasks_for
+    from elastico.evaluate import run_all, sustainable_loads, sweep_tasks, tasks_for
     from elastico.report import write_report
 
     specs, gpus, policies, seeds, settings, workers = parse(args)
-    tasks = tasks_for(specs, gpus, policies, seeds, settings)
+    sweep_loads, sweep_seeds, sweep_gpus = parse_sweep(args, settings, gpus)
+    main = tasks_for(specs, gpus, policies, seeds, settings)
+    sweep_all = sweep_tasks(specs, sweep_gpus, policies, sweep_seeds, sweep_loads, settings)
+    # a sweep point that is also a main run (same cluster, size, policy, seed and load) is
+    # not run twice
+    in_main = set(main)
+    sweep_list = [t for t in sweep_all if t not in in_main]
     t0 = time.perf_counter()
-    print(f"evaluate: {count_of(len(tasks), 'run')} "
+    print(f"evaluate: {count_of(len(main), 'run')} "
           f"({count_of(len(specs), 'cluster definition')} x "
           f"{count_of(len(gpus), 'size')} x {count_of(len(policies), 'policy', 'policies')} x "
-          f"{count_of(len(seeds), 'seed')}) on {count_of(workers, 'process', 'processes')}",
+          f"{count_of(len(seeds), 'seed')})"
+          + (f" and {count_of(len(sweep_list), 'load-sweep run')}" if sweep_list else "")
+          + f" on {count_of(workers, 'process', 'processes')}",
           file=sys.stderr, flush=True)
 
-    def progress(done, total, task, out):
+    def progress(done, total, task, out, tag=""):
         r = out.run
-        print(f"[{done}/{total} {time.perf_counter() - t0:,.0f}s] {task.cluster} {task.policy} "
-              f"seed {task.seed}: avg JCT {r['avg_jct_s']:,.0f} s, "
+        print(f"[{tag}{done}/{total} {time.perf_counter() - t0:,.0f}s] {task.cluster} {task.policy} "
+              f"seed {task.seed}"
+              + (f" load {task.settings.load:g}" if tag else "")
+              + f": avg JCT {r['avg_jct_s']:,.0f} s, "
               f"{r['jobs_per_hour']:,.2f} jobs/h, util {r['gpu_utilization']:.1%} "
               f"({r['wall_s']:,.0f} s)", file=sys.stderr, flush=True)
 
@@ -212,19 +330,36 @@ def run(args: argparse.Namespace) -> int:
     # previous report left whole (`elastico: interrupted`, exit 130)
     old_term = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        outs = run_all(tasks, workers=workers, progress=progress)
+        outs = run_all(main, workers=workers, progress=progress)
+        sweep_outs = run_all(sweep_list, workers=workers,
+                             progress=lambda *a: progress(*a, tag="sweep ")) if sweep_list else []
+        done = dict(zip(main, outs)) | dict(zip(sweep_list, sweep_outs))
+        sweep = [done[t].run for t in sweep_all]
+        sustain = sustainable_loads(sweep) if sweep else {}
+        for o in outs:  # per (cluster, policy); null without a sweep
+            o.run["sustainable_load"] = sustain.get((o.run["cluster"], o.run["policy"]))
         wall = time.perf_counter() - t0
         meta = {"settings": {
             # as --clusters takes them (a definition's own name, e.g. a100h100, labels its rows)
             "clusters": ", ".join(_names("--clusters", args.clusters)),
             "GPUs": ", ".join(map(str, gpus)),
-            "seeds": ", ".join(map(str, seeds)), "jobs per GPU": f"{settings.jobs_per_gpu:g}",
+            "seeds": ", ".join(map(str, seeds)),
+            **({"jobs per GPU": f"{settings.jobs_per_gpu:g}"} if settings.arrivals == "trace"
+               else {}),
             "load": "default (1.0, or 0.9 of the maximum)" if settings.load is None
             else f"{settings.load:g}", "restart": f"{settings.restart_s:g} s",
-            "utility": settings.utility, "processes": workers,
+            "utility": settings.utility, "arrivals": settings.arrivals,
+            **({"window quantile": f"{settings.window_quantile:g}"}
+               if settings.arrivals == "continuous" else {}),
+            "load sweep": (", ".join(f"{x:g}" for x in sweep_loads) + " (seeds "
+                           + ", ".join(map(str, sweep_seeds)) + "; GPUs "
+                           + ", ".join(map(str, sweep_gpus)) + ")") if sweep_loads else "none",
+            "remaining work": settings.remaining_estimate,
+            "GPU speed of unmeasured models": settings.gpu_speed,
+            "processes": workers,
             "wall time": f"{wall / 60:.1f} min",
         }, "closing": _closing_note(args.out)}
-        paths = write_report(outs, args.out, meta)
+        paths = write_report(outs, args.out, meta, sweep=sweep)
         print(f"evaluate: wrote {', '.join(str(p) for p in paths)} in {wall / 60:.1f} min",
               file=sys.stderr)
         return 0

@@ -309,6 +309,10 @@ class Job:
     #: live pods: False = the requested GPU count and share only (no Resource Shape
     #: Transformation beyond the GPU model / a MIG instance that holds it; docs/annotations.md)
     reshape: bool = True
+    #: trace workload: the recorded lifetime is cut off by the end of the observation (the
+    #: trace's pod is still Running), so ``work`` is a lower bound of the true work; such a
+    #: job is replayed but kept out of JCT and slowdown statistics (docs/metrics.md)
+    censored: bool = False
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.work) and self.work >= 0):

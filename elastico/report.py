@@ -39,7 +39,10 @@ TABLE = (
     ("p99_jct_s", "p99 JCT (s)", "{:,.0f}", True),
     ("avg_queue_s", "queueing (s)", "{:,.0f}", True),
     ("makespan_s", "makespan (s)", "{:,.0f}", True),
-    ("jobs_per_hour", "throughput (jobs/h)", "{:,.2f}", False),
+    ("jobs_per_hour", "throughput in window (jobs/h)", "{:,.2f}", False),
+    ("work_per_hour", "work in window (GPU-h/h)", "{:,.2f}", False),
+    ("p50_slowdown", "p50 slowdown", "{:,.2f}", True),
+    ("jobs_censored", "censored jobs", "{:,.1f}", True),
     ("gpu_allocation", "GPU alloc.", "{:.1%}", False),
     ("gpu_utilization", "GPU util.", "{:.1%}", False),
     ("service_bound_violations", "service bound viol.", "{:,.1f}", True),
@@ -48,7 +51,25 @@ TABLE = (
     ("round_ms_p50", "round p50 (ms)", "{:,.1f}", True),
     ("round_ms_p99", "round p99 (ms)", "{:,.1f}", True),
 )
-PLOTS = ("jct_cdf.png", "gpu_utilization.png", "queue_length.png")
+PLOTS = ("jct_cdf.png", "slowdown_cdf.png", "gpu_utilization.png", "queue_length.png")
+#: the per-cluster table with 95 % confidence intervals over seeds: (key, label, format)
+CI_TABLE = (
+    ("avg_jct_s", "mean JCT (s)", "{:,.0f}"),
+    ("p50_jct_s", "median JCT (s)", "{:,.0f}"),
+    ("p95_jct_s", "p95 JCT (s)", "{:,.0f}"),
+    ("p99_jct_s", "p99 JCT (s)", "{:,.0f}"),
+    ("avg_slowdown", "mean slowdown", "{:,.2f}"),
+    ("p50_slowdown", "median slowdown", "{:,.2f}"),
+    ("avg_jct_short_s", "mean JCT short (s)", "{:,.0f}"),
+    ("avg_jct_long_s", "mean JCT long (s)", "{:,.0f}"),
+    ("jobs_per_hour", "jobs/h in window", "{:,.2f}"),
+    ("work_per_hour", "GPU-h/h in window", "{:,.2f}"),
+)
+#: two-sided 95 % Student t quantiles t(0.975, df) for df = 1..30 (any statistics table,
+#: e.g. NIST/SEMATECH e-Handbook of Statistical Methods, 1.3.6.7.2); 1.96 beyond
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+         2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+         2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
 #: Every file :func:`write_report` replaces in its folder.
 REPORT_FILES = ("results.json", "report.md") + PLOTS
 #: the paper's headline claims, checked on the 512-GPU clusters (elastico against exclusive, means over seeds)
@@ -57,6 +78,22 @@ GOALS = {"jct_ratio": 3.0, "throughput_ratio": 2.1, "utilization": 0.46,
 ABLATIONS = ("elastico-no-rst", "elastico-no-esp", "elastico-no-iac")
 #: smallest mean paired change (2 %) of avg JCT or throughput that counts as measurable
 MEASURABLE = 0.02
+
+
+def t_interval(values: Sequence[float]) -> tuple[float, float, float]:
+    """(mean, low, high): the 95 % Student t confidence interval of the mean of the per-seed
+    ``values`` (mean ± t(0.975, n-1) x s / sqrt(n), s the sample standard deviation);
+    ``low = high = mean`` for a single value.  Raises ValueError for no value."""
+    a = np.asarray(values, float)
+    if a.size == 0:
+        raise ValueError("t_interval: no value")
+    m = float(a.mean())
+    if a.size == 1:
+        return m, m, m
+    df = a.size - 1
+    t = _T975[df - 1] if df <= len(_T975) else 1.96
+    h = t * float(a.std(ddof=1)) / math.sqrt(a.size)
+    return m, m - h, m + h
 
 
 def _mean_sd(values: Sequence[float]) -> tuple[float, float]:
@@ -69,7 +106,7 @@ def summarise(runs: Sequence[dict]) -> dict[tuple[str, str], dict[str, tuple[flo
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in runs:
         groups.setdefault((r["cluster"], r["policy"]), []).append(r)
-    return {k: {key: _mean_sd([r[key] for r in rs]) for key, *_ in TABLE}
+    return {k: {key: _mean_sd([r.get(key, 0.0) for r in rs]) for key, *_ in TABLE}
             | {"seeds": (len(rs), 0.0)} for k, rs in groups.items()}
 
 
@@ -222,6 +259,7 @@ def _markdown(runs: Sequence[dict], meta: dict, out: Path | None = None) -> str:
                 lines += ["Out of reach on this workload for any policy that chooses among the "
                           "evaluated configurations (the ceiling, docs/metrics.md, is below the "
                           "target): " + "; ".join(out_of_reach) + ".", ""]
+        lines += _ci_lines(rs, cluster)
         ab = ablation_check(runs, cluster)
         if ab:
             lines += [f"Ablations against full elastico (paired by seed), {cluster}:", "",
@@ -237,9 +275,14 @@ def _markdown(runs: Sequence[dict], meta: dict, out: Path | None = None) -> str:
                              f"({a['violations_worse_seeds']}/{a['seeds']}) | "
                              f"{'yes' if a['worse'] else 'no'} |")
             lines.append("")
+    lines += _sweep_lines(meta.get("sweep") or [])
     lines += ["## Plots", "",
-              "JCT CDF per policy (finished batch jobs, all seeds pooled):", "",
+              "JCT CDF per policy (batch jobs counted by the JCT metrics: arrived in the "
+              "measurement window, finished, not censored; all seeds pooled):", "",
               "![JCT CDF](jct_cdf.png)", "",
+              "Slowdown CDF per policy (the same jobs; slowdown = JCT / run time alone at the "
+              "requested shape on the best GPU model the job may use):", "",
+              "![Slowdown CDF](slowdown_cdf.png)", "",
               f"GPU utilization over time (seed {meta.get('plot_seed', 'first')}; busy GPUs / "
               "cluster GPUs, time-binned):", "", "![GPU utilization](gpu_utilization.png)", "",
               f"Queue length over time (seed {meta.get('plot_seed', 'first')}; arrived jobs not "
@@ -249,11 +292,72 @@ def _markdown(runs: Sequence[dict], meta: dict, out: Path | None = None) -> str:
     return "\n".join(lines)
 
 
+def _ci_lines(rs: Sequence[dict], cluster: str) -> list[str]:
+    """The JCT / slowdown / windowed-throughput table with 95 % t-intervals over the seeds,
+    the censored-job count and the sustainable load (docs/metrics.md)."""
+    lines = [f"JCT, slowdown and windowed throughput, {cluster}: mean over seeds [95 % "
+             "confidence interval, Student t on the per-seed values]; short / long = work at "
+             "most / above the median of the window's uncensored batch jobs; censored = batch "
+             "jobs whose trace lifetime is cut off (excluded from JCT and slowdown), mean per "
+             "seed; sustainable = the highest swept load with a bounded backlog:", "",
+             "| policy | " + " | ".join(lbl for _, lbl, _ in CI_TABLE)
+             + " | censored | sustainable load |", "|" + "---|" * (len(CI_TABLE) + 3)]
+    for pol in _policies(rs):
+        prs = [r for r in rs if r["policy"] == pol]
+        cells = []
+        for key, _, fmt in CI_TABLE:
+            m, lo, hi = t_interval([r.get(key, 0.0) for r in prs])
+            cells.append(fmt.format(m) + (f" [{fmt.format(lo)}, {fmt.format(hi)}]"
+                                          if len(prs) > 1 else ""))
+        cens = float(np.mean([r.get("jobs_censored", 0) for r in prs]))
+        sus = prs[0].get("sustainable_load")
+        cells += [f"{cens:,.1f}", "-" if sus is None else
+                  (f"< {_min_sweep_text()}" if sus == 0 else f"{sus:g}")]
+        lines.append(f"| {pol} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+def _min_sweep_text() -> str:
+    from elastico.evaluate import SWEEP_LOADS
+
+    return f"{min(SWEEP_LOADS):g} (the lowest swept)"
+
+
+def _sweep_lines(sweep: Sequence[dict]) -> list[str]:
+    """The load sweep: per (cluster, policy) and target load, bounded or not (queue growth
+    over the window's second half, in jobs, mean over the sweep's seeds)."""
+    if not sweep:
+        return []
+    loads = sorted({float(r["load_target"]) for r in sweep})
+    lines = ["## Load sweep", "",
+             "Each cell: whether the backlog stayed bounded at that offered load on every "
+             "sweep seed (docs/metrics.md, \"Sustainable load\"), and the queue growth "
+             "(jobs) over the measurement window's second half, mean over the seeds.", ""]
+    for cluster in _clusters(sweep):
+        rs = [r for r in sweep if r["cluster"] == cluster]
+        lines += [f"{cluster}:", "", "| policy | " + " | ".join(f"load {x:g}" for x in loads)
+                  + " |", "|" + "---|" * (len(loads) + 1)]
+        for pol in _policies(rs):
+            cells = []
+            for x in loads:
+                pts = [r for r in rs if r["policy"] == pol and float(r["load_target"]) == x]
+                if not pts:
+                    cells.append("-")
+                    continue
+                ok = all(r["backlog_bounded"] for r in pts)
+                g = float(np.mean([r["queue_growth"] for r in pts]))
+                cells.append(f"{'bounded' if ok else 'growing'} ({g:+,.1f})")
+            lines.append(f"| {pol} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return lines
+
+
 def _plots(outs, out: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     runs = [o.run for o in outs]
     clusters = _clusters(runs)
@@ -289,6 +393,26 @@ def _plots(outs, out: Path) -> None:
     fig.savefig(out / "jct_cdf.png", dpi=110)
     plt.close(fig)
 
+    fig, axes = grid()
+    for ax, c in zip(axes, clusters):
+        for p in policies:
+            sd = np.sort(np.concatenate([np.asarray(getattr(o, "slowdown", []), float)
+                                         for o in outs if o.run["cluster"] == c
+                                         and o.run["policy"] == p] or [np.zeros(0)]))
+            if sd.size:
+                ax.step(np.maximum(sd, 1e-3), np.arange(1, sd.size + 1) / sd.size, where="post",
+                        label=p, color=colors[p])
+        ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # no crowded labels
+        ax.set_xlabel("slowdown = JCT / run time alone at the requested shape (log scale)")
+        ax.set_ylabel("fraction of batch jobs")
+        ax.set_title(c)
+        ax.grid(alpha=0.3)
+        _legend_or_note(ax, "no batch job finished")
+    fig.tight_layout()
+    fig.savefig(out / "slowdown_cdf.png", dpi=110)
+    plt.close(fig)
+
     for fname, key, ylabel in (("gpu_utilization.png", "utilization", "GPU utilization"),
                                ("queue_length.png", "queue", "jobs waiting")):
         fig, axes = grid()
@@ -298,7 +422,7 @@ def _plots(outs, out: Path) -> None:
                 if r["cluster"] == c and r["seed"] == plot_seed and o.series.get("t"):
                     ax.plot(np.asarray(o.series["t"]) / 3600.0, o.series[key], label=r["policy"],
                             color=colors[r["policy"]], lw=1.0)
-            ax.set_xlabel("hours since the first arrival (4 arrival spans)")
+            ax.set_xlabel("hours since the first arrival (to the horizon, or 4 arrival spans)")
             ax.set_ylabel(ylabel)
             ax.set_title(f"{c}, seed {plot_seed}")
             ax.grid(alpha=0.3)
@@ -308,11 +432,14 @@ def _plots(outs, out: Path) -> None:
         plt.close(fig)
 
 
-def write_report(outs, out: Path, meta: dict | None = None) -> list[Path]:
+def write_report(outs, out: Path, meta: dict | None = None,
+                 sweep: Sequence[dict] | None = None) -> list[Path]:
     """Write results.json, report.md and the PNGs of :data:`PLOTS` into ``out`` (created if
     missing); returns the paths written.  ``meta``: ``settings`` (shown in the report),
-    optional ``intro`` and ``closing`` text."""
+    optional ``intro`` and ``closing`` text.  ``sweep``: the load-sweep runs (results.json
+    ``load_sweep``; the report's "Load sweep" section)."""
     meta = dict(meta or {})
+    meta["sweep"] = list(sweep or [])
     out.mkdir(parents=True, exist_ok=True)
     runs = [o.run for o in outs]
     meta.setdefault("plot_seed", min(r["seed"] for r in runs) if runs else 0)
@@ -324,7 +451,8 @@ def write_report(outs, out: Path, meta: dict | None = None) -> list[Path]:
         # strict JSON: a non-finite number (the load of a workload without an arrival
         # window) is null, as in simulate --json, not Python's Infinity/NaN
         (stage / "results.json").write_text(
-            json.dumps({"runs": _json_safe(runs)}, indent=1, allow_nan=False) + "\n")
+            json.dumps({"runs": _json_safe(runs), "load_sweep": _json_safe(meta["sweep"])},
+                       indent=1, allow_nan=False) + "\n")
         _plots(outs, stage)
         (stage / "report.md").write_text(_markdown(runs, meta, out))
         for name in REPORT_FILES:

@@ -11,7 +11,13 @@ Normalized throughput (DESIGN.md, docs/model.md): 1.0 = the job's requested shap
 finishes in its trace duration.  Configuration c on model m:
 ``x_c = solo(type, m, n_c, s_c) / solo(type, V100, n_req, s_req)`` (training, service) or
 ``r_c * solo(type, m, 1, s_c) / (n_req * solo(type, V100, 1, s_req))`` (inference replicas,
-independent, linear).
+independent; never more replicas than requested, ``r_c <= n_req``: no measurement says how a
+job's throughput grows with replicas it did not ask for, :data:`MAX_REPLICAS_UP`).
+
+No configuration is faster than what was measured for its GPU count: a gang of n GPUs gets
+Gavel's measured n-GPU throughput of its job type (:meth:`ThroughputModel.speedup`, at most
+linear), on one node as Gavel measured it, and job types Gavel did not measure on several GPUs
+(:meth:`ThroughputModel.multi_gpu_measured`) keep their requested GPU count.
 
 Resources of a configuration (units of :mod:`elastico.model`):
 
@@ -51,7 +57,7 @@ a gang of instances.
 
 * training: one instance of each profile the footprint fits;
 * inference: r in 1..:data:`MAX_REPLICAS_UP` x requested replicas, each on one instance of one
-  profile;
+  profile (fewer replicas than requested: proportionally slower);
 * service (single-GPU requests only): an instance whose speed is at least the requested
   shape's on the same GPU model (:func:`requested_configuration`), so the service runs at
   least as fast as it asked and, isolated, never exceeds its slowdown bound.
@@ -92,12 +98,12 @@ TRAINING_GPU_COUNTS = (1, 2, 4, 8)
 #: global batch, whose effect on convergence (statistical efficiency; Pollux, OSDI'21) the
 #: throughput model does not capture: growth is kept small.
 MAX_SCALE_UP = 2
-#: An offline-inference job may run up to this many times its requested replicas.  Replicas
-#: are independent workers over disjoint parts of the input (no global batch, no convergence),
-#: so throughput grows linearly; the bound keeps the family small and the restarts few.
-#: Measured on the evaluation (elastico, trace-64 seeds 0-2 / trace-512 seed 0, avg JCT):
-#: 2x 1,210 / 1,381 s, 4x 929 / 933 s, 8x 1,077 / 964 s (docs/model.md 3.).
-MAX_REPLICAS_UP = 4
+#: An inference job runs at most this many times its requested replicas: 1, no growth.
+#: Linear scaling in replicas it did not ask for is measured nowhere (no start-up, sharding
+#: or input-pipeline cost known), and the former bound of 4 was picked on the evaluation's
+#: own results (issue 19): no speed-up that is not measured.  It may still run fewer
+#: replicas than requested (each one a whole job share of the input: proportionally slower).
+MAX_REPLICAS_UP = 1
 #: Per-GPU MPS compute shares offered (plus the requested share for single-GPU configs);
 #: whole percent, as MPS enforces them (:func:`elastico.model.mps_percentage`).
 SHARES = (0.25, 0.5, 0.75, 1.0)
@@ -306,6 +312,9 @@ def mig_configurations(job: Job, gpu_model: str, gpu_mem_gib: float,
     req = job.request
     if job.kind is JobKind.SERVICE and req.num_gpus != 1:
         return []
+    if (job.kind is JobKind.TRAINING and req.num_gpus != 1
+            and not model.multi_gpu_measured(job.job_type)):
+        return []  # one instance would shrink the gang: no measured speed for that
     foot = memory_need_gib(job, gpu_mem_gib)
     ref = _reference(job, model)
     floor = None
@@ -365,6 +374,8 @@ def _candidates(job: Job, gpu_models: Mapping[str, tuple[int, float]], model: Th
             size = gpu_models[m][0]
             if job.kind is JobKind.TRAINING:
                 counts = [n for n in TRAINING_GPU_COUNTS if n <= min(MAX_SCALE_UP * req.num_gpus, size)]
+                if not model.multi_gpu_measured(job.job_type):  # no measured scale-out
+                    counts = [req.num_gpus] if req.num_gpus <= size else []
             else:
                 counts = list(range(1, MAX_REPLICAS_UP * req.num_gpus + 1))
             for n in counts:
@@ -392,10 +403,12 @@ def build_family(job: Job, gpu_models: Mapping[str, tuple[int, float]],
     Only models in ``job.request.gpu_models`` (when non-empty) on which the requested shape
     fits (num_gpus <= the model's node size, :func:`fits_memory`) are used.
 
-    * training: gang of n in {1,2,4,8}, n <= min(2 x requested, node size), per-GPU share in
-      {0.25,0.5,0.75,1.0} (+ the requested share when n = 1);
-    * inference (offline batch): r in 1..MAX_REPLICAS_UP (4) x requested independent replicas
-      (linear scaling), each one GPU at a share in {0.25,0.5,0.75,1.0} + the requested share;
+    * training: gang of n in {1,2,4,8}, n <= min(2 x requested, node size) (only the
+      requested count for job types Gavel did not measure on several GPUs), each gang at
+      Gavel's measured n-GPU throughput; per-GPU share in {0.25,0.5,0.75,1.0} (+ the
+      requested share when n = 1);
+    * inference: r in 1..MAX_REPLICAS_UP (1) x requested independent replicas (no more than
+      requested), each one GPU at a share in {0.25,0.5,0.75,1.0} + the requested share;
     * service: the requested shape on each allowed model only;
     * on every allowed model in ``mig_models`` (models with MIG-mode GPUs in the cluster),
       also :func:`mig_configurations`.

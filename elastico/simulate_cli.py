@@ -30,9 +30,15 @@ _ROWS = [
     ("p99_jct_s", "p99 JCT (s)", "{:,.0f}"),
     ("avg_queue_s", "avg queueing (s)", "{:,.0f}"),
     ("makespan_s", "makespan (s)", "{:,.0f}"),
-    ("jobs_per_hour", "throughput (jobs/h)", "{:,.2f}"),
+    ("jobs_per_hour", "jobs/h in window", "{:,.2f}"),
+    ("work_per_hour", "GPU-h/h in window", "{:,.2f}"),
+    ("avg_slowdown", "avg slowdown", "{:,.2f}"),
+    ("p50_slowdown", "p50 slowdown", "{:,.2f}"),
+    ("avg_jct_short_s", "avg JCT short (s)", "{:,.0f}"),
+    ("avg_jct_long_s", "avg JCT long (s)", "{:,.0f}"),
     ("jobs_completed", "batch jobs completed", "{:,.0f}"),
     ("jobs_unfinished", "batch jobs unfinished", "{:,.0f}"),
+    ("jobs_censored", "censored (not in JCT)", "{:,.0f}"),
     ("service_avg_queue_s", "service queueing (s)", "{:,.0f}"),
     ("services_never_placed", "services never placed", "{:,.0f}"),
     ("gpu_allocation", "GPU allocation", "{:.1%}"),
@@ -53,7 +59,15 @@ _REPLAY_ONLY = (("gpus", "--gpus", 512), ("jobs", "--jobs", None), ("load", "--l
                 ("cluster", "--cluster", None), ("utility", "--utility", "jct"),
                 ("restart_s", "--restart-s", 30.0), ("slowdown_model", "--slowdown-model",
                                                      "predictor"),
-                ("via_grpc", "--via-grpc", None))
+                ("via_grpc", "--via-grpc", None), ("arrivals", "--arrivals", "trace"),
+                ("gpu_speed_sensitivity", "--gpu-speed-sensitivity", "datasheet"),
+                ("remaining_estimate", "--remaining-estimate", "elapsed"),
+                ("user_estimate_badness", "--user-estimate-badness", 3.0))
+
+#: ``--user-estimate-badness`` default: Mu'alem & Feitelson's f-model (IEEE TPDS 12(6), 2001),
+#: a user's estimate of a run of r seconds is uniform in [r, (f + 1) r]; f = 3 is a sensitivity
+#: setting, not a fit (docs/model.md, "Remaining work").
+MAX_BADNESS = 1000.0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -108,6 +122,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "request during their arrival window (default: 1.0, or 0.9 of the "
                         "most the sampled pods can offer if that is less); needs pods "
                         "with at least two distinct arrival times")
+    p.add_argument("--arrivals", choices=("trace", "continuous"), default=None,
+                   help="trace: the sampled pods' own arrivals compressed to --load; "
+                        "continuous: Poisson arrivals of trace pods over a warm-up, a "
+                        "measurement window and a drain sized from the trace's batch "
+                        "durations (p90; docs/model.md), --load = the demand offered in the "
+                        "window, --jobs unused (replay; default: trace)")
     p.add_argument("--utility", choices=sorted(UTILITIES), default=None,
                    help="elastico's objective (default: jct)")
     p.add_argument("--restart-s", type=float, default=None,
@@ -118,6 +138,23 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "predictor, k-fold by job type so that it never predicts a pair it "
                         "was trained on, or the analytic model; jobs always run at Gavel's "
                         "measured slowdowns (docs/predictor.md) (default: predictor)")
+    p.add_argument("--gpu-speed-sensitivity", choices=("low", "datasheet", "high"),
+                   default=None,
+                   help="speed of GPU models no measurement covers (G2, G3, A10, H100, and "
+                        "T4/A100 for job types without a Sia counterpart): their datasheet "
+                        "factor vs V100 (datasheet), or it times the smallest (low) / largest "
+                        "(high) error of that rule where Sia measured it (docs/model.md 2.) "
+                        "(default: datasheet)")
+    p.add_argument("--remaining-estimate", choices=("elapsed", "user", "oracle"), default=None,
+                   help="what elastico believes a job's remaining work is: elapsed = from its "
+                        "attained service and the trace's duration distribution; user = a "
+                        "user's estimate with the f-model's error (--user-estimate-badness); "
+                        "oracle = the true remaining work, a sensitivity run only (no live "
+                        "system knows it; docs/model.md) (default: elapsed)")
+    p.add_argument("--user-estimate-badness", type=float, default=None, metavar="F",
+                   help="--remaining-estimate user: each job's estimate is uniform in "
+                        "[work, (F + 1) x work] (Mu'alem & Feitelson's f-model), seeded by "
+                        f"--seed; 0..{MAX_BADNESS:g} (default: 3)")
     p.add_argument("--json", type=Path, default=None, metavar="FILE",
                    help="also write the metrics as JSON: flat for one policy, "
                         "{'runs': [...]} for several")
@@ -127,7 +164,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "ADDRESS, or -- without one -- pricing, predictor and placer started "
                         "on free loopback ports for the run and stopped after it; results "
                         "equal the in-process run's (replay mode)")
-    p.epilog = ("--gpus, --jobs, --load, --cluster, --utility, --restart-s, --slowdown-model "
+    p.epilog = ("--gpus, --jobs, --load, --cluster, --utility, --restart-s, --slowdown-model, "
+                "--gpu-speed-sensitivity, --remaining-estimate, --user-estimate-badness "
                 "and --via-grpc are for --mode replay, --workload for --mode inflation; a flag "
                 "given in the other mode is refused.")
     p.add_argument("--no-progress", action="store_true",
@@ -151,6 +189,13 @@ def _check(args: argparse.Namespace) -> None:
         raise InvalidArgument("--policy", twice, "given twice; name each policy once")
     if args.seed is None:
         args.seed = 42 if args.mode == "inflation" else 0
+    if args.via_grpc is not None and args.remaining_estimate not in (None, "elapsed"):
+        raise InvalidArgument("--remaining-estimate", args.remaining_estimate,
+                              "elapsed with --via-grpc (the placer service plans with the "
+                              "elapsed estimate; RunRound carries no other)")
+    f = args.user_estimate_badness
+    if f is not None and not (isinstance(f, float) and 0.0 <= f <= MAX_BADNESS):
+        raise InvalidArgument("--user-estimate-badness", f, f"a number in [0, {MAX_BADNESS:g}]")
     if args.mode == "inflation" and args.trace is None:
         from elastico import trace
 
@@ -219,6 +264,10 @@ def run(args: argparse.Namespace) -> int:
     _check(args)
     if args.mode == "inflation":
         return run_inflation_mode(args)
+    if args.via_grpc is not None and args.gpu_speed_sensitivity != "datasheet":
+        raise InvalidArgument("--gpu-speed-sensitivity", args.gpu_speed_sensitivity,
+                              "datasheet with --via-grpc (the placer service prices with the "
+                              "bundled model's datasheet factors)")
     policies = list(args.policy or ["exclusive", "elastico"])
     spec = None
     if args.cluster is not None:
@@ -244,11 +293,21 @@ def run(args: argparse.Namespace) -> int:
             raise
         raise InvalidArgument("--gpus", e.value, e.allowed) from None
     pods = trace.read_pods(args.trace)
-    model = ThroughputModel.bundled()
+    model = ThroughputModel.bundled(args.gpu_speed_sensitivity)
     n_jobs = 4 * args.gpus if args.jobs is None else (args.jobs or None)
+    if args.arrivals == "continuous":
+        if args.jobs is not None:
+            raise InvalidArgument("--jobs", args.jobs, "not with --arrivals continuous (the "
+                                                       "load sets the arrival rate)")
+        n_jobs = None
     try:
-        wl = workload.build_workload(pods, nodes, seed=args.seed, load=args.load, model=model,
-                                     jobs=n_jobs)
+        if args.arrivals == "continuous":
+            wl = workload.build_continuous_workload(
+                pods, nodes, seed=args.seed, load=1.0 if args.load is None else args.load,
+                model=model, window=workload.default_window(pods, 0.9))
+        else:
+            wl = workload.build_workload(pods, nodes, seed=args.seed, load=args.load,
+                                         model=model, jobs=n_jobs)
     except InvalidArgument as e:
         if e.field == "load":  # the user's knob is --load (or --jobs, which sets the maximum)
             hint = ("raise --load" if workload.load_is_too_low(e)
@@ -320,9 +379,12 @@ def _replay(args, policies, nodes, model, wl, slowdown, truth, tracer, via) -> l
     from elastico.simulator import simulate
 
     runs = []
+    estimates = (user_estimates(wl.jobs, args.user_estimate_badness, args.seed)
+                 if args.remaining_estimate == "user" else None)
     for name in policies:
         env = PolicyEnv(nodes=nodes, throughput=model, slowdown=slowdown, tracer=tracer,
-                        utility=args.utility, restart_s=args.restart_s)
+                        utility=args.utility, restart_s=args.restart_s,
+                        remaining_estimate=args.remaining_estimate, user_estimates=estimates)
         policy = make_policy(name, env) if via is None else via.policy(name, env)
         batch = sum(1 for j in wl.jobs if j.kind.elastic) or len(wl.jobs)
         bar = tqdm(total=batch, desc=f"{name:>9}", unit="job", file=sys.stderr,
@@ -333,14 +395,32 @@ def _replay(args, policies, nodes, model, wl, slowdown, truth, tracer, via) -> l
             _bar.set_postfix_str(f"t={now:,.0f}s", refresh=False)
 
         try:
+            win = wl.window
             res = simulate(nodes, wl.jobs, policy, restart_s=args.restart_s,
                            activity=lambda j, c, _cat=policy.catalog: _cat.profile(j, c).gpu_activity,
-                           progress=progress, truth=truth, tracer=tracer)
+                           progress=progress, truth=truth, tracer=tracer,
+                           window=None if win is None else (win.lo, win.hi),
+                           horizon_s=None if win is None else win.horizon)
         finally:
             bar.close()
         runs.append({"policy": name, "gpus": args.gpus, "seed": args.seed,
-                     "load": wl.offered_load, "jobs": len(wl.jobs), **res.metrics})
+                     "load": wl.offered_load, "jobs": len(wl.jobs),
+                     "remaining_estimate": args.remaining_estimate, **res.metrics})
     return runs
+
+
+def user_estimates(jobs, badness: float, seed: int) -> dict[str, float]:
+    """Job id -> a user's estimate of its work (seconds): uniform in ``[work, (badness + 1)
+    x work]`` (the f-model of Mu'alem & Feitelson, IEEE TPDS 12(6), 2001: users overestimate,
+    never under, as a job is killed at its estimate), one draw per job in id order from
+    ``default_rng(seed)``.  Tsafrir (JSSPP'10) shows real estimates are coarser (a few round
+    values), so this gives a policy more information than real users do."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    ordered = sorted(jobs, key=lambda j: j.id)
+    u = rng.random(len(ordered))
+    return {j.id: j.work * (1.0 + badness * float(x)) for j, x in zip(ordered, u)}
 
 
 def _write_json(path: Path | None, runs: list[dict]) -> None:
@@ -406,9 +486,10 @@ def _print_table(runs: list[dict]) -> None:
         line = f"{label:<22}" + "".join(f"{fmt.format(r[key]):>{w}}" for r in runs)
         if ratio:
             ex, el = (next(r[key] for r in runs if r["policy"] == p) for p in ("exclusive", "elastico"))
-            lower_better = key.endswith("_s") or key.startswith("round")
+            lower_better = key.endswith("_s") or key.startswith("round") or "slowdown" in key
             num, den = (ex, el) if lower_better else (el, ex)
-            counts = ("jobs_unfinished", "restarts", "jobs_completed", "services_never_placed")
+            counts = ("jobs_unfinished", "restarts", "jobs_completed", "services_never_placed",
+                      "jobs_censored")
             line += f"{num / den:>9.2f}x" if den and key not in counts else f"{'':>10}"
         print(line)
     if ratio:

@@ -12,10 +12,26 @@ below), where ``slowdown`` comes from its
 GPU co-residents: by the ``truth`` model when one is given (``elastico simulate`` passes
 Gavel's measured pairs, :class:`elastico.predictor.MeasuredSlowdown`), else by the placement
 state's own (predicted) model.  The placer decides with its predictor; the jobs run at the
-true slowdowns (docs/predictor.md, "Simulator").  A running job whose
+true slowdowns (docs/predictor.md, "Simulator").
+
+Sharing mechanisms (docs/model.md, "Sharing mechanisms"): a policy whose ``sharing`` is
+``"time-slicing"`` (``time-slicing``, ``fgd``: the NVIDIA device plugin's shared-GPU mode)
+gets no share cap -- a pod alone on a GPU runs at the whole GPU's speed
+(``config.throughput / share_speed(job_type, gpu_share)``), co-resident pods at that speed
+over their time-sliced slowdown (:class:`elastico.predictor.TimeSlicedTruth`: the measured
+pair slowdown is the total effect, at most k for k residents).  Every other policy shares by
+MPS: its configuration's throughput at the enforced active thread percentage, over the
+measured interference.  A running job whose
 configuration or GPUs change loses ``restart_s`` seconds (checkpoint/restore), as does a
 preempted job when it starts again.  The virtual clock is the simulator's own; wall-clock time
 is read only to measure round durations.
+
+Windows (docs/metrics.md, "Which window counts"): every windowed metric is over one
+measurement window ``(lo, hi)`` -- given (continuous arrivals: after the warm-up), else the
+arrival window -- and a replay given ``horizon_s`` stops there.  JCT and slowdown statistics
+count the batch jobs that arrived in the window, finished and are not ``censored`` (a trace
+lifetime cut off by the end of the observation); throughput and work count what finished or
+was done inside it.
 
 MIG: the GPUs in MIG mode are fixed for a run (an operator's setting): those the nodes' labels
 name (:func:`elastico.clusters.mig_gpus_of`) when the policy can use MIG instances
@@ -51,12 +67,17 @@ from elastico.placer.round import ActiveJob, Policy, RoundInput, Status, run_rou
 from elastico.predictor import SlowdownModel
 from elastico.tracing import NOOP, Tracer
 
-__all__ = ["JobRecord", "SimResult", "simulate", "METRIC_KEYS"]
+__all__ = ["JobRecord", "SimResult", "simulate", "METRIC_KEYS", "backlog_growth",
+           "backlog_bounded", "BACKLOG_GROWTH_FRACTION"]
 
 METRIC_KEYS = (
     "avg_jct_s", "p50_jct_s", "p95_jct_s", "p99_jct_s", "avg_queue_s", "makespan_s",
     "jobs_per_hour", "jobs_completed", "gpu_allocation", "gpu_utilization",
     "round_ms_p50", "round_ms_p99", "service_bound_violations",
+    # the measurement window's (docs/metrics.md, "Which window counts")
+    "work_per_hour", "avg_slowdown", "p50_slowdown", "p95_slowdown", "p99_slowdown",
+    "avg_jct_short_s", "avg_jct_long_s", "p50_slowdown_short", "p50_slowdown_long",
+    "jobs_censored", "window_s",
 )
 
 _EPS = 1e-9
@@ -78,6 +99,9 @@ class JobRecord:
     reason: str = ""
     slowdown_bound: float = math.inf
     max_slowdown: float = 1.0      # highest slowdown it ran at (the truth model), 1.0 = alone
+    censored: bool = False         # the trace's lifetime is cut off (Job.censored)
+    alone_s: float = 0.0           # run time alone at the requested shape (docs/metrics.md)
+    gpus: float = 0.0              # requested GPUs (num_gpus x share), for normalised work
 
 
 @dataclass
@@ -99,6 +123,29 @@ class _Live:
     activity: float = 0.0
 
 
+def _time_sliced(policy: Policy) -> bool:
+    return getattr(policy, "sharing", "mps") == "time-slicing"
+
+
+def _whole_gpu_speed(policy: Policy) -> Callable[[Job, Configuration], float]:
+    """``speed(job, config)``: the configuration's normalized throughput with no share cap
+    (time-slicing enforces none): ``config.throughput / share_speed(job_type, gpu_share)``
+    for a shared, non-MIG configuration, else ``config.throughput``."""
+    env = getattr(policy, "env", None)
+    tm = getattr(env, "throughput", None)
+    if tm is None:
+        from elastico.throughput import ThroughputModel
+
+        tm = ThroughputModel.bundled()
+
+    def speed(job: Job, config: Configuration) -> float:
+        if config.mig_profile is not None or config.gpu_share >= 1.0 or not job.job_type:
+            return config.throughput
+        return config.throughput / tm.share_speed(job.job_type, config.gpu_share)
+
+    return speed
+
+
 def _busy(profile_activity: float, num_gpus: int, slowdown: float) -> float:
     return num_gpus * profile_activity / slowdown
 
@@ -109,7 +156,10 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
              timer: Callable[[], float] = time.perf_counter,
              validate: bool = False, truth: SlowdownModel | None = None,
              tracer: Tracer = NOOP, mig_gpus: Iterable[tuple[int, int]] | None = None,
-             requested: Callable[[Job, str], float] | None = None) -> SimResult:
+             requested: Callable[[Job, str], float] | None = None,
+             window: tuple[float, float] | None = None,
+             horizon_s: float | None = None,
+             alone: Callable[[Job], float] | None = None) -> SimResult:
     """Replay ``jobs`` (each with ``arrival_s`` and ``work``) on ``nodes`` under ``policy``.
 
     ``activity(job, config)`` gives the fraction of one GPU's SMs the job keeps busy per GPU
@@ -131,6 +181,15 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
     ``gpu_model`` (for a service's slowdown, module docstring; default: from
     ``policy.catalog`` when the policy has one, else only interference counts).
 
+    ``window``: the measurement window ``(lo, hi)`` in virtual seconds (default: the
+    arrival window [first arrival, last arrival], or [first arrival, end] when all arrive
+    at once): allocation, utilization, throughput, work and the JCT/slowdown statistics
+    are over it (docs/metrics.md, "Which window counts").  ``horizon_s``: stop the replay
+    there (jobs still running or waiting are ``unfinished``, reason ``horizon``); default:
+    when the last batch job is done.  ``alone(job)``: normalized throughput of the job's
+    requested shape alone on the best GPU model it may use (for ``alone_s`` and the
+    slowdown; default: from ``policy.catalog``, else 1.0 = the reference GPU).
+
     Jobs are not mutated: the simulator works on copies.
     """
     jobs = sorted((Job(**{**j.__dict__, "done": 0.0}) for j in jobs),
@@ -143,9 +202,15 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
     state = ClusterState(nodes, mig_gpus)
     if requested is None:
         requested = _requested_from(policy)
+    time_sliced = _time_sliced(policy)
+    whole_speed = _whole_gpu_speed(policy) if time_sliced else None
     ref_cache: dict[tuple[str, str], float] = {}
+    if alone is None:
+        alone = _alone_from(policy)
     records = {j.id: JobRecord(j.id, j.kind.value, j.arrival_s, j.work,
-                               slowdown_bound=j.slowdown_bound) for j in jobs}
+                               slowdown_bound=j.slowdown_bound, censored=j.censored,
+                               alone_s=j.work / max(alone(j), _EPS),
+                               gpus=j.request.gpus_total) for j in jobs}
     live: dict[str, _Live] = {}
     arrivals = list(reversed(jobs))  # pop() from the end = earliest first
     round_ms: list[float] = []
@@ -155,6 +220,12 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
     # offered); a workload arriving all at once uses [first arrival, end] instead
     w_lo = t
     w_hi = jobs[-1].arrival_s if jobs and jobs[-1].arrival_s > t else math.inf
+    if window is not None:
+        w_lo, w_hi = float(window[0]), float(window[1])
+        if not (w_hi > w_lo):
+            raise ValueError(f"window: {window} must be (lo, hi) with hi > lo")
+    horizon = math.inf if horizon_s is None else float(horizon_s)
+    win_work = 0.0  # requested GPU-seconds of batch work done inside the window
     n_rounds = 0
     # per event interval starting at t: allocated GPUs, busy GPUs averaged over the part of
     # the interval inside the arrival window ("busy") and over the whole interval
@@ -165,6 +236,12 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
     elastic_left = sum(1 for j in jobs if j.kind.elastic)
     has_elastic = elastic_left > 0
     while arrivals or live:
+        if t >= horizon - _EPS:
+            # the replay's horizon: what is still running or waiting did not finish
+            for jid in live:
+                rec = records[jid]
+                rec.status, rec.reason = "unfinished", "horizon"
+            break
         if has_elastic and elastic_left == 0 and not arrivals:
             # every batch job is done and everything has arrived: services still running are
             # censored here (they run until deleted; the window of interest is the batch
@@ -206,13 +283,21 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
                 l.was_preempted = False
                 if l.config != d.config:
                     l.activity = activity(l.job, d.config)
+                    if whole_speed is not None and d.config.throughput > 0:
+                        # time-sliced: the whole GPU's SMs when it runs, not its share's
+                        l.activity *= whole_speed(l.job, d.config) / d.config.throughput
                 l.config = d.config
             else:
                 if l.config is not None:
                     l.was_preempted = True
                 l.config = None
                 rec.reason = d.reason
-        slow = state.predicted_slowdowns(truth)
+        if time_sliced:
+            from elastico.predictor import TimeSlicedTruth
+
+            slow = state.predicted_slowdowns(TimeSlicedTruth(truth or state.slowdown_model))
+        else:
+            slow = state.predicted_slowdowns(truth)
 
         # ---- rates, next event ----
         rates: dict[str, float] = {}
@@ -223,8 +308,14 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
             if l.config is None:
                 continue
             s = slow.get(jid, 1.0)
-            r = l.config.throughput / s
-            seen = s
+            if whole_speed is not None:
+                # time-sliced: the whole GPU's speed over the total time-slicing slowdown;
+                # its slowdown is counted against its configuration's solo speed
+                r = whole_speed(l.job, l.config) / s
+                seen = max(1.0, l.config.throughput / r) if r > 0 else s
+            else:
+                r = l.config.throughput / s
+                seen = s
             if l.job.kind is JobKind.SERVICE and r > 0:
                 # a service lives until its owner deletes it and serves the load its request
                 # was sized for, whatever GPU it gets: it progresses at rate 1 and keeps busy
@@ -235,7 +326,7 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
                     ref = ref_cache.get(key)
                     if ref is None:
                         ref = ref_cache[key] = requested(l.job, l.config.gpu_model)
-                    seen = max(s, ref / r)
+                    seen = max(seen, ref / r)
                 duty[jid] = min(1.0, ref / r) if ref > 0 else 1.0
                 r = 1.0
             if seen > records[jid].max_slowdown:
@@ -251,6 +342,7 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
             # the policy's own next round (e.g. a gavel lease ends); only while something
             # runs or arrives, so a policy that keeps asking cannot stall an idle cluster
             next_t = min(next_t, wake)
+        next_t = min(next_t, max(horizon, t))
         if math.isinf(next_t):
             # nothing runs and nothing will arrive: the remaining jobs can never start
             for jid, l in live.items():
@@ -272,8 +364,10 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
             records[jid].progress += gain
             busy = _busy(l.activity, l.config.num_gpus, slow.get(jid, 1.0)) * duty.get(jid, 1.0)
             busy_all += busy * run
-            busy_int += busy * min(
-                run, max(0.0, min(next_t, w_hi) - max(t, l.restart_until, w_lo)))
+            in_run = min(run, max(0.0, min(next_t, w_hi) - max(t, l.restart_until, w_lo)))
+            busy_int += busy * in_run
+            if l.job.kind.elastic:
+                win_work += r * in_run * records[jid].gpus
         timeline["busy"].append(busy_int / in_win if in_win > 0 else 0.0)
         timeline["busy_all"].append(busy_all / (next_t - t) if next_t > t else 0.0)
         alloc_int += alloc_now * in_win
@@ -300,8 +394,10 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
             progress(sum(1 for jid in finished if records[jid].kind != "service"), t)
 
     recs = list(records.values())
-    span = (min(t, w_hi) - w_lo) if recs else 0.0
-    metrics = _metrics(recs, span, total_gpus, alloc_int, util_int, round_ms)
+    span = max(0.0, min(t, w_hi) - w_lo) if recs else 0.0
+    metrics = _metrics(recs, span, total_gpus, alloc_int, util_int, round_ms,
+                       (w_lo, w_lo + span), win_work)
+    metrics["queue_growth"] = backlog_growth(timeline, w_lo, w_lo + span)
     return SimResult(getattr(policy, "name", "?"), total_gpus, metrics, recs, n_rounds, timeline)
 
 
@@ -327,33 +423,119 @@ def _forget(policy: Policy, job_id: str) -> None:
         f(job_id)
 
 
+def _alone_from(policy: Policy) -> Callable[[Job], float]:
+    """``alone(job)``: the best normalized throughput of the job's requested shape (GPU count
+    and per-GPU share, no co-resident) over the GPU models it may use in the cluster, from
+    the policy's job catalog (:meth:`~elastico.placer.policies.common.JobCatalog.requested`);
+    1.0 (the reference GPU, where a job runs at its trace speed) without one or when the
+    request fits no model."""
+    catalog = getattr(policy, "catalog", None)
+    if catalog is None or not hasattr(catalog, "requested"):
+        return lambda job: 1.0
+
+    def alone(job: Job) -> float:
+        try:
+            tp = [c.throughput for c in catalog.requested(job, False)]
+        except Exception:  # noqa: BLE001 -- a request the catalog refuses: reference speed
+            tp = []
+        return max(tp) if tp and max(tp) > 0 else 1.0
+
+    return alone
+
+
+#: the backlog is *bounded* when it grows by at most this fraction of the arrivals
+#: (docs/metrics.md, "Sustainable load")
+BACKLOG_GROWTH_FRACTION = 0.05
+
+
+def backlog_growth(timeline: dict[str, list[float]], lo: float, hi: float) -> float:
+    """Time-average of the queue (arrived jobs not placed, services included) over the last
+    quarter of ``[lo, hi)`` minus its time-average over the second quarter, in jobs: how much
+    the backlog grew over half a window.  0 when the timeline does not cover the window."""
+    t = np.asarray(timeline.get("t", []), float)
+    if t.size == 0 or hi <= lo:
+        return 0.0
+    q = np.asarray(timeline["queue"], float)
+    ends = np.append(t[1:], max(t[-1], hi))
+
+    def mean(a: float, b: float) -> float:
+        w = np.clip(np.minimum(ends, b) - np.maximum(t, a), 0.0, None)
+        return float((w * q).sum() / (b - a))
+
+    quarter = (hi - lo) / 4.0
+    return mean(lo + 3 * quarter, hi) - mean(lo + quarter, lo + 2 * quarter)
+
+
+def backlog_bounded(metrics: dict[str, float],
+                    fraction: float = BACKLOG_GROWTH_FRACTION) -> bool:
+    """Whether a run's backlog stayed bounded (docs/metrics.md, "Sustainable load"): its
+    ``queue_growth`` (:func:`backlog_growth`) is at most ``max(1, fraction x
+    arrivals_half_window)`` jobs -- fewer than one arrival in twenty over the window's second
+    half stayed in the queue (a rate-stability test: a stable queue does not grow linearly
+    with time)."""
+    allowed = max(1.0, fraction * float(metrics.get("arrivals_half_window", 0.0)))
+    return float(metrics.get("queue_growth", 0.0)) <= allowed
+
+
 def _metrics(recs: list[JobRecord], span: float, gpus: int, alloc_int: float,
-             util_int: float, round_ms: list[float]) -> dict[str, float]:
+             util_int: float, round_ms: list[float], win: tuple[float, float] = (0.0, 0.0),
+             win_work: float = 0.0) -> dict[str, float]:
     """Metrics of docs/metrics.md.  JCT, queueing, makespan and throughput are over the batch
     (training + inference) jobs: a ``service`` runs until its owner deletes it, so its
-    "completion time" is not a scheduling outcome; services get their own queueing metric."""
+    "completion time" is not a scheduling outcome; services get their own queueing metric.
+    The JCT and slowdown statistics are over the batch jobs that arrived in the window
+    ``win`` (inclusive), finished and are not censored; throughput counts the batch jobs that
+    finished inside it, ``work_per_hour`` the batch work done inside it."""
     batch = [r for r in recs if r.kind != "service"]
     if not batch:  # a services-only workload: report over services
         batch = recs
-    done = [r for r in batch if r.status == "finished"]
+    lo, hi = win
+    in_win = [r for r in batch if lo - _EPS <= r.arrival_s <= hi + _EPS]
+    counted = [r for r in in_win if not r.censored]
+    done = [r for r in counted if r.status == "finished"]
     jct = np.array([r.finish_s - r.arrival_s for r in done])
+    slow = np.array([(r.finish_s - r.arrival_s) / r.alone_s if r.alone_s > 0 else 1.0
+                     for r in done])
     queue = np.array([r.first_start_s - r.arrival_s for r in done])
+    # short / long: at most / above the median work of the window's uncensored batch jobs
+    # (the same jobs, so the same split, for every policy of a workload)
+    split = float(np.median([r.work for r in counted])) if counted else 0.0
+    short = np.array([r.work <= split for r in done], bool)
+    finished_all = [r for r in batch if r.status == "finished"]
     svc = [r for r in recs if r.kind == "service" and r.first_start_s is not None]
     first = min((r.arrival_s for r in recs), default=0.0)
-    last = max((r.finish_s for r in done), default=first)
+    last = max((r.finish_s for r in finished_all), default=first)
     makespan = last - first
     q = (lambda a, p: float(np.percentile(a, p)) if len(a) else 0.0)
+    mean = (lambda a: float(a.mean()) if len(a) else 0.0)
     denom = gpus * span if gpus and span > 0 else 0.0
+    hours = span / 3600.0
+    in_window_done = sum(1 for r in batch if r.status == "finished"
+                         and lo - _EPS <= r.finish_s <= hi + _EPS)
+    half = lo + (hi - lo) / 2.0
     return {
-        "avg_jct_s": float(jct.mean()) if len(jct) else 0.0,
+        "avg_jct_s": mean(jct),
         "p50_jct_s": q(jct, 50),
         "p95_jct_s": q(jct, 95),
         "p99_jct_s": q(jct, 99),
-        "avg_queue_s": float(queue.mean()) if len(queue) else 0.0,
+        "avg_queue_s": mean(queue),
         "makespan_s": float(makespan),
-        "jobs_per_hour": len(done) / (makespan / 3600.0) if makespan > 0 else 0.0,
-        "jobs_completed": len(done),
+        "jobs_per_hour": in_window_done / hours if hours > 0 else 0.0,
+        # requested GPU-seconds per second = requested GPU-hours per hour
+        "work_per_hour": win_work / span if span > 0 else 0.0,
+        "jobs_completed": len(finished_all),
         "jobs_unfinished": sum(1 for r in batch if r.status in ("unfinished", "unplaceable")),
+        "jobs_censored": sum(1 for r in in_win if r.censored),
+        "window_s": float(span),
+        "avg_slowdown": mean(slow),
+        "p50_slowdown": q(slow, 50),
+        "p95_slowdown": q(slow, 95),
+        "p99_slowdown": q(slow, 99),
+        "avg_jct_short_s": mean(jct[short]) if len(jct) else 0.0,
+        "avg_jct_long_s": mean(jct[~short]) if len(jct) else 0.0,
+        "p50_slowdown_short": q(slow[short], 50) if len(slow) else 0.0,
+        "p50_slowdown_long": q(slow[~short], 50) if len(slow) else 0.0,
+        "arrivals_half_window": sum(1 for r in recs if half <= r.arrival_s < hi),
         "gpu_allocation": alloc_int / denom if denom else 0.0,
         "gpu_utilization": util_int / denom if denom else 0.0,
         "restarts": sum(r.restarts for r in recs),

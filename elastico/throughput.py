@@ -12,6 +12,9 @@ Sources (all bundled, see data/README.md and the PROVENANCE.md files):
 * **MISO** ``data/miso-a100-mig-slices/derived/mig_slice_batch_time_summary.csv`` (Li et al.,
   SoCC'22, MIT): median per-batch time of 8 model families x batch sizes on A100-40GB MIG
   slices 1g/2g/3g/4g/7g.
+* **Sia** ``data/sia-gpu-speed/gpu_speed_vs_v100.csv`` (derived from Jayaram Subramanya et al.,
+  SOSP'23, and Pollux, OSDI'21; PROVENANCE.md there): per job, the best single-GPU throughput on
+  T4, V100 and A100-40GB and its ratio to V100's.
 
 Model (docs/model.md walks through it):
 
@@ -23,20 +26,28 @@ Model (docs/model.md walks through it):
   ``f(s) = 1 / (p/s + 1 - p)`` (f(1) = 1).  deepspeech2's 1g.5gb timings are left out of the
   fit (MISO PROVENANCE: non-monotone in batch size, heavy variance, likely memory pressure).
 * GPU model speed.  P100 and V100 (V100M16, V100M32) use Gavel's measured p100 / v100
-  values per job type.  T4, A10, A100 have no measurement: speed = v100 x
-  :data:`SPEED_FACTOR_VS_V100`, a roofline rule ``min(FP32 peak ratio, memory-bandwidth
-  ratio)`` vs V100 (conservative: DL training is bound by one or the other).  G2/G3 are
-  undisclosed: ASSUMED V100-class (factor 1.0).
+  values per job type.  T4 and A100 (40GB measured; 80GB ASSUMED to take the 40GB ratio, same
+  GA100 compute) use the Sia-measured ratio to V100 of the Sia job that stands for the job
+  type's family (:data:`GAVEL_TO_SIA`): speed = v100 x ratio.  Everything else -- A10, H100,
+  the undisclosed G2/G3, and T4/A100 for families with no Sia counterpart -- has no
+  measurement: speed = v100 x :data:`SPEED_FACTOR_VS_V100` (a roofline rule ``min(FP32 peak
+  ratio, memory-bandwidth ratio)`` vs V100; G2/G3 ASSUMED V100-class, 1.0) x the
+  sensitivity multiplier of ``gpu_speed`` (:data:`GPU_SPEED_SENSITIVITIES`): ``datasheet``
+  1.0, ``low`` / ``high`` the smallest / largest ratio ``Sia-measured / roofline factor``
+  over the measured (job, GPU) pairs -- how far the datasheet rule was off where it can be
+  checked.
 * MIG instances (:meth:`ThroughputModel.mig`).  A100-40GB: MISO's measured speed of the
   profile relative to 7g.40gb.  A100-80GB: the same measured ratio of the A100-40GB profile
   with as many compute slices (same GA100 silicon, same SM slices; ASSUMPTION: the larger
   memory slice does not change the relative speed).  Other MIG models (H100-80GB): no
   measurement, the Amdahl share_speed(g/7) with the MISO-fitted p (ASSUMPTION).
 * Multi-GPU scaling.  speedup(n) = tput(n)/tput(1) from Gavel on the same worker type (p100 for
-  P100, v100 for everything else), made monotone (running maximum over measured n, at least
-  1) and clipped to at most linear (n); between measured counts (1, 2, 4, 8) linear
-  interpolation.  Job types Gavel never ran multi-GPU (A3C, CycleGAN, Recommendation) use the
-  median speedup of the measured types at that n on that worker.
+  P100, v100 for everything else), exactly as measured (a non-monotone measurement stays
+  non-monotone), clipped to at most linear (n; a superlinear measurement is not credited);
+  between measured counts (1, 2, 4, 8) linear interpolation.  Job types Gavel never ran
+  multi-GPU (A3C, CycleGAN, Recommendation) use the median speedup of the measured types at
+  that n on that worker -- only to price a multi-GPU shape such a job *requested*: the shape
+  families never grow or shrink their GPU count (:meth:`ThroughputModel.multi_gpu_measured`).
 """
 
 from __future__ import annotations
@@ -66,6 +77,9 @@ __all__ = [
     "PEAK_FP32_TFLOPS",
     "MEMORY_BANDWIDTH_GBS",
     "fit_amdahl",
+    "GAVEL_TO_SIA",
+    "SIA_CLUSTER_OF",
+    "GPU_SPEED_SENSITIVITIES",
 ]
 
 #: The reference GPU model: normalized throughput 1.0 = a job's requested shape on it.  V100
@@ -87,6 +101,28 @@ GAVEL_TO_MISO: Mapping[str, str] = MappingProxyType({
     "CycleGAN": "cyclegan",
     "A3C": "mobilenet",
 })
+
+#: Gavel family -> the Sia job (data/sia-gpu-speed) whose measured T4/A100 speed vs V100 it
+#: takes (docs/model.md 2. says why).  ResNet-18 -> cifar10 (Pollux's cifar10 job *is*
+#: ResNet-18 on CIFAR-10) and ResNet-50 -> imagenet (ResNet-50 on ImageNet) are the same
+#: models; Transformer -> bert (the only attention model Sia profiled); LM -> deepspeech2
+#: (the only recurrent model, as for MISO); CycleGAN -> yolov3 (GUESS: both are large-
+#: activation convolutional nets on high-resolution images at small per-GPU batches).  No
+#: counterpart: Recommendation (Sia's ncf has an unusable V100 profile, PROVENANCE) and A3C
+#: (a tiny conv net bound by CPU environment steps): they keep the datasheet factor.
+GAVEL_TO_SIA: Mapping[str, str] = MappingProxyType({
+    "ResNet-18": "cifar10",
+    "ResNet-50": "imagenet",
+    "Transformer": "bert",
+    "LM": "deepspeech2",
+    "CycleGAN": "yolov3",
+})
+#: GPU model -> the Sia GPU whose measured ratio it takes (A100-80GB: ASSUMPTION, the 40GB's).
+SIA_CLUSTER_OF: Mapping[str, str] = MappingProxyType(
+    {"T4": "T4", "A100-40GB": "A100-40GB", "A100-80GB": "A100-40GB"})
+#: ``gpu_speed`` settings: multiplier of the datasheet factor of unmeasured (model, type) pairs
+#: (module docstring); ``datasheet`` is the default.
+GPU_SPEED_SENSITIVITIES = ("low", "datasheet", "high")
 
 #: A100 MIG profiles MISO measured -> compute slices g (share g/7).
 MIG_PROFILES: Mapping[str, int] = MappingProxyType(
@@ -151,7 +187,7 @@ class ThroughputModel:
     ``isolated[worker][(job_type, n)]`` steps/s (Gavel), ``fits[(miso_family, batch)] = (A, B)``
     seconds, ``parallel[miso_family] = p``, ``mig_speed[(miso_family, profile)]`` = measured
     speed on the profile relative to 7g.40gb (median over batch sizes),
-    ``curves[worker][job_type]`` = speedup at 1/2/4/8 GPUs (monotone, at most linear).
+    ``curves[worker][job_type]`` = measured speedup at 1/2/4/8 GPUs (at most linear).
     """
 
     isolated: Mapping[str, Mapping[tuple[str, int], float]]
@@ -160,6 +196,11 @@ class ThroughputModel:
     mig_speed: Mapping[tuple[str, str], float]
     _types: tuple[str, ...] = field(default=())
     curves: Mapping[str, Mapping[str, tuple[float, ...]]] = field(default_factory=dict)
+    #: ``sia_ratio[(sia_job, sia_gpu)]`` = measured best single-GPU throughput / V100's
+    sia_ratio: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    #: one of :data:`GPU_SPEED_SENSITIVITIES`; ``sensitivity[gpu_speed]`` its multiplier
+    gpu_speed: str = "datasheet"
+    sensitivity: Mapping[str, float] = field(default_factory=lambda: {"datasheet": 1.0})
 
     def __repr__(self) -> str:
         return (f"ThroughputModel({len(self._types)} job types, "
@@ -167,13 +208,22 @@ class ThroughputModel:
 
     # ------------------------------------------------------------------ construction
     @staticmethod
-    def bundled() -> "ThroughputModel":
-        """The model built from the bundled Gavel JSON and MISO summary CSV (cached)."""
-        return _bundled()
+    def bundled(gpu_speed: str = "datasheet") -> "ThroughputModel":
+        """The model built from the bundled Gavel JSON, MISO summary CSV and Sia ratios
+        (cached), with unmeasured GPU speed factors at ``gpu_speed`` (one of
+        :data:`GPU_SPEED_SENSITIVITIES`; InvalidArgument otherwise)."""
+        _check_gpu_speed(gpu_speed)
+        return _bundled(gpu_speed)
 
     @classmethod
-    def from_files(cls, gavel_json: str | Path, miso_csv: str | Path) -> "ThroughputModel":
-        """Build from a Gavel ``simulation_throughputs.json`` and MISO summary CSV."""
+    def from_files(cls, gavel_json: str | Path, miso_csv: str | Path,
+                   sia_csv: str | Path | None = None, *,
+                   gpu_speed: str = "datasheet") -> "ThroughputModel":
+        """Build from a Gavel ``simulation_throughputs.json``, MISO summary CSV and,
+        optionally, the Sia ratio CSV (``data/sia-gpu-speed/gpu_speed_vs_v100.csv``; without
+        it every non-Gavel model uses its datasheet factor).  ``gpu_speed`` as in
+        :meth:`bundled`.  Raises InvalidArgument on malformed files."""
+        _check_gpu_speed(gpu_speed)
         raw = json.loads(Path(gavel_json).read_text())
         isolated: dict[str, dict[tuple[str, int], float]] = {}
         for worker in ("p100", "v100"):
@@ -232,10 +282,12 @@ class ThroughputModel:
                 raise InvalidArgument("miso family", fam, "no timings to fit")
         mig_speed = {k: float(np.median(v)) for k, v in ratios.items()}
         curves = {w: _curves(isolated[w], types) for w in isolated}
+        sia = _read_sia(sia_csv) if sia_csv is not None else {}
         return cls(
             MappingProxyType({w: MappingProxyType(t) for w, t in isolated.items()}),
             MappingProxyType(fits), MappingProxyType(parallel), MappingProxyType(mig_speed),
-            types, MappingProxyType(curves))
+            types, MappingProxyType(curves), MappingProxyType(sia), gpu_speed,
+            MappingProxyType(_sensitivity(sia)))
 
     # ------------------------------------------------------------------ queries
     def job_types(self) -> tuple[str, ...]:
@@ -274,20 +326,47 @@ class ThroughputModel:
             return 1.0
         return 1.0 / (p / gpu_share + 1.0 - p)
 
-    def speed_factor(self, gpu_model: str) -> float | None:
-        """Speed relative to V100 for unmeasured models; None for measured ones (P100, V100)."""
+    def speed_factor(self, gpu_model: str, job_type: str | None = None) -> float | None:
+        """Speed relative to V100 on models Gavel did not measure; None for P100 and V100.
+        With ``job_type``: the Sia-measured ratio of its family's Sia job on that model when
+        there is one (:meth:`measured_speed_ratio`), else the datasheet factor x the
+        ``gpu_speed`` sensitivity multiplier.  Without: the datasheet factor x multiplier.
+        Raises InvalidArgument for an unknown model."""
         if gpu_model in _MEASURED:
             return None
         if gpu_model not in SPEED_FACTOR_VS_V100:
             raise InvalidArgument("gpu_model", gpu_model,
                                   "one of " + ", ".join(self.gpu_models()))
-        return SPEED_FACTOR_VS_V100[gpu_model]
+        if job_type is not None:
+            r = self.measured_speed_ratio(job_type, gpu_model)
+            if r is not None:
+                return r
+        return SPEED_FACTOR_VS_V100[gpu_model] * self.sensitivity[self.gpu_speed]
+
+    def measured_speed_ratio(self, job_type: str, gpu_model: str) -> float | None:
+        """The Sia-measured speed of ``job_type`` on ``gpu_model`` relative to V100 (best
+        single-GPU samples/s over V100's, data/sia-gpu-speed), or None where nothing was
+        measured (no Sia counterpart of the family, or a model Sia did not run)."""
+        self._check_type(job_type)
+        sia_job = GAVEL_TO_SIA.get(_family_of(job_type))
+        sia_gpu = SIA_CLUSTER_OF.get(gpu_model)
+        if sia_job is None or sia_gpu is None:
+            return None
+        return self.sia_ratio.get((sia_job, sia_gpu))
+
+    def multi_gpu_measured(self, job_type: str) -> bool:
+        """Whether Gavel measured ``job_type`` on 2, 4 and 8 GPUs (p100 and v100): only then
+        may a shape family give it a GPU count other than the one it requested."""
+        self._check_type(job_type)
+        return all((job_type, n) in self.isolated[w] for w in ("p100", "v100")
+                   for n in _GPU_COUNTS[1:])
 
     def _worker(self, gpu_model: str) -> str:
         return _MEASURED.get(gpu_model, "v100")
 
     def speedup(self, job_type: str, gpu_model: str, num_gpus: int) -> float:
-        """Multi-GPU speedup over one GPU (see module docstring); 1.0 <= result <= num_gpus."""
+        """Multi-GPU speedup over one GPU (see module docstring): Gavel's measured ratio, at most
+        num_gpus (below 1 where more GPUs measured slower)."""
         self._check_type(job_type)
         self.speed_factor(gpu_model)  # validates the model
         if isinstance(num_gpus, bool) or not isinstance(num_gpus, (int, np.integer)) \
@@ -308,10 +387,11 @@ class ThroughputModel:
         each giving it ``gpu_share`` of its compute (gang, data parallel).
 
         = base(job_type, model) x speedup(num_gpus) x share_speed(gpu_share); base is Gavel's
-        measured scale-1 value for P100/V100 (exact), v100 x speed factor otherwise.
+        measured scale-1 value for P100/V100 (exact), v100 x :meth:`speed_factor` otherwise
+        (the Sia-measured ratio of the job type where there is one).
         """
-        factor = self.speed_factor(gpu_model)
         self._check_type(job_type)
+        factor = self.speed_factor(gpu_model, job_type)
         base = self.isolated[self._worker(gpu_model)][(job_type, 1)]
         if factor is not None:
             base *= factor
@@ -363,26 +443,62 @@ _MISO_BY_SLICES = {g: p for p, g in MIG_PROFILES.items()}
 
 def _curves(table: Mapping[tuple[str, int], float],
             types: tuple[str, ...]) -> Mapping[str, tuple[float, ...]]:
-    """Monotone, at-most-linear speedup at 1/2/4/8 GPUs per job type from one worker's table;
-    types without measurements get the median curve of the measured ones."""
+    """Measured speedup at 1/2/4/8 GPUs per job type from one worker's table, at most linear
+    (``min(n, tput(n)/tput(1))``, nothing else smoothed); types without measurements get the
+    median curve of the measured ones (for requested shapes only; module docstring)."""
     measured: dict[str, list[float]] = {}
     for j in types:
         base = table[(j, 1)]
         if base > 0 and all((j, n) in table and table[(j, n)] > 0 for n in _GPU_COUNTS[1:]):
-            run = 1.0
-            curve = []
-            for n in _GPU_COUNTS:
-                run = max(run, min(float(n), table[(j, n)] / base))
-                curve.append(run)
-            measured[j] = curve
+            measured[j] = [min(float(n), table[(j, n)] / base) for n in _GPU_COUNTS]
     med = [float(np.median([c[i] for c in measured.values()])) for i in range(len(_GPU_COUNTS))]
-    for i in range(1, len(med)):
-        med[i] = max(med[i], med[i - 1])
     return MappingProxyType({j: tuple(measured.get(j, med)) for j in types})
 
 
-@lru_cache(maxsize=1)
-def _bundled() -> ThroughputModel:
+def _check_gpu_speed(gpu_speed: str) -> None:
+    if gpu_speed not in GPU_SPEED_SENSITIVITIES:
+        raise InvalidArgument("gpu_speed", gpu_speed,
+                              "one of " + ", ".join(GPU_SPEED_SENSITIVITIES))
+
+
+_SIA_COLUMNS = ("sia_job", "gpu_model", "ratio_vs_v100")
+
+
+def _read_sia(path: str | Path) -> dict[tuple[str, str], float]:
+    """``{(sia_job, gpu_model): ratio_vs_v100}`` from the derived Sia CSV; InvalidArgument
+    naming ``file:line: column`` for a missing column or a ratio that is not finite and > 0."""
+    name = Path(path).name
+    out: dict[tuple[str, str], float] = {}
+    with open(path, newline="") as fh:
+        reader = csv.DictReader(fh)
+        missing = [c for c in _SIA_COLUMNS if c not in (reader.fieldnames or ())]
+        if missing:
+            raise InvalidArgument(f"{name}: columns", reader.fieldnames,
+                                  "must include " + ", ".join(missing))
+        for line, row in enumerate(reader, start=2):
+            try:
+                r = float(row["ratio_vs_v100"])
+            except (TypeError, ValueError):
+                r = math.nan
+            if not (math.isfinite(r) and r > 0):
+                raise InvalidArgument(f"{name}:{line}: ratio_vs_v100", row["ratio_vs_v100"],
+                                      "a finite number > 0")
+            out[(row["sia_job"], row["gpu_model"])] = r
+    return out
+
+
+def _sensitivity(sia: Mapping[tuple[str, str], float]) -> dict[str, float]:
+    """Multipliers of the datasheet factor: ``low`` / ``high`` = min / max over the Sia-measured
+    (job, GPU) pairs of a GPU with a datasheet factor of ``measured ratio / factor``."""
+    errs = [r / SPEED_FACTOR_VS_V100[g] for (_, g), r in sia.items() if g in SPEED_FACTOR_VS_V100]
+    if not errs:
+        return {"low": 1.0, "datasheet": 1.0, "high": 1.0}
+    return {"low": min(errs), "datasheet": 1.0, "high": max(errs)}
+
+
+@lru_cache(maxsize=len(GPU_SPEED_SENSITIVITIES))
+def _bundled(gpu_speed: str = "datasheet") -> ThroughputModel:
     return ThroughputModel.from_files(
         data_file("gavel-throughputs", "simulation_throughputs.json"),
-        data_file("miso-a100-mig-slices", "derived", "mig_slice_batch_time_summary.csv"))
+        data_file("miso-a100-mig-slices", "derived", "mig_slice_batch_time_summary.csv"),
+        data_file("sia-gpu-speed", "gpu_speed_vs_v100.csv"), gpu_speed=gpu_speed)

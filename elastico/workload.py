@@ -18,10 +18,14 @@ Rules (docs/model.md, "Workload"), applied in this order, each exclusion counted
    sub-cluster gets a proportional share of the trace.
 
 Each kept pod becomes a job: ``work = max(1, deletion_s - scheduled_s)`` seconds; kind from
-qos (LS / Guaranteed / Burstable -> service; BE with gpu_share < 1 -> inference; BE whole
-GPUs -> training); ``job_type`` drawn uniformly (seeded) from the Gavel job types (for
-multi-GPU pods: from the 19 that Gavel measured on 2/4/8 GPUs); priority 1.0; slowdown bound
-1.1 (service) or 1.5 (elastic).
+qos (LS / Guaranteed / Burstable -> service; BE -> a batch job of unknown kind, simulated as
+``JobKind.TRAINING``: its only scale-out is a data-parallel gang at Gavel's measured
+multi-GPU throughput -- the trace says nothing that makes a BE pod an inference job, and no
+measurement says how replicas would scale); ``job_type`` drawn uniformly (seeded) from the
+Gavel job types (for multi-GPU pods: from the 19 that Gavel measured on 2/4/8 GPUs) -- a
+stand-in for the unknown model, whose measured data then set its speeds; priority 1.0;
+slowdown bound 1.1 (service) or 1.5 (elastic); ``censored`` when the pod's phase is not
+``Succeeded`` (Failed or Running: its lifetime is not a completed job's length).
 
 Arrival times keep the trace's order and relative spacing, compressed by a factor ``k``:
 ``arrival = max(0, scheduled_s - t_head) x k`` where ``t_head`` is the 1st percentile of the
@@ -37,6 +41,12 @@ the window counts only for the window (long-running services otherwise dominate 
 average).  The load cannot exceed ``sum_j g_j / cluster_gpus`` (every job at once); a larger
 ``load`` raises InvalidArgument naming the maximum.  When the span is 0 (fewer than two
 distinct times) ``k = 1`` and every job arrives at 0.
+
+:func:`build_continuous_workload` instead draws the eligible pods (rules 1-4) with
+replacement into a Poisson process over a warm-up, a measurement window and a drain
+(:class:`Window`, sized from the trace's batch durations by :func:`default_window`), at the
+rate that offers ``load`` in the window (docs/model.md, "Continuous arrivals").  Either way a
+job is ``censored`` when its pod was still Running at the end of the observation.
 """
 
 from __future__ import annotations
@@ -55,7 +65,8 @@ from elastico.throughput import ThroughputModel
 from elastico.trace import TRACE_CLUSTER_GPUS, TracePod
 
 __all__ = ["Workload", "build_workload", "job_kind", "load_is_too_low", "offered_load",
-           "EXCLUSION_REASONS"]
+           "EXCLUSION_REASONS", "CENSORED_PHASES", "Window", "default_window", "batch_durations",
+           "is_censored", "build_continuous_workload", "window_demand"]
 
 EXCLUSION_REASONS = ("cpu_only", "no_times", "never_scheduled", "no_fit", "not_sampled")
 SERVICE_QOS = frozenset({"LS", "Guaranteed", "Burstable"})
@@ -81,6 +92,9 @@ class Workload:
     sample_probability: float
     offered_load: float
     kinds: Mapping[str, int] = field(default_factory=dict)
+    #: continuous arrivals (:func:`build_continuous_workload`): the warm-up, measurement
+    #: window and drain the jobs were generated for; None for the trace's own arrivals
+    window: "Window | None" = None
 
     def __iter__(self) -> Iterator[Job]:
         return iter(self.jobs)
@@ -90,12 +104,13 @@ class Workload:
 
 
 def job_kind(pod: TracePod) -> JobKind:
-    """qos LS/Guaranteed/Burstable -> service; BE with gpu_share < 1 -> inference; BE -> training.
-    Raises InvalidArgument for an unknown or empty qos."""
+    """qos LS/Guaranteed/Burstable -> service; BE -> training (the simulator's batch job, of
+    unknown kind: module docstring), whatever its share.  Raises InvalidArgument for an
+    unknown or empty qos."""
     if pod.qos in SERVICE_QOS:
         return JobKind.SERVICE
     if pod.qos == "BE":
-        return JobKind.INFERENCE if pod.gpu_share < 1.0 else JobKind.TRAINING
+        return JobKind.TRAINING
     raise InvalidArgument(f"pod[{pod.name}].qos", pod.qos, "one of LS, BE, Burstable, Guaranteed")
 
 
@@ -111,6 +126,12 @@ def offered_load(jobs: Sequence[Job], cluster_gpus: int) -> float:
     g = np.array([j.request.gpus_total for j in jobs])
     w = np.array([j.work for j in jobs])
     return float((g * np.minimum(w, span)).sum() / (cluster_gpus * span))
+
+
+#: trace phases whose deletion time is not a completion: the pod was killed or is still running
+#: trace pod phases whose recorded lifetime is cut off by the end of the observation
+#: (:func:`is_censored`)
+CENSORED_PHASES = frozenset({"Running"})
 
 
 #: the longest arrival span the load search considers, seconds (~31,700 years)
@@ -233,7 +254,8 @@ def build_workload(pods: Sequence[TracePod], nodes: Sequence[Node], *, seed: int
                 load = min(1.0, AUTO_LOAD_FRACTION * float(g.sum()) / cluster_gpus)
             k = _solve_span(g, w, cluster_gpus, load) / span0
     jobs = [Job(id=pod.name, kind=kind, arrival_s=max(pod.scheduled_s - t0, 0.0) * k, work=work,
-                request=req, job_type=jt, priority=1.0, slowdown_bound=SLOWDOWN_BOUND[kind])
+                request=req, job_type=jt, priority=1.0, slowdown_bound=SLOWDOWN_BOUND[kind],
+                censored=is_censored(pod))
             for pod, kind, jt, work, req in drafts]
     order = sorted(range(len(jobs)), key=lambda i: (jobs[i].arrival_s, i))
     jobs = [jobs[i] for i in order]
@@ -241,3 +263,192 @@ def build_workload(pods: Sequence[TracePod], nodes: Sequence[Node], *, seed: int
     return Workload(jobs, dict(excluded), k, cluster_gpus, prob,
                     offered_load(jobs, cluster_gpus),
                     {kd.value: kinds.get(kd.value, 0) for kd in JobKind})
+
+
+# ---- continuous arrivals (docs/model.md, "Continuous arrivals") ----------------------------
+
+#: the quantile of the trace's batch (BE) durations that sets the window lengths
+WINDOW_QUANTILE = 0.95
+
+
+def is_censored(pod: TracePod) -> bool:
+    """Whether the pod's recorded lifetime is cut off by the end of the observation: the
+    trace saw it still ``Running``, so ``deletion - scheduled`` is a lower bound of its
+    work.  (A ``Failed`` pod's lifetime ended inside the trace and is replayed as
+    observed; docs/metrics.md, "Censored jobs".)"""
+    return pod.phase in CENSORED_PHASES
+
+
+@dataclass(frozen=True)
+class Window:
+    """The time frame of a continuous-arrival run, seconds from the first arrival (t = 0).
+
+    Jobs arrive during ``[0, horizon)``; ``[0, lo)`` is the *warm-up* (excluded from every
+    metric), ``[lo, hi)`` the *measurement window* (``lo = warmup_s``, ``hi = lo +
+    measure_s``), ``[hi, horizon)`` the *drain* (``horizon = hi + drain_s``): arrivals go on,
+    so the jobs that arrived in the window finish under the same load, and the replay stops
+    at ``horizon``."""
+
+    warmup_s: float
+    measure_s: float
+    drain_s: float
+
+    def __post_init__(self) -> None:
+        for name in ("warmup_s", "measure_s", "drain_s"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+                    or v < 0 or (name == "measure_s" and v <= 0):
+                raise InvalidArgument(f"window.{name}", v, "a finite number of seconds >= 0 "
+                                                           "(> 0 for measure_s)")
+
+    @property
+    def lo(self) -> float:
+        return float(self.warmup_s)
+
+    @property
+    def hi(self) -> float:
+        return float(self.warmup_s + self.measure_s)
+
+    @property
+    def horizon(self) -> float:
+        return float(self.warmup_s + self.measure_s + self.drain_s)
+
+
+def batch_durations(pods: Sequence[TracePod]) -> np.ndarray:
+    """Durations ``max(1, deletion - scheduled)`` (s) of the trace's batch pods: BE pods
+    asking GPUs that ran (rules 1-3 of the module docstring), in trace order."""
+    return np.array([max(1.0, p.deletion_s - p.scheduled_s) for p in pods
+                     if p.num_gpus > 0 and p.qos == "BE" and p.deletion_s is not None
+                     and p.scheduled_s is not None], dtype=float)
+
+
+def default_window(pods: Sequence[TracePod], quantile: float = WINDOW_QUANTILE) -> Window:
+    """The evaluation's window from the trace's batch-duration distribution: with ``q`` its
+    ``quantile`` (numpy linear interpolation; 17,219 s = 4.8 h for the bundled trace's 2,510
+    BE pods at 0.95), warm-up ``q``, measurement window ``2 q``, drain ``q`` (docs/model.md,
+    "Continuous arrivals", says why).  Raises InvalidArgument when the pods hold no batch pod."""
+    d = batch_durations(pods)
+    if d.size == 0:
+        raise InvalidArgument("pods", len(pods), "at least one BE pod asking GPUs that ran, to "
+                                                 "size the window from")
+    q = float(np.quantile(d, quantile))
+    return Window(q, 2.0 * q, q)
+
+
+def window_demand(jobs: Sequence[Job], cluster_gpus: int, lo: float, hi: float) -> float:
+    """The demand offered in ``[lo, hi)``: requested GPU-seconds of the jobs' lifetimes at
+    their requested shape that fall inside it, ``sum_j g_j |[a_j, a_j + work_j) & [lo, hi)|``,
+    over ``cluster_gpus x (hi - lo)`` -- the average fraction of the cluster's GPUs the jobs
+    ask for during the window if each ran from its arrival at its requested speed.  0 for an
+    empty window."""
+    if hi <= lo or not jobs or cluster_gpus <= 0:
+        return 0.0
+    a = np.array([j.arrival_s for j in jobs])
+    g = np.array([j.request.gpus_total for j in jobs])
+    w = np.array([j.work for j in jobs])
+    return float(_overlap_demand(a, g, w, lo, hi) / (cluster_gpus * (hi - lo)))
+
+
+def _overlap_demand(a, g, w, lo, hi) -> float:
+    return float((g * np.clip(np.minimum(a + w, hi) - np.maximum(a, lo), 0.0, None)).sum())
+
+
+def _eligible(pods: Sequence[TracePod], nodes: Sequence[Node],
+              model: ThroughputModel) -> tuple[list[tuple[TracePod, JobKind]], Counter]:
+    """Rules 1-4 of the module docstring (no sampling): the pods that can run here."""
+    known = frozenset(model.gpu_models())
+    excluded = Counter({r: 0 for r in EXCLUSION_REASONS})
+    kept = []
+    for pod in pods:
+        if pod.num_gpus == 0:
+            excluded["cpu_only"] += 1
+        elif pod.deletion_s is None:
+            excluded["no_times"] += 1
+        elif pod.scheduled_s is None:
+            excluded["never_scheduled"] += 1
+        elif not _fits(pod, nodes, known):
+            excluded["no_fit"] += 1
+        else:
+            kept.append((pod, job_kind(pod)))
+    return kept, excluded
+
+
+def build_continuous_workload(pods: Sequence[TracePod], nodes: Sequence[Node], *,
+                              seed: int = 0, load: float = 1.0, model: ThroughputModel,
+                              window: Window) -> Workload:
+    """Continuous arrivals over ``window`` (docs/model.md, "Continuous arrivals").
+
+    A Poisson process of rate ``lam`` on ``[0, window.horizon)``; each arrival is a pod drawn
+    uniformly, with replacement, from the pods that can run on ``nodes`` (rules 1-4 of the
+    module docstring; seeded), made into a job as in :func:`build_workload` (id
+    ``<pod name>#<arrival index>``, kind, work, a seeded job type, ``censored`` for a
+    ``Running`` pod).  The pod sequence and the unit-rate inter-arrival gaps are drawn once
+    for the seed; ``lam`` only rescales the gaps, and is found by bisection so that the
+    demand offered in the measurement window (:func:`window_demand`) equals ``load``
+    (GPU-seconds requested per second / cluster GPUs).  ``Workload.offered_load`` is that
+    demand as built (the arrivals are discrete, so it can differ from ``load`` by the last
+    arrival's share); ``scale`` = ``lam`` (arrivals per second); ``window`` = ``window``.
+
+    Raises InvalidArgument for ``load`` not a finite number > 0, a bad ``seed``, a cluster
+    without GPUs, or no pod that can run on ``nodes``.
+    """
+    if isinstance(load, bool) or not isinstance(load, (int, float)) or not math.isfinite(load) \
+            or load <= 0:
+        raise InvalidArgument("load", load, "must be a finite number > 0")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InvalidArgument("seed", seed, "must be an integer >= 0")
+    cluster_gpus = sum(n.num_gpus for n in nodes)
+    if cluster_gpus <= 0:
+        raise InvalidArgument("nodes", len(nodes), "the cluster must have at least one GPU")
+    kept, excluded = _eligible(pods, nodes, model)
+    if not kept:
+        raise InvalidArgument("nodes", len(nodes), "no trace pod that ran fits these nodes")
+    rng = np.random.default_rng(seed)
+    g_pool = np.array([p.num_gpus * p.gpu_share for p, _ in kept])
+    w_pool = np.array([max(1.0, p.deletion_s - p.scheduled_s) for p, _ in kept])
+    lo, hi, horizon = window.lo, window.hi, window.horizon
+    # expected demand in the window of a rate-1 process (every job arriving in [0, hi) and
+    # alive in it): a first guess for lam and the size of the draw
+    e_demand = float(np.mean(g_pool * np.minimum(w_pool, hi - lo)))
+    lam0 = load * cluster_gpus / max(e_demand, 1e-12)
+    n = int(math.ceil(4.0 * lam0 * horizon)) + 64
+    epochs = np.cumsum(rng.exponential(1.0, size=n))  # unit-rate arrival epochs
+    pick = rng.integers(len(kept), size=n)
+    g, w = g_pool[pick], w_pool[pick]
+
+    def demand(lam: float) -> float:
+        a = epochs / lam
+        m = a < horizon
+        return _overlap_demand(a[m], g[m], w[m], lo, hi) / (cluster_gpus * (hi - lo))
+
+    lo_l, hi_l = lam0 / 16.0, lam0 * 3.0  # epochs cover lam up to 4 lam0 over the horizon
+    if demand(hi_l) < load:
+        raise InvalidArgument("load", load, f"must be <= {demand(hi_l):.3g} for this window "
+                                            "(the arrival draw is too short)")
+    for _ in range(100):  # demand grows with lam (more arrivals, earlier)
+        mid = math.sqrt(lo_l * hi_l)
+        if demand(mid) < load:
+            lo_l = mid
+        else:
+            hi_l = mid
+        if hi_l / lo_l < 1 + 1e-9:
+            break
+    lam = hi_l
+    arrivals = epochs / lam
+    count = int(np.searchsorted(arrivals, horizon, side="left"))
+    types = model.job_types()
+    multi_types = model.multi_gpu_job_types()
+    jobs: list[Job] = []
+    for i in range(count):
+        pod, kind = kept[int(pick[i])]
+        pool = types if pod.num_gpus == 1 else multi_types
+        jt = pool[int(rng.integers(len(pool)))]
+        req = Request(pod.num_gpus, pod.gpu_share, pod.cpu, pod.mem_gib, pod.gpu_models)
+        jobs.append(Job(id=f"{pod.name}#{i}", kind=kind, arrival_s=float(arrivals[i]),
+                        work=float(w_pool[int(pick[i])]), request=req, job_type=jt,
+                        priority=1.0, slowdown_bound=SLOWDOWN_BOUND[kind],
+                        censored=is_censored(pod)))
+    kinds = Counter(j.kind.value for j in jobs)
+    return Workload(jobs, dict(excluded), lam, cluster_gpus, 1.0,
+                    window_demand(jobs, cluster_gpus, lo, hi),
+                    {kd.value: kinds.get(kd.value, 0) for kd in JobKind}, window)

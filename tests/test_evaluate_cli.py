@@ -29,7 +29,8 @@ from elastico.cli import main
     (["--jobs-per-gpu", "nan"], ["--jobs-per-gpu", "nan"]),
     (["--load", "-1"], ["--load", "-1"]),
     # below what the longest arrival span gives: refused with the least load and "raise"
-    (["--gpus", "64", "--clusters", "trace", "--seeds", "0", "--load", "1e-300"],
+    (["--gpus", "64", "--clusters", "trace", "--seeds", "0", "--load", "1e-300",
+      "--arrivals", "trace"],
      ["--load: 1e-300", "must be >=", "raise --load"]),
     (["--restart-s", "inf"], ["--restart-s", "inf"]),
 ])
@@ -43,7 +44,8 @@ def test_bad_flags_exit_2_naming_them(argv, words, capsys, tmp_path):
 
 def test_a_load_no_workload_can_offer_fails_before_any_run(capsys, tmp_path):
     code = main(["evaluate", "--out", str(tmp_path / "out"), "--gpus", "8", "--clusters",
-                 "trace", "--policies", "exclusive", "--seeds", "0", "--load", "5"])
+                 "trace", "--policies", "exclusive", "--seeds", "0", "--load", "5",
+                 "--arrivals", "trace"])
     err = capsys.readouterr().err
     assert code == 2 and "--load: 5.0" in err and "must be <" in err and "trace-8" in err
     assert "evaluate:" not in err  # nothing announced, nothing run

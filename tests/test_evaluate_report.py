@@ -32,7 +32,8 @@ def tiny(tmp_path_factory):
 def test_results_json_schema(tiny):
     out, outs, _ = tiny
     doc = json.loads((out / "results.json").read_text())
-    assert list(doc) == ["runs"]
+    assert list(doc) == ["runs", "load_sweep"]  # no sweep in this run: an empty list
+    assert doc["load_sweep"] == []
     runs = doc["runs"]
     assert len(runs) == 3 * 2
     assert {(r["cluster"], r["policy"], r["seed"]) for r in runs} == {
@@ -67,7 +68,7 @@ def test_plots_without_a_finished_job_or_a_series_warn_nothing(tiny, tmp_path):
     import warnings
 
     _, outs, _ = tiny
-    empty = [dataclasses.replace(o, jct=[], series={}) for o in outs]
+    empty = [dataclasses.replace(o, jct=[], series={}, slowdown=[]) for o in outs]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         write_report(empty, tmp_path, {"settings": {"seeds": "0, 1"}})

@@ -77,8 +77,14 @@ def test_whole_gpus_rounds_sharing_pod_up(model):
     assert c.throughput == pytest.approx(p / 0.25 + 1 - p)  # 1 / share_speed(0.25)
 
 
-def test_requested_shape_on_t4_is_speed_factor(model):
+def test_requested_shape_on_t4_is_measured_ratio_or_speed_factor(model):
+    # ResNet-50 <- Sia's imagenet: best T4 row 200 samples / 0.92353 s over best V100 row
+    # 600 / 0.89122 s = 0.32167 (data/sia-gpu-speed); A3C has no Sia counterpart: the
+    # datasheet factor 320/900 (bandwidth)
     c = requested_configuration(job(), "T4", 16.0, whole_gpus=False, model=model)
+    assert c.throughput == pytest.approx((200 / 0.923530888557434) / (600 / 0.8912163078784943),
+                                         rel=1e-5)
+    c = requested_configuration(job(jt="A3C"), "T4", 16.0, whole_gpus=False, model=model)
     assert c.throughput == pytest.approx(320 / 900)
 
 
@@ -106,14 +112,13 @@ def test_family_invariants(model, kind, n, share):
         if kind is JobKind.TRAINING:
             assert c.num_gpus in (1, 2, 4, 8) and c.num_gpus <= 2 * n
         if kind is JobKind.INFERENCE:
-            assert c.num_gpus <= 4 * n  # MAX_REPLICAS_UP
+            assert c.num_gpus <= n  # MAX_REPLICAS_UP = 1: never more replicas than asked
     if kind is JobKind.INFERENCE:
-        # the most replicas at a whole GPU each is the model's fastest configuration: kept
-        assert max(c.num_gpus for c in fam.configs[1:]) == 4 * n
+        assert max(c.num_gpus for c in fam.configs[1:]) == n
     if kind is JobKind.SERVICE:
         assert {(c.num_gpus, c.gpu_share) for c in fam.configs[1:]} == {(n, share)}
-    else:
-        assert len(fam) == 12  # elastic families have more than 12 Pareto configs here
+    elif kind is JobKind.TRAINING:
+        assert len(fam) == 12  # training families have more than 12 Pareto configs here
 
 
 def test_family_respects_gpu_model_constraint(model):

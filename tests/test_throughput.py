@@ -79,7 +79,9 @@ def test_unmeasured_models_use_documented_factor(model):
     j = "ResNet-50 (batch size 64)"
     assert SPEED_FACTOR_VS_V100["T4"] == pytest.approx(320 / 900)   # bandwidth-bound
     assert SPEED_FACTOR_VS_V100["A10"] == pytest.approx(600 / 900)  # bandwidth-bound
-    assert model.solo(j, "T4") == pytest.approx(model.solo(j, "V100M16") * 320 / 900)
+    # A3C has no Sia counterpart: T4 takes the datasheet factor (ResNet-50's is measured,
+    # tests/test_measured_speedups.py)
+    assert model.solo("A3C", "T4") == pytest.approx(model.solo("A3C", "V100M16") * 320 / 900)
     assert model.solo(j, "G2") == model.solo(j, "V100M16")
 
 
@@ -89,8 +91,8 @@ def test_monotone_in_share_and_gpus(model, gpu):
     for j in model.job_types():
         xs = [model.solo(j, gpu, 1, s) for s in shares]
         assert all(a < b for a, b in zip(xs, xs[1:])), j
-        ns = [model.solo(j, gpu, n) for n in (1, 2, 3, 4, 8)]
-        assert all(a <= b for a, b in zip(ns, ns[1:])), j
+        # not monotone in GPUs: Gavel measured some types slower on 4 GPUs than on 2 (LM
+        # batch size 5), and the model keeps what was measured (test_measured_speedups.py)
         for n in (2, 4, 8):  # at most linear
             assert model.solo(j, gpu, n) <= n * model.solo(j, gpu, 1) * (1 + 1e-12)
 

@@ -292,6 +292,8 @@ class RemotePlacerPolicy:
             mig_gpus = mig_gpus_of(env.nodes) if mig else ()
         # the simulator puts mig_gpus_of(nodes) in MIG mode when this is set
         self.uses_mig = bool(mig_gpus)
+        # how the policy's pods share a GPU, for the simulator's truth (docs/model.md 6.)
+        self.sharing = getattr(POLICIES.get(policy), "sharing", "mps")
         self._stub = placer_pb2_grpc.PlacerServiceStub(channel)
         self.name = policy
         self.env = env

@@ -50,6 +50,7 @@ __all__ = [
     "GPU_SPECS",
     "LearnedSlowdown",
     "MeasuredSlowdown",
+    "TimeSlicedTruth",
     "default_slowdown_model",
     "kfold_by_job_type",
 ]
@@ -58,7 +59,7 @@ __all__ = [
 def __getattr__(name: str):
     # the learned models import lightgbm: loaded on first use, so that importing the
     # package (the placer does) stays cheap and works where lightgbm is missing
-    if name in ("LearnedSlowdown", "MeasuredSlowdown", "default_slowdown_model",
+    if name in ("LearnedSlowdown", "MeasuredSlowdown", "TimeSlicedTruth", "default_slowdown_model",
                 "kfold_by_job_type"):
         from elastico.predictor import learned
 

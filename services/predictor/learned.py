@@ -25,6 +25,7 @@ service core.  Whom it calls: :mod:`elastico.predictor.model`, numpy.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
@@ -42,6 +43,7 @@ __all__ = [
     "BUNDLED_MODEL",
     "LearnedSlowdown",
     "MeasuredSlowdown",
+    "TimeSlicedTruth",
     "share_factor",
     "bundled_predictor",
     "default_slowdown_model",
@@ -197,17 +199,21 @@ class LearnedSlowdown:
 class MeasuredSlowdown:
     """Ground truth from measured pairs: ``table[(gpu, victim_type, partner_type)]`` =
     measured slowdown of the victim.  ``gpu_of(model)`` maps a cluster GPU model to the GPU
-    of the measurements (:func:`truth_gpu`); pairs without a measurement use ``fallback``
-    (default the analytic model).  Shares and composition: module docstring."""
+    its pairs were measured on, or None where none were (:func:`truth_gpu`): on such a model
+    no measured slowdown applies (docs/model.md, "Interference on other GPU models"), so a
+    pair there is not slowed (1.0) and :meth:`measured_on` says False.  Pairs on a measured
+    GPU without a measurement use ``fallback`` (default the analytic model).  Shares and
+    composition: module docstring."""
 
     def __init__(self, table: Mapping[tuple[str, str, str], float],
                  fallback: SlowdownModel | None = None,
-                 gpu_of: Callable[[str], str] | None = None):
+                 gpu_of: Callable[[str], str | None] | None = None):
         self.table = dict(table)
         self.fallback = fallback or AnalyticSlowdown()
         self.gpu_of = gpu_of or truth_gpu
         self.lookups = 0
         self.misses = 0
+        self.unmeasured_gpu = 0
 
     @classmethod
     def from_observations(cls, obs: Sequence[Observation], **kw) -> "MeasuredSlowdown":
@@ -219,9 +225,17 @@ class MeasuredSlowdown:
                 table[(o.gpu_model, o.b.job_type, o.a.job_type)] = o.slowdown_b
         return cls(table, **kw)
 
+    def measured_on(self, gpu_model: str | None) -> bool:
+        """Were pairs measured on ``gpu_model`` (through ``gpu_of``)?"""
+        return gpu_model is not None and self.gpu_of(gpu_model) is not None
+
     def _pair(self, a: JobProfile, b: JobProfile) -> float:
         self.lookups += 1
-        s = self.table.get((self.gpu_of(a.gpu_model or b.gpu_model), a.job_type, b.job_type))
+        gpu = self.gpu_of(a.gpu_model or b.gpu_model or "")
+        if gpu is None:  # no measurement on this GPU model: not applied (docs/model.md)
+            self.unmeasured_gpu += 1
+            return 1.0
+        s = self.table.get((gpu, a.job_type, b.job_type))
         if s is None:
             self.misses += 1
             return float(self.fallback.pair_slowdown(a, b))
@@ -238,11 +252,53 @@ class MeasuredSlowdown:
         return compose_additive(self, residents)
 
 
-def truth_gpu(model: str) -> str:
-    """The measured GPU standing in for a cluster GPU model: K80 and P100 themselves, every
-    other model V100M16 -- the same mapping as the throughput model's (Gavel v100 for all
-    models it did not measure)."""
-    return model if model in ("K80", "P100") else "V100M16"
+class TimeSlicedTruth:
+    """What co-residents of one GPU run at under time-slicing (the NVIDIA device plugin's
+    shared-GPU mode; docs/model.md, "Sharing mechanisms"), over a ``measured`` slowdown model.
+
+    Time-slicing enforces no share: the GPU's contexts take turns, so a pod alone on a GPU
+    runs at the whole GPU's speed, and k co-resident pods each get their turn of it.  The
+    measured pair slowdown (Gavel ran both jobs concurrently, unlimited) is the *total*
+    effect of sharing, relative to the whole GPU -- not something applied on top of a share
+    cap.  :meth:`gpu_slowdowns` returns, per resident, its slowdown relative to its
+    whole-GPU speed: ``min(k, 1 + sum_{o != i} (pair(i, o) - 1))`` with every partner at its
+    whole-GPU activity (no MPS share correction), where ``k`` = the number of residents (the
+    round-robin bound: each context gets at least its 1/k turn; the additive composition is
+    the module docstring's, as for MPS).  On a GPU model where ``measured`` has no pairs
+    (``measured.measured_on(model)`` False) the round-robin share itself: ``k`` each.
+    Shape ``(n,)``; 1.0 for a lone resident."""
+
+    def __init__(self, measured: SlowdownModel):
+        self.measured = measured
+
+    def gpu_slowdowns(self, residents: Sequence[JobProfile]) -> np.ndarray:
+        k = len(residents)
+        if k < 2:
+            return np.ones(k)
+        gpu = residents[0].gpu_model
+        on = getattr(self.measured, "measured_on", None)
+        if on is not None and not on(gpu):
+            return np.full(k, float(k))
+        whole = [replace(r, mps_share=None, gpu_activity=r.gpu_activity / share_factor(r))
+                 if r.mps_share is not None else r for r in residents]
+        s = np.asarray(self.measured.gpu_slowdowns(whole), float)
+        return np.clip(s, 1.0, float(k))
+
+    def pair_slowdown(self, a: JobProfile, b: JobProfile) -> float:
+        return float(self.gpu_slowdowns([a, b])[0])
+
+
+def truth_gpu(model: str) -> str | None:
+    """The GPU whose measured pairs stand for a cluster GPU model: K80 and P100 themselves,
+    V100M16 and V100M32 Gavel's V100 (``V100M16``; the same V100 silicon, only the memory
+    size differs); None for every other model -- Gavel measured no pair there, and a V100
+    slowdown is not carried to another GPU (docs/model.md, "Interference on other GPU
+    models")."""
+    if model in ("K80", "P100"):
+        return model
+    if model in ("V100M16", "V100M32"):
+        return "V100M16"
+    return None
 
 
 @lru_cache(maxsize=1)

@@ -9,7 +9,9 @@ Signature::
   0.0 = wait), finite and >= 0.  Effective throughput (solo / predicted slowdown) when the
   placer feeds slowdowns back.
 * ``offsets``: CSR families, job j owns configurations ``[offsets[j], offsets[j+1])``.
-* ``remaining_s[j]``: job j's remaining work, seconds at throughput 1.0 (``Job.remaining``).
+* ``remaining_s[j]``: job j's remaining work as the policy estimates it, seconds at
+  throughput 1.0 (``PolicyEnv.remaining_estimate``; the true ``Job.remaining`` only in an
+  ``oracle`` sensitivity run: docs/model.md 6.).
 * ``priority[j]``: the job's priority weight, finite and > 0.
 
 Callers: the scheduling round (to build the pricing instance) and tests.  Calls nothing but

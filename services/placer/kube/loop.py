@@ -175,11 +175,13 @@ def default_policy_factory(throughput: ThroughputModel, slowdown: SlowdownModel,
     :class:`~elastico.placer.remote.RemotePricer` = PricingService) and predicts with
     ``slowdown`` (in-process, or a :class:`~elastico.placer.remote.RemoteSlowdownModel`).
     A job here is the pods its user created, so the policy never splits one into replica pods
-    on several nodes (``replica_pods=False``)."""
+    on several nodes (``replica_pods=False``).  Remaining work is the user's estimate: a
+    pod's ``elastico.io/work`` annotation is its ``Job.work`` (``remaining_estimate="user"``,
+    policies/remaining.py)."""
     def build(nodes: Sequence[Node]) -> Policy:
         return make_policy(policy, PolicyEnv(nodes=list(nodes), throughput=throughput,
                                              slowdown=slowdown, tracer=tracer, pricer=pricer,
-                                             replica_pods=False))
+                                             replica_pods=False, remaining_estimate="user"))
     return build
 
 

@@ -11,14 +11,18 @@ called once per round as ``policy(round_input, state) -> RoundResult`` (see
 * ``gavel`` -- Gavel's heterogeneity-aware max-min fairness (OSDI'20) with its round-based
   mechanism, whole GPUs; services placed first as ``exclusive`` places them.
 * ``elastico`` -- Resource Shape Transformation + Elastic Shadow Pricing + interference-aware
-  placement; ablations ``elastico-no-rst`` (requested shape only), ``elastico-no-esp``
-  (greedy instead of prices), ``elastico-no-iac`` (placer predicts no interference).
+  placement; ablations ``elastico-no-rst`` (requested shape only), its parts
+  ``elastico-no-growth`` (never more GPUs or compute than requested),
+  ``elastico-no-model-choice`` (one GPU model per job) and ``elastico-no-mig`` (no MIG
+  instances), ``elastico-no-esp`` (greedy instead of prices), ``elastico-no-iac`` (placer
+  predicts no interference).
 """
 
 from __future__ import annotations
 
 from .common import PolicyEnv
-from .elastico import ElasticoNoEsp, ElasticoNoIac, ElasticoNoRst, ElasticoPolicy
+from .elastico import (ElasticoNoEsp, ElasticoNoGrowth, ElasticoNoIac, ElasticoNoMig,
+                       ElasticoNoModelChoice, ElasticoNoRst, ElasticoPolicy)
 from .exclusive import ExclusivePolicy
 from .fgd import FgdPolicy
 from .gavel import GavelPolicy
@@ -27,10 +31,12 @@ from .timeslicing import TimeSlicingPolicy
 POLICIES = {"exclusive": ExclusivePolicy, "time-slicing": TimeSlicingPolicy, "fgd": FgdPolicy,
             "gavel": GavelPolicy,
             "elastico": ElasticoPolicy, "elastico-no-rst": ElasticoNoRst,
+            "elastico-no-growth": ElasticoNoGrowth,
+            "elastico-no-model-choice": ElasticoNoModelChoice, "elastico-no-mig": ElasticoNoMig,
             "elastico-no-esp": ElasticoNoEsp, "elastico-no-iac": ElasticoNoIac}
 
 __all__ = ["POLICIES", "PolicyEnv", "ElasticoPolicy", "ElasticoNoRst", "ElasticoNoEsp",
-           "ElasticoNoIac", "ExclusivePolicy", "FgdPolicy", "GavelPolicy", "TimeSlicingPolicy",
+           "ElasticoNoIac", "ElasticoNoGrowth", "ElasticoNoModelChoice", "ElasticoNoMig", "ExclusivePolicy", "FgdPolicy", "GavelPolicy", "TimeSlicingPolicy",
            "make_policy"]
 
 

@@ -63,8 +63,17 @@ class PolicyEnv:
     # +3.8 % on seeds 0 and 1, restarts 57 -> 124 and 63 -> 97, as jobs move between the two
     # pools whenever their prices cross; a100h100-64, seeds 0-4: +1.2 %); docs/pricing.md
     mig_pools: bool = False
+    # what a policy believes a job's remaining work is (policies/remaining.py): "elapsed"
+    # (attained service + the trace's duration distribution), "user" (declared work:
+    # user_estimates, else Job.work -- the live loop's elastico.io/work annotation) or
+    # "oracle" (Job.remaining: the simulator's truth; a sensitivity run only)
+    remaining_estimate: str = "elapsed"
+    user_estimates: Any = None  # Mapping[str, float] | None: job id -> declared work, seconds
 
     def __post_init__(self) -> None:
+        from .remaining import check_remaining_estimate
+
+        check_remaining_estimate(self.remaining_estimate)
         if self.pricer is None:
             from elastico.pricing import solve
 

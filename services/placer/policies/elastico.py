@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import zlib
 
 import numpy as np
 
@@ -51,26 +52,39 @@ from ..placement import ClusterState, FailedShapes, Gang
 from ..round import ActiveJob, Decision, RoundInput, RoundResult, Status
 from .common import (JobCatalog, PolicyEnv, is_service, keep_running, place_fixed_shape,
                      round_typical_pods)
+from .remaining import RemainingEstimator
 
 
 class ElasticoPolicy:
     """The full policy; ``rst``, ``esp``, ``iac`` switch one mechanism off each (the ablations
-    ``elastico-no-rst``, ``elastico-no-esp``, ``elastico-no-iac``; module docstring)."""
+    ``elastico-no-rst``, ``elastico-no-esp``, ``elastico-no-iac``; module docstring).  RST's
+    parts switch off one at a time (docs/model.md, "Ablations"): ``growth`` (configurations
+    with more GPUs or more GPU compute than the request), ``model_choice`` (configurations on
+    GPU models other than the one the job is bound to) and ``mig`` (MIG instances; the
+    cluster's MIG-labelled GPUs then stay in normal mode).  ``rst=False`` is all three off
+    and no shrinking either: the requested shape only."""
 
     name = "elastico"
     #: offers MIG instances, so the simulator puts the cluster's MIG-labelled GPUs in MIG mode
     #: (per instance: ``rst``; the class value is what a registered policy name gives)
     uses_mig = True
 
-    def __init__(self, env: PolicyEnv, *, rst: bool = True, esp: bool = True, iac: bool = True):
+    def __init__(self, env: PolicyEnv, *, rst: bool = True, esp: bool = True, iac: bool = True,
+                 growth: bool = True, model_choice: bool = True, mig: bool = True):
         if not iac:  # the placer believes co-location is free; jobs still run at the truth
             env = dataclasses.replace(env, slowdown=NoInterference())
         self.env = env
         self.esp = esp
-        self.catalog = JobCatalog(env) if rst else RequestedShapeCatalog(env)
+        if not rst:
+            self.catalog = RequestedShapeCatalog(env)
+        elif growth and model_choice and mig:
+            self.catalog = JobCatalog(env)
+        else:
+            self.catalog = PartialRstCatalog(env, growth=growth, model_choice=model_choice,
+                                             mig=mig)
         # MIG instances are shapes other than the requested one: only with RST (the
         # simulator puts the cluster's MIG-labelled GPUs in MIG mode only when this is set)
-        self.uses_mig = rst
+        self.uses_mig = rst and mig
         # with env.mig_pools, MIG-mode GPUs are priced as a pool of their own (model.py): a MIG
         # instance and a whole or MPS-shared GPU of one model then never compete for the same
         # GPUs in the prices (off by default: PolicyEnv.mig_pools says why)
@@ -78,6 +92,10 @@ class ElasticoPolicy:
         self.capacity = capacity_of(env.nodes, self.space)
         self.utility_fn = UTILITIES[env.utility]
         self.prices: np.ndarray | None = None  # warm start ("dynamic prices")
+        # remaining work as a live system can know it (policies/remaining.py): never the
+        # job's true remaining work unless env.remaining_estimate is "oracle"
+        self.remaining = RemainingEstimator(env.remaining_estimate,
+                                            user_estimates=env.user_estimates)
         # per running job: (its configuration, index in its family, demand vector) -- saves
         # re-deriving them every round
         self._cur: dict[str, tuple[Configuration, int, np.ndarray]] = {}
@@ -172,7 +190,7 @@ class ElasticoPolicy:
             demand = np.concatenate([d for _, d in arrs])
             thr = np.concatenate([x for x, _ in arrs])
             span.set_attribute("shapes.configurations", int(offsets[-1]))
-        remaining = np.array([a.job.remaining for a in elastic])
+        remaining = np.array([self.remaining(a.job) for a in elastic])
         priority = np.array([a.job.priority for a in elastic])
 
         # 3. utility + hysteresis
@@ -187,7 +205,7 @@ class ElasticoPolicy:
                     continue
                 current[i] = k
                 u_cur[i] = util[offsets[i] + k]
-                rem_t[i] = a.job.remaining / max(a.config.throughput, 1e-9)
+                rem_t[i] = remaining[i] / max(a.config.throughput, 1e-9)
         switch = pricing_switch_cost(u_cur, rem_t, self.env.restart_s)
         charged = charge_switch(util, offsets, current, switch)  # what the solver prices
 
@@ -208,7 +226,7 @@ class ElasticoPolicy:
             span.set_attribute("pricing.changed", int(res.changed.sum()))
             for name, p in zip(self.space.names, res.prices):
                 span.set_attribute(f"pricing.price.{name}", float(p))
-        fifo = _fifo_among_equals(elastic, res.choice, util, offsets)
+        fifo = _fifo_among_equals(elastic, res.choice, util, offsets, remaining, fams)
         if fifo is not None:
             res = dataclasses.replace(res, choice=fifo)
         util = charged
@@ -358,6 +376,39 @@ class ElasticoNoRst(ElasticoPolicy):
         super().__init__(env, rst=False)
 
 
+class ElasticoNoGrowth(ElasticoPolicy):
+    """Ablation (a part of RST): no configuration gives a job more GPUs or more GPU compute
+    than it requested (no scale-out, no replicas beyond the request, no larger share);
+    shrinking, other GPU models and MIG instances stay."""
+
+    name = "elastico-no-growth"
+
+    def __init__(self, env: PolicyEnv):
+        super().__init__(env, growth=False)
+
+
+class ElasticoNoModelChoice(ElasticoPolicy):
+    """Ablation (a part of RST): a job's configurations are all on one GPU model, drawn per
+    job in proportion to the models' GPUs (:meth:`PartialRstCatalog.bound_model`); growth,
+    shrinking and MIG instances on that model stay."""
+
+    name = "elastico-no-model-choice"
+
+    def __init__(self, env: PolicyEnv):
+        super().__init__(env, model_choice=False)
+
+
+class ElasticoNoMig(ElasticoPolicy):
+    """Ablation (a part of RST): no MIG instances; the cluster's MIG-labelled GPUs stay in
+    normal mode (whole or MPS-shared).  Growth, shrinking and model choice stay."""
+
+    name = "elastico-no-mig"
+    uses_mig = False
+
+    def __init__(self, env: PolicyEnv):
+        super().__init__(env, mig=False)
+
+
 class ElasticoNoEsp(ElasticoPolicy):
     """Ablation: no Elastic Shadow Pricing -- configurations chosen by :func:`greedy_choice`
     (no prices: reduced value = utility)."""
@@ -391,6 +442,56 @@ class RequestedShapeCatalog(JobCatalog):
         return ShapeFamily((WAIT,) + tuple(dict.fromkeys(shapes)))
 
 
+class PartialRstCatalog(JobCatalog):
+    """A :class:`JobCatalog` with parts of RST switched off (:class:`ElasticoPolicy`):
+    ``mig=False`` offers no MIG instance (to any job, services included); for elastic jobs
+    ``growth=False`` drops every configuration with more GPUs than requested or more GPU
+    compute (``num_gpus x gpu_share``) than requested, ``model_choice=False`` every
+    configuration not on the job's one bound GPU model (:meth:`bound_model`).  The
+    full family is built first and then filtered, so the filtered family is a subset of
+    what ``elastico`` offers the same job (the requested shape on the kept model always
+    stays)."""
+
+    def __init__(self, env: PolicyEnv, *, growth: bool, model_choice: bool, mig: bool):
+        super().__init__(env)
+        self.growth, self.model_choice = growth, model_choice
+        self._gpus: dict[str, int] = {}  # GPU model -> GPUs in the cluster
+        for n in env.nodes:
+            self._gpus[n.gpu_model] = self._gpus.get(n.gpu_model, 0) + n.num_gpus
+        if not mig:
+            self.mig_models = type(self.mig_models)()
+
+    def _build(self, job) -> ShapeFamily:
+        fam = super()._build(job)
+        if job.kind is JobKind.SERVICE:
+            return fam
+        req = job.request
+        keep = [c for c in fam.configs if not c.is_wait]
+        if not self.growth:
+            keep = [c for c in keep if c.num_gpus <= req.num_gpus
+                    and c.gpus_total <= req.gpus_total + 1e-9]
+        if not self.model_choice:
+            bound = self.bound_model(job)
+            keep = [c for c in keep if c.gpu_model == bound]
+        return ShapeFamily((WAIT,) + tuple(keep))
+
+    def bound_model(self, job) -> str | None:
+        """The one GPU model a job may use without model choice: among the models its
+        requested shape fits (:meth:`requested`, cluster order), drawn in proportion to each
+        model's GPUs in the cluster by ``u = crc32(job id) / 2**32`` (deterministic across
+        processes) -- a scheduler that does not choose models spreads jobs by capacity."""
+        models = [c.gpu_model for c in self.requested(job, False)]
+        if not models:
+            return None
+        total = [self._gpus.get(m, 0) for m in models]
+        u = zlib.crc32(job.id.encode()) / 2.0 ** 32 * sum(total)
+        for m, g in zip(models, total):
+            if u < g:
+                return m
+            u -= g
+        return models[-1]
+
+
 def greedy_choice(utility: np.ndarray, demand: np.ndarray, offsets: np.ndarray,
                   capacity: np.ndarray, current: np.ndarray) -> PricingResult:
     """The ``elastico-no-esp`` choice: jobs in descending order of their best ``utility``
@@ -418,9 +519,12 @@ def greedy_choice(utility: np.ndarray, demand: np.ndarray, offsets: np.ndarray,
 
 
 def _fifo_among_equals(elastic: list[ActiveJob], choice: np.ndarray, util: np.ndarray,
-                       offsets: np.ndarray) -> np.ndarray | None:
+                       offsets: np.ndarray, remaining: np.ndarray,
+                       fams: list[ShapeFamily]) -> np.ndarray | None:
     """Pricing's ``choice`` [N] with the choices of identical pending jobs (same kind, job
-    type, request, shape rule, priority, bound and remaining work: the same family and
+    type, request, shape rule, priority, bound, estimated remaining work ``remaining`` [N]
+    and family ``fams`` [N] -- a family may depend on the job's id, e.g.
+    ``elastico-no-model-choice``'s: the same family and
     utilities) dealt out again in arrival order, best utility first, so that of two equal
     jobs the earlier never waits while the later is placed (the solver is indifferent between
     them).  None when nothing changes."""
@@ -429,7 +533,8 @@ def _fifo_among_equals(elastic: list[ActiveJob], choice: np.ndarray, util: np.nd
         if not a.running:
             j = a.job
             groups.setdefault((j.kind, j.job_type, j.request, j.reshape, j.priority,
-                               j.slowdown_bound, j.remaining), []).append(i)
+                               j.slowdown_bound, float(remaining[i]), fams[i].configs),
+                              []).append(i)
     out = None
     for members in groups.values():
         if len(members) < 2:

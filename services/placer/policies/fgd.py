@@ -5,7 +5,9 @@ considered in arrival order (FIFO, later pods may pass one that does not fit), a
 where FGD's expected fragmentation of the node -- for the typical pod shapes of the round's
 active jobs (threshold 0.95, :func:`elastico.placer.fragmentation.typical_pods`) -- grows
 least.  Running pods never move.  FGD knows nothing of interference: the slowdown model it
-decides with is :class:`~elastico.predictor.NoInterference`.
+decides with is :class:`~elastico.predictor.NoInterference`.  Pods share a GPU by the device
+plugin's time-slicing, as ``time-slicing``'s do (``sharing``; docs/model.md, "Sharing
+mechanisms"): the requested share places, it does not cap.
 
 The score is :class:`~elastico.placer.placement.ClusterState`'s ``elastico`` scorer with the
 interference term zero: the exact fragmentation increase plus a 0.003-GPU consolidation
@@ -28,6 +30,9 @@ from .common import JobCatalog, PolicyEnv, place_requested_shapes
 
 class FgdPolicy:
     name = "fgd"
+    #: how co-resident pods share a GPU: the device plugin's time-slicing (no share cap;
+    #: the simulator's ground truth, docs/model.md "Sharing mechanisms")
+    sharing = "time-slicing"
 
     def __init__(self, env: PolicyEnv):
         self.env = dataclasses.replace(env, slowdown=NoInterference(), scorer="elastico")

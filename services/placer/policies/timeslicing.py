@@ -7,7 +7,9 @@ already use, in arrival order (FIFO, later pods may pass a pod that does not fit
 no interference awareness: placement checks compute and memory only (the slowdown model it
 decides with is :class:`~elastico.predictor.NoInterference`), so co-located pods run at
 whatever slowdown the simulator's ground truth gives them, bounds or not.  Running pods never
-move and are never reshaped.
+move and are never reshaped.  The requested share is a *placement* quantity only: time-slicing
+enforces no share, so a pod alone on its GPU runs at the whole GPU's speed and co-resident pods
+take turns (``sharing``; docs/model.md, "Sharing mechanisms").
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from .common import JobCatalog, PolicyEnv, place_requested_shapes
 
 class TimeSlicingPolicy:
     name = "time-slicing"
+    #: how co-resident pods share a GPU: the device plugin's time-slicing (no share cap;
+    #: the simulator's ground truth, docs/model.md "Sharing mechanisms")
+    sharing = "time-slicing"
 
     def __init__(self, env: PolicyEnv):
         # decisions ignore interference: every co-location is assumed free
