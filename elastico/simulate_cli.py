@@ -495,7 +495,7 @@ def _print_table(runs: list[dict]) -> None:
     if ratio:
         print("ratio: exclusive/elastico for times (higher = elastico faster), "
               "elastico/exclusive otherwise; JCT, queueing, makespan and throughput are over "
-              "batch jobs (training + inference), see docs/metrics.md")
+              "batch jobs (the trace's BE pods), see docs/metrics.md")
 
 
 def published_fgd(path: Path | None = None) -> dict[tuple[str, str], dict[int, float]]:
