@@ -211,24 +211,15 @@ def build_workload(pods: Sequence[TracePod], nodes: Sequence[Node], *, seed: int
         raise InvalidArgument("jobs", jobs, "must be a positive integer (or None)")
     rng = np.random.default_rng(seed)
     prob = min(1.0, cluster_gpus / TRACE_CLUSTER_GPUS) if jobs is None else 1.0
-    known = frozenset(model.gpu_models())
     types = model.job_types()
     multi_types = model.multi_gpu_job_types()
-    excluded = Counter({r: 0 for r in EXCLUSION_REASONS})
+    eligible, excluded = _eligible(pods, nodes, model)
     kept: list[tuple[TracePod, JobKind]] = []
-    for pod in pods:
-        if pod.num_gpus == 0:
-            excluded["cpu_only"] += 1
-        elif pod.deletion_s is None:
-            excluded["no_times"] += 1
-        elif pod.scheduled_s is None:
-            excluded["never_scheduled"] += 1
-        elif not _fits(pod, nodes, known):
-            excluded["no_fit"] += 1
-        elif rng.random() >= prob:
+    for pod, kind in eligible:  # one draw per eligible pod, in trace order
+        if rng.random() >= prob:
             excluded["not_sampled"] += 1
         else:
-            kept.append((pod, job_kind(pod)))
+            kept.append((pod, kind))
     if jobs is not None and jobs < len(kept):
         pick = np.sort(rng.choice(len(kept), size=jobs, replace=False))
         excluded["not_sampled"] += len(kept) - jobs

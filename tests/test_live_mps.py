@@ -38,7 +38,7 @@ from test_device_plugin import DECIDED, NODE, TIMEOUT, FakeKubelet, gpus, pod as
 from test_nodeagent_mps import FakeControl
 
 pytest.importorskip("kmock")
-from test_kube_loop import NS, core, emu, events, make_loop, pod, step, uuids  # noqa: E402,F401
+from test_kube_loop import NS, ack, core, emu, events, make_loop, pod, step, uuids  # noqa: E402,F401
 
 MPS = "elastico.io/mps"
 DAEMON_MSG = "An instance of this daemon is already running"
@@ -342,15 +342,6 @@ def make_pod(core, name, fraction, *, pod_user=None, user=None, workload="traini
         "metadata": {"name": name, "namespace": NS,
                      "annotations": {A.WORKLOAD: workload, A.GPU_FRACTION: fraction}},
         "spec": spec})
-
-
-def ack(core, name):
-    """What the device plugin does after Allocate: ``<uid>/<container>`` for each GPU
-    container (elastico.nodeagent.allocation.allocated_value)."""
-    p = json.loads(core.read_namespaced_pod(name, NS, _preload_content=False).data)
-    value = ",".join(f"{p['metadata']['uid']}/{c['name']}" for c in p["spec"]["containers"])
-    core.patch_namespaced_pod(name, NS, {"metadata": {"annotations": {A.ALLOCATED: value}}},
-                              _content_type="application/merge-patch+json")
 
 
 def gpu_of(core, name):
