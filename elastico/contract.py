@@ -22,8 +22,11 @@ its Node (the GPU list the placer builds its model nodes from).  Pods request
 :data:`GPU_RESOURCE` and name :data:`SCHEDULER_NAME`.
 
 Who imports it: :mod:`elastico.placer.kube.annotations` (writes the decision),
-:mod:`elastico.placer.kube.inventory`, :mod:`elastico.nodeagent.allocation` (reads it) and
-:mod:`elastico.nodeagent.inventory`.  Pure constants: no imports beyond the standard library.
+:mod:`elastico.placer.kube.inventory`, :mod:`elastico.placer.kube.bookings` (reads
+:data:`ALLOCATED`), :mod:`elastico.nodeagent.allocation` (reads the decision, writes
+:data:`ALLOCATED`) and :mod:`elastico.nodeagent.inventory`.  Constants, and the one reader of
+the :data:`ALLOCATED` value both sides use (:func:`allocated_containers`); no imports beyond
+the standard library.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from __future__ import annotations
 __all__ = [
     "PREFIX", "SCHEDULER_NAME", "GPU_RESOURCE", "ROUND_ID", "CONFIGURATION", "GPU_UUIDS",
     "MIG_PROFILE", "MIG_START_SLOT", "MPS_ACTIVE_THREAD_PERCENTAGE", "MPS_PINNED_MEM_LIMIT_GIB",
-    "PREDICTED_SLOWDOWN", "ALLOCATED", "INVENTORY", "MPS_STATUS",
+    "PREDICTED_SLOWDOWN", "ALLOCATED", "INVENTORY", "MPS_STATUS", "allocated_containers",
 ]
 
 PREFIX = "elastico.io/"
@@ -59,3 +62,16 @@ INVENTORY = PREFIX + "gpu-inventory"
 #: (:mod:`elastico.nodeagent.inventory` writes it with the inventory and at once when it
 #: changes; :mod:`elastico.placer.kube.inventory` reads it: no new MPS booking while not ready).
 MPS_STATUS = PREFIX + "mps"
+
+
+def allocated_containers(value: str | None, uid: str | None) -> list[str]:
+    """The containers an :data:`ALLOCATED` ``value`` lists for the pod with ``uid``: each
+    comma-separated ``<uid>/<container>`` entry of that uid, in order.  Entries of another
+    uid (an earlier pod of the same name) or of another form (``"true"`` written by hand)
+    count not; a missing ``uid`` (None) matches nothing."""
+    out = []
+    for entry in str(value or "").split(","):
+        u, _, container = entry.strip().partition("/")
+        if u == uid and container:
+            out.append(container)
+    return out

@@ -27,7 +27,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 from elastico.contract import (
     ALLOCATED, CONFIGURATION, GPU_UUIDS, MIG_PROFILE, MIG_START_SLOT,
     MPS_ACTIVE_THREAD_PERCENTAGE, MPS_PINNED_MEM_LIMIT_GIB, PREDICTED_SLOWDOWN, ROUND_ID,
-    SCHEDULER_NAME)
+    SCHEDULER_NAME, allocated_containers)
 from elastico.errors import Infeasible, InvalidArgument
 from elastico.model import check_mps_percentage
 from elastico.nodeagent.backend import GpuInfo, pinned_mem_limit_env
@@ -190,12 +190,7 @@ def _positive(key: str, value: object, allowed: str) -> float:
 def acknowledged(pod: PodInfo) -> list[str]:
     """Containers of ``pod`` already allocated (``elastico.io/allocated`` entries with this
     pod's uid; an entry of another uid -- a recreated pod of the same name -- counts not)."""
-    out = []
-    for entry in (pod.annotations.get(ALLOCATED) or "").split(","):
-        uid, _, container = entry.strip().partition("/")
-        if uid == pod.uid and container:
-            out.append(container)
-    return out
+    return allocated_containers(pod.annotations.get(ALLOCATED), pod.uid)
 
 
 def allocated_value(pod: PodInfo, container: str) -> str:

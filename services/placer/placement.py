@@ -832,11 +832,9 @@ class ClusterState:
             return self._place_gang(job_id, config, profile, float(slowdown_bound), model, scorer, gang)
         # the MPS rules (set_mps_user, set_mps_down); the live loop's gangs are whole GPUs
         mps = self._mps_excl(job_id, config)
-        if mps is None:
-            return self._place_single(job_id, config, profile, float(slowdown_bound), model, scorer)
         out = self._place_single(job_id, config, profile, float(slowdown_bound), model, scorer,
-                                 gpu_excl=mps[0])
-        if out.placed or out.reason.startswith("slowdown bound"):
+                                 gpu_excl=None if mps is None else mps[0])
+        if mps is None or out.placed or out.reason.startswith("slowdown bound"):
             return out
         why = self._mps_reason(config, *mps) or self._candidates(config)
         return PlaceOutcome(None, why if isinstance(why, str) else "no candidate node")

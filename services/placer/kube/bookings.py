@@ -50,19 +50,21 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Callable, Iterable, Mapping, Sequence
 
+from elastico.contract import allocated_containers
 from elastico.errors import ElasticoError, InvalidArgument
 from elastico.model import Configuration, Job, JobKind, Request
 from elastico.placer.placement import Assignment, ClusterState, Part
 from elastico.placer.round import ActiveJob
 from elastico.predictor import JobProfile, SlowdownModel
 
-from .annotations import (ALLOCATED, BOOKING, GPU_RESOURCE, GPU_UUIDS, MIG_PROFILE, MIG_START_SLOT,
+from .annotations import (ALLOCATED, BOOKING, GPU_UUIDS, MIG_PROFILE, MIG_START_SLOT,
                           MPS_ACTIVE_THREAD_PERCENTAGE, MPS_PINNED_MEM_LIMIT_GIB, SCHEDULER_NAME,
                           PodBooking, decision_annotations, parse_booking)
 from .inventory import NodeInventory
-from .mps import mps_user
+from .mps import mps_user, requests_gpu
 
-__all__ = ["pod_key", "is_elastico", "is_terminal", "allocation_acknowledged", "creation_s", "Book", "rebuild_book"]
+__all__ = ["pod_key", "is_elastico", "is_terminal", "allocation_acknowledged", "timestamp_s",
+           "creation_s", "Book", "rebuild_book"]
 
 
 def pod_key(pod: Mapping) -> str:
@@ -88,25 +90,25 @@ def allocation_acknowledged(pod: Mapping) -> bool:
     count, so it cannot make the placer bind a second unacknowledged pod to the node (the
     device plugin would then match neither)."""
     meta = pod.get("metadata") or {}
-    uid = meta.get("uid")
-    done = set()
-    for entry in str((meta.get("annotations") or {}).get(ALLOCATED) or "").split(","):
-        u, _, c = entry.strip().partition("/")
-        if uid and u == uid and c:
-            done.add(c)
+    done = set(allocated_containers((meta.get("annotations") or {}).get(ALLOCATED),
+                                    meta.get("uid")))
     spec = pod.get("spec") or {}
     gpu = [c.get("name") for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])
-           if any(GPU_RESOURCE in ((c.get("resources") or {}).get(k) or {})
-                  for k in ("requests", "limits"))]
+           if requests_gpu(c)]
     return bool(gpu) and all(c in done for c in gpu)
+
+
+def timestamp_s(ts: object) -> float:
+    """An API timestamp (RFC 3339, e.g. ``2024-01-01T00:00:00Z``) in seconds since the epoch
+    (0 when absent)."""
+    if not ts:
+        return 0.0
+    return datetime.fromisoformat(str(ts).replace("Z", "+00:00")).timestamp()
 
 
 def creation_s(pod: Mapping) -> float:
     """``metadata.creationTimestamp`` in seconds since the epoch (0 when absent)."""
-    ts = (pod.get("metadata") or {}).get("creationTimestamp")
-    if not ts:
-        return 0.0
-    return datetime.fromisoformat(str(ts).replace("Z", "+00:00")).timestamp()
+    return timestamp_s((pod.get("metadata") or {}).get("creationTimestamp"))
 
 
 @dataclass
@@ -139,10 +141,17 @@ def _fence_by_uuid(book: Book, pod: Mapping, key: str, index: Mapping[str, int],
     names = set(u.strip() for u in raw.split(","))
     gpus = tuple(g for g, u in enumerate(nodes[n].uuids) if u in names)
     if gpus:
-        for g in gpus:
-            book.state.mark_unhealthy(n, g)
-        book.fenced[key] = (node, gpus)
-        book.conflicts[key] += f"; while it runs, its GPUs {list(gpus)} of {node} take no new booking"
+        _fence(book, key, node, n, gpus)
+
+
+def _fence(book: Book, key: str, node: str, n: int, gpus: tuple[int, ...]) -> None:
+    """Keep GPUs ``gpus`` of node ``node`` (index ``n``), which bound pod ``key`` runs on but
+    whose booking is in ``book.conflicts``, from new bookings while it runs: marked unhealthy
+    in the book, listed in ``book.fenced``, and said in its conflict."""
+    for g in gpus:
+        book.state.mark_unhealthy(n, g)
+    book.fenced[key] = (node, gpus)
+    book.conflicts[key] += f"; while it runs, its GPUs {list(gpus)} of {node} take no new booking"
 
 
 #: the decision annotations the device plugin enforces (elastico.nodeagent.allocation)
@@ -232,12 +241,8 @@ def rebuild_book(nodes: Sequence[NodeInventory], pods: Iterable[Mapping], *,
                 book.errors[key] = e
             book.conflicts[key] = str(e) if key not in book.errors else f"{type(e).__name__}: {e}"
             if bound_to:
-                gpus = tuple(g for g in b.gpu_indices if 0 <= g < nodes[n].node.num_gpus)
-                for g in gpus:
-                    state.mark_unhealthy(n, g)
-                book.fenced[key] = (b.node, gpus)
-                book.conflicts[key] += (f"; while it runs, its GPUs {list(gpus)} of {b.node} "
-                                        "take no new booking")
+                _fence(book, key, b.node, n,
+                       tuple(g for g in b.gpu_indices if 0 <= g < nodes[n].node.num_gpus))
             continue
         try:
             state.set_mps_user(key, mps_user(pod))

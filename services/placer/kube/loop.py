@@ -91,7 +91,7 @@ from elastico.tracing import NOOP, Tracer
 
 from . import annotations as A
 from .bookings import (allocation_acknowledged, creation_s, is_elastico, is_terminal, pod_key,
-                       rebuild_book)
+                       rebuild_book, timestamp_s)
 from .events import EventRecorder
 from .informer import Informer
 from .inventory import NodeInventory, node_inventory
@@ -551,8 +551,7 @@ class SchedulerLoop:
                                                                 spec.gpu_fraction):
                 continue
             started = (pod.get("status") or {}).get("startTime")
-            since = creation_s({"metadata": {"creationTimestamp": started}}) if started \
-                else creation_s(pod)
+            since = timestamp_s(started) if started else creation_s(pod)
             group = A.job_group(pod)
             if now - since < self.config.resize_min_run_s or self._restarts_left(group, now) < 1:
                 continue

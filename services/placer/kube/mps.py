@@ -25,7 +25,7 @@ from typing import Mapping
 from elastico.contract import GPU_RESOURCE
 from elastico.errors import InvalidArgument
 
-__all__ = ["UNSPECIFIED", "MAX_UID", "mps_user"]
+__all__ = ["UNSPECIFIED", "MAX_UID", "mps_user", "requests_gpu"]
 
 #: The user phrase of pods that leave ``runAsUser`` to their image.
 UNSPECIFIED = "the image's default user (no runAsUser)"
@@ -47,7 +47,9 @@ def _uid(field: str, ctx: object) -> int | None:
     return v
 
 
-def _gpu_container(c: Mapping) -> bool:
+def requests_gpu(c: Mapping) -> bool:
+    """Whether container ``c`` (a pod spec's container dict) requests or limits
+    :data:`~elastico.contract.GPU_RESOURCE`."""
     res = c.get("resources") or {}
     return any(GPU_RESOURCE in (res.get(k) or {}) for k in ("requests", "limits"))
 
@@ -62,7 +64,7 @@ def mps_user(pod: Mapping) -> str:
     users: dict[str, int | None] = {}
     for kind in ("initContainers", "containers"):
         for c in spec.get(kind) or []:
-            if not isinstance(c, Mapping) or not _gpu_container(c):
+            if not isinstance(c, Mapping) or not requests_gpu(c):
                 continue
             name = c.get("name", "")
             own = _uid(f"spec.{kind}[{name}].securityContext.runAsUser", c.get("securityContext"))
