@@ -387,44 +387,33 @@ def _plots(outs, out: Path) -> None:
             ax.set_visible(False)
         return fig, axes.flat
 
-    fig, axes = grid()
-    for ax, c in zip(axes, clusters):
-        for p in policies:
-            jct = np.sort(np.concatenate([np.asarray(o.jct, float) for o in outs
-                                          if o.run["cluster"] == c and o.run["policy"] == p]
-                                         or [np.zeros(0)]))
-            if jct.size:
-                ax.step(np.maximum(jct, 1.0), np.arange(1, jct.size + 1) / jct.size, where="post",
-                        label=p, color=colors[p])
-        ax.set_xscale("log")
-        ax.set_xlabel("JCT (s, log scale)")
-        ax.set_ylabel("fraction of batch jobs")
-        ax.set_title(c)
-        ax.grid(alpha=0.3)
-        _legend_or_note(ax, "no batch job finished")
-    fig.tight_layout()
-    fig.savefig(out / "jct_cdf.png", dpi=110)
-    plt.close(fig)
+    def cdf(fname: str, values, floor: float, xlabel: str, plain_minor: bool) -> None:
+        """Per cluster, the CDF per policy of ``values(output)`` (all seeds pooled) on a log
+        x axis, values clipped below at ``floor``."""
+        fig, axes = grid()
+        for ax, c in zip(axes, clusters):
+            for p in policies:
+                v = np.sort(np.concatenate([np.asarray(values(o), float) for o in outs
+                                            if o.run["cluster"] == c and o.run["policy"] == p]
+                                           or [np.zeros(0)]))
+                if v.size:
+                    ax.step(np.maximum(v, floor), np.arange(1, v.size + 1) / v.size,
+                            where="post", label=p, color=colors[p])
+            ax.set_xscale("log")
+            if plain_minor:  # no crowded minor labels
+                ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel("fraction of batch jobs")
+            ax.set_title(c)
+            ax.grid(alpha=0.3)
+            _legend_or_note(ax, "no batch job finished")
+        fig.tight_layout()
+        fig.savefig(out / fname, dpi=110)
+        plt.close(fig)
 
-    fig, axes = grid()
-    for ax, c in zip(axes, clusters):
-        for p in policies:
-            sd = np.sort(np.concatenate([np.asarray(getattr(o, "slowdown", []), float)
-                                         for o in outs if o.run["cluster"] == c
-                                         and o.run["policy"] == p] or [np.zeros(0)]))
-            if sd.size:
-                ax.step(np.maximum(sd, 1e-3), np.arange(1, sd.size + 1) / sd.size, where="post",
-                        label=p, color=colors[p])
-        ax.set_xscale("log")
-        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # no crowded labels
-        ax.set_xlabel("slowdown = JCT / run time alone at the requested shape (log scale)")
-        ax.set_ylabel("fraction of batch jobs")
-        ax.set_title(c)
-        ax.grid(alpha=0.3)
-        _legend_or_note(ax, "no batch job finished")
-    fig.tight_layout()
-    fig.savefig(out / "slowdown_cdf.png", dpi=110)
-    plt.close(fig)
+    cdf("jct_cdf.png", lambda o: o.jct, 1.0, "JCT (s, log scale)", False)
+    cdf("slowdown_cdf.png", lambda o: getattr(o, "slowdown", []), 1e-3,
+        "slowdown = JCT / run time alone at the requested shape (log scale)", True)
 
     for fname, key, ylabel in (("gpu_utilization.png", "utilization", "GPU utilization"),
                                ("queue_length.png", "queue", "jobs waiting")):

@@ -201,11 +201,7 @@ def build_workload(pods: Sequence[TracePod], nodes: Sequence[Node], *, seed: int
     if load is not None and (isinstance(load, bool) or not isinstance(load, (int, float))
                              or not math.isfinite(load) or load <= 0):
         raise InvalidArgument("load", load, "must be a finite number > 0")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise InvalidArgument("seed", seed, "must be an integer >= 0")
-    cluster_gpus = sum(n.num_gpus for n in nodes)
-    if cluster_gpus <= 0:
-        raise InvalidArgument("nodes", len(nodes), "the cluster must have at least one GPU")
+    cluster_gpus = _check_seed_and_gpus(seed, nodes)
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, (int, np.integer))
                              or jobs <= 0):
         raise InvalidArgument("jobs", jobs, "must be a positive integer (or None)")
@@ -344,6 +340,17 @@ def _overlap_demand(a, g, w, lo, hi) -> float:
     return float((g * np.clip(np.minimum(a + w, hi) - np.maximum(a, lo), 0.0, None)).sum())
 
 
+def _check_seed_and_gpus(seed: object, nodes: Sequence[Node]) -> int:
+    """The cluster's GPU count; InvalidArgument for a ``seed`` that is not an integer >= 0 or
+    a cluster without GPUs (both workload builders' checks)."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InvalidArgument("seed", seed, "must be an integer >= 0")
+    cluster_gpus = sum(n.num_gpus for n in nodes)
+    if cluster_gpus <= 0:
+        raise InvalidArgument("nodes", len(nodes), "the cluster must have at least one GPU")
+    return cluster_gpus
+
+
 def _eligible(pods: Sequence[TracePod], nodes: Sequence[Node],
               model: ThroughputModel) -> tuple[list[tuple[TracePod, JobKind]], Counter]:
     """Rules 1-4 of the module docstring (no sampling): the pods that can run here."""
@@ -386,11 +393,7 @@ def build_continuous_workload(pods: Sequence[TracePod], nodes: Sequence[Node], *
     if isinstance(load, bool) or not isinstance(load, (int, float)) or not math.isfinite(load) \
             or load <= 0:
         raise InvalidArgument("load", load, "must be a finite number > 0")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise InvalidArgument("seed", seed, "must be an integer >= 0")
-    cluster_gpus = sum(n.num_gpus for n in nodes)
-    if cluster_gpus <= 0:
-        raise InvalidArgument("nodes", len(nodes), "the cluster must have at least one GPU")
+    cluster_gpus = _check_seed_and_gpus(seed, nodes)
     kept, excluded = _eligible(pods, nodes, model)
     if not kept:
         raise InvalidArgument("nodes", len(nodes), "no trace pod that ran fits these nodes")
