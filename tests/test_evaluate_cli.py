@@ -33,6 +33,9 @@ from elastico.cli import main
       "--arrivals", "trace"],
      ["--load: 1e-300", "must be >=", "raise --load"]),
     (["--restart-s", "inf"], ["--restart-s", "inf"]),
+    (["--window-quantile", "1"], ["--window-quantile", "1", "(0, 1)"]),
+    (["--window-quantile", "nan"], ["--window-quantile", "nan", "(0, 1)"]),
+    (["--sweep-loads", "0.5,abc"], ["--sweep-loads", "abc"]),
 ])
 def test_bad_flags_exit_2_naming_them(argv, words, capsys, tmp_path):
     assert main(["evaluate", "--out", str(tmp_path / "out"), *argv]) == 2
