@@ -15,7 +15,7 @@ capacity in ESP's choice.  The replay itself follows ESP's choices; a second rep
 ``elastico-no-esp`` gives the greedy policy's average JCT beside it.  ``--batch-only K``
 drops the services and divides every arrival time by K (a variant in which only batch jobs
 contend for the GPUs; the batch jobs' offered load over their own arrival window is printed,
-:func:`elastico.workload.offered_load`).  ``--exact`` also solves every round's instance to
+:func:`elastico.sim.workload.offered_load`).  ``--exact`` also solves every round's instance to
 optimality with HiGHS (bench/mmkp_exact.py): each choice's loss against the optimum on ESP's
 rounds, and a third replay whose every round takes the optimal choice -- the average JCT that
 *any* solver of the round problem would give, i.e. how much ESP could gain over greedy at best.
@@ -58,14 +58,14 @@ EXACT_LIMIT_S = 10.0
 
 
 def main(argv=None) -> int:
-    from elastico.clusters import load_cluster
+    from elastico.sim.clusters import load_cluster
     from elastico.errors import ElasticoError
-    from elastico.evaluate import Settings, _inputs, _truth, _workload
+    from elastico.sim.evaluate import Settings, _inputs, _truth, _workload
     from elastico.placer.policies import PolicyEnv, make_policy
     from elastico.placer.policies.elastico import charge_switch, greedy_choice
     from elastico.pricing import solve
-    from elastico.simulator import simulate
-    from elastico.workload import offered_load
+    from elastico.sim.simulator import simulate
+    from elastico.sim.workload import offered_load
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/mmkp_exact.py
     from mmkp_exact import solve_exact

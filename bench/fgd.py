@@ -72,7 +72,7 @@ def _one(task):
 
 def main(argv=None) -> int:
     from elastico.placer.inflation import POLICIES
-    from elastico.simulate_cli import published_fgd
+    from elastico.cli.simulate import published_fgd
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", action="store_true", help="one JSON object per line")

@@ -22,11 +22,11 @@ import sys
 
 
 def main(argv=None) -> int:
-    from elastico.clusters import load_cluster
+    from elastico.sim.clusters import load_cluster
     from elastico.errors import ElasticoError
-    from elastico.evaluate import Settings, _inputs, _truth, _workload
+    from elastico.sim.evaluate import Settings, _inputs, _truth, _workload
     from elastico.placer.policies import PolicyEnv, make_policy
-    from elastico.simulator import simulate
+    from elastico.sim.simulator import simulate
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)

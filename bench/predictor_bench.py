@@ -35,7 +35,7 @@ import numpy as np  # noqa: E402
 from elastico.predictor import AnalyticSlowdown  # noqa: E402
 from elastico.predictor.profile import JobProfile  # noqa: E402
 from elastico.predictor.service import PredictorCore  # noqa: E402
-from elastico.throughput import ThroughputModel  # noqa: E402
+from elastico.perf.throughput import ThroughputModel  # noqa: E402
 
 GPU = "V100M16"
 

@@ -120,8 +120,8 @@ class TracePool:
         from elastico import trace
         from elastico.model import JobKind, capacity_of, resource_space_for
         from elastico.shapes import build_family, gpu_models_of
-        from elastico.throughput import ThroughputModel
-        from elastico.workload import build_workload
+        from elastico.perf.throughput import ThroughputModel
+        from elastico.sim.workload import build_workload
 
         if r < 4 or r % 2:
             raise ValueError(f"trace instances need an even R >= 4, got {r}")

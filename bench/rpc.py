@@ -10,7 +10,7 @@ model.  Each path first runs one warm-up round (shape families, predictor caches
 as ``*_cold_ms``), then ``--rounds`` rounds of the same input, timed by the caller, the two
 paths alternating round by round so that both see the same machine state (``grpc``: placer
 -> pricing + predictor, each its own process on loopback, started with
-:class:`elastico.up_cli.Stack`).  Prints one JSON object: inproc_p50_ms, inproc_p99_ms,
+:class:`elastico.cli.up.Stack`).  Prints one JSON object: inproc_p50_ms, inproc_p99_ms,
 grpc_p50_ms, grpc_p99_ms, ratio_p99 (grpc p99 / inproc p99).  Measured, never asserted.
 
 ``--profile`` adds ``breakdown``: where a round through the services spends its time, the
@@ -37,14 +37,15 @@ import numpy as np
 
 
 def main(argv=None) -> int:
-    from elastico import trace, workload
+    from elastico import trace
+    from elastico.sim import workload
     from elastico.placer.placement import ClusterState
     from elastico.placer.policies import PolicyEnv, make_policy
-    from elastico.placer.remote import RemotePlacerPolicy, open_channel
+    from elastico.placer.rpc.remote import RemotePlacerPolicy, open_channel
     from elastico.placer.round import ActiveJob, RoundInput, run_round
     from elastico.predictor import default_slowdown_model
-    from elastico.throughput import ThroughputModel
-    from elastico.up_cli import Stack, free_ports
+    from elastico.perf.throughput import ThroughputModel
+    from elastico.cli.up import Stack, free_ports
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gpus", type=int, default=512)
@@ -114,13 +115,13 @@ def _breakdown(nodes, tm, slow, jobs, now, rounds: int, inproc_policy) -> dict:
     from collections import defaultdict
 
     from elastico.placer import server as placer_server
-    from elastico.placer import wire
+    from elastico.placer.rpc import wire
     from elastico.placer.placement import ClusterState
     from elastico.placer.policies import PolicyEnv
-    from elastico.placer.remote import (RemotePlacerPolicy, RemotePricer, RemoteSlowdownModel,
+    from elastico.placer.rpc.remote import (RemotePlacerPolicy, RemotePricer, RemoteSlowdownModel,
                                         open_channel)
     from elastico.placer.round import RoundInput, run_round
-    from elastico.up_cli import Stack, free_ports
+    from elastico.cli.up import Stack, free_ports
     from elastico.v1 import placer_pb2
 
     # per round: stage -> seconds (summed over the stage's calls in that round)

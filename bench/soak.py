@@ -4,7 +4,7 @@ Two soaks in one process, each preceded by a warm-up whose RSS is the baseline (
 imported modules and the allocator's first arenas are not growth):
 
 * ``rounds``: ``--rounds`` scheduling rounds in-process -- each round a fresh
-  ``elastico.simulator.simulate`` of ``--jobs`` trace jobs on a ``--gpus``-GPU sub-cluster
+  ``elastico.sim.simulator.simulate`` of ``--jobs`` trace jobs on a ``--gpus``-GPU sub-cluster
   with the ``elastico`` policy (shapes, pricing, prediction, placement: the whole round, many
   times per simulation), the policy and its state dropped afterwards;
 * ``services``: ``--rpc-rounds`` rounds against the pricing, predictor and node-agent servers
@@ -54,11 +54,12 @@ def _series(samples: list[tuple[int, float]], seconds: float, rounds: int) -> di
 
 
 def soak_rounds(rounds: int, gpus: int, jobs: int, seed: int) -> dict:
-    from elastico import trace, workload
+    from elastico import trace
+    from elastico.sim import workload
     from elastico.placer.policies import PolicyEnv, make_policy
     from elastico.predictor import AnalyticSlowdown
-    from elastico.simulator import simulate
-    from elastico.throughput import ThroughputModel
+    from elastico.sim.simulator import simulate
+    from elastico.perf.throughput import ThroughputModel
 
     nodes = trace.sub_cluster(trace.read_nodes(), gpus)
     model = ThroughputModel.bundled()

@@ -27,7 +27,7 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -47,6 +47,13 @@ __all__ = [
     "mps_percentage",
     "check_mps_percentage",
     "MPS_SHARE_ALLOWED",
+    "MIG_GPUS_LABEL",
+    "mig_gpu_count",
+    "with_mig_count",
+    "mig_gpus_of",
+    "mig_models_of",
+    "resource_space_for",
+    "capacity_of",
 ]
 
 
@@ -349,10 +356,63 @@ class Node:
         return self.gpu_model in MIG_CAPABLE_MODELS
 
 
+#: node label: how many of the node's GPUs are in MIG mode.  A cluster definition's nodes have
+#: their first ones in MIG mode (:func:`mig_gpus_of`); on live nodes (the Kubernetes loop's
+#: inventory, the placer service's NodeSpec) the label is only the count
+#: (:func:`with_mig_count`), set from the GPUs actually in MIG mode, whose indices reach the
+#: ClusterState separately -- so read live nodes with :func:`mig_gpu_count`, and call
+#: :func:`mig_gpus_of` only on nodes built from a cluster definition.
+MIG_GPUS_LABEL = "elastico.io/mig-gpus"
+
+
+def mig_gpu_count(node: Node, where: str = "node") -> int:
+    """How many of ``node``'s GPUs are in MIG mode by its :data:`MIG_GPUS_LABEL` (0 without
+    the label).  InvalidArgument (field ``{where}.labels[...]``) for a label that is not an
+    integer in 0..num_gpus, or non-zero on a model without a MIG profile table."""
+    from elastico.mig import MIG_PROFILES
+
+    v = dict(node.labels).get(MIG_GPUS_LABEL)
+    if v is None:
+        return 0
+    try:
+        k = int(v)
+    except ValueError:
+        k = -1
+    if not 0 <= k <= node.num_gpus:
+        raise InvalidArgument(f"{where}.labels[{MIG_GPUS_LABEL}]", v,
+                              f"an integer in 0..{node.num_gpus}")
+    if k and node.gpu_model not in MIG_PROFILES:
+        raise InvalidArgument(f"{where}.labels[{MIG_GPUS_LABEL}]", v,
+                              f"0: {node.gpu_model} has no MIG profiles")
+    return k
+
+
+def with_mig_count(labels: Mapping[str, str], count: int) -> tuple[tuple[str, str], ...]:
+    """``labels`` as a Node's sorted ``labels`` tuple, with :data:`MIG_GPUS_LABEL` set to
+    ``count``, or removed when ``count`` is 0: whatever the labels said before is replaced by
+    the count the caller knows (live nodes: the GPUs reported in MIG mode)."""
+    out = {k: v for k, v in labels.items() if k != MIG_GPUS_LABEL}
+    if count:
+        out[MIG_GPUS_LABEL] = str(count)
+    return tuple(sorted(out.items()))
+
+
+def mig_gpus_of(nodes: Sequence[Node]) -> list[tuple[int, int]]:
+    """``(node_index, gpu_index)`` of every GPU in MIG mode by the nodes' :data:`MIG_GPUS_LABEL`
+    (the first ``k`` GPUs of a node labelled ``k``; nodes without the label: none).
+    InvalidArgument like :func:`mig_gpu_count`."""
+    return [(i, g) for i, n in enumerate(nodes) for g in range(mig_gpu_count(n, f"nodes[{i}]"))]
+
+
+def mig_models_of(nodes: Sequence[Node]) -> frozenset[str]:
+    """GPU models with at least one GPU in MIG mode by :func:`mig_gpu_count`."""
+    return frozenset(n.gpu_model for i, n in enumerate(nodes) if mig_gpu_count(n, f"nodes[{i}]"))
+
+
 def resource_space_for(nodes: Iterable[Node], mig: bool = False) -> ResourceSpace:
     """The resource space of a set of nodes: GPU models in first-seen order; with ``mig``, a
     MIG-mode pool for every model with GPUs in MIG mode by the nodes' labels
-    (:func:`elastico.clusters.mig_gpu_count`, which raises InvalidArgument for a bad label)."""
+    (:func:`mig_gpu_count`, which raises InvalidArgument for a bad label)."""
     nodes = list(nodes)
     seen: dict[str, None] = {}
     for n in nodes:
@@ -360,8 +420,6 @@ def resource_space_for(nodes: Iterable[Node], mig: bool = False) -> ResourceSpac
             seen.setdefault(n.gpu_model, None)
     mig_models: dict[str, None] = {}
     if mig:
-        from elastico.clusters import mig_gpu_count  # clusters builds on this module
-
         for i, n in enumerate(nodes):
             if mig_gpu_count(n, f"nodes[{i}]"):
                 mig_models.setdefault(n.gpu_model, None)
@@ -370,10 +428,8 @@ def resource_space_for(nodes: Iterable[Node], mig: bool = False) -> ResourceSpac
 
 def capacity_of(nodes: Sequence[Node], space: ResourceSpace) -> np.ndarray:
     """Aggregate capacity vector of ``nodes`` in ``space``, shape ``(space.size,)``: a node's
-    MIG-mode GPUs (by its label, :func:`elastico.clusters.mig_gpu_count`) count in their
+    MIG-mode GPUs (by its label, :func:`mig_gpu_count`) count in their
     model's MIG-mode pool when ``space`` has one, the rest in the model's pool."""
-    from elastico.clusters import mig_gpu_count  # clusters builds on this module
-
     cap = np.zeros(space.size)
     for i, n in enumerate(nodes):
         k = mig_gpu_count(n, f"nodes[{i}]") if n.gpu_model in space.mig_models else 0

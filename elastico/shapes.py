@@ -2,12 +2,12 @@
 
 Who calls it: the scheduling round (placer) and the simulator, once per job (families are
 immutable; rebuild when the cluster's GPU models change).  It calls
-:class:`elastico.throughput.ThroughputModel` for solo throughputs and builds
+:class:`elastico.perf.throughput.ThroughputModel` for solo throughputs and builds
 :class:`elastico.model.Configuration` / :class:`elastico.model.ShapeFamily`.  Pure: no I/O.
 
 Normalized throughput (DESIGN.md, docs/model.md): 1.0 = the job's requested shape
 (``request.num_gpus`` GPUs at ``request.gpu_share``) on the reference GPU
-:data:`elastico.throughput.REFERENCE_GPU` (V100), so a job given exactly its request on a V100
+:data:`elastico.perf.throughput.REFERENCE_GPU` (V100), so a job given exactly its request on a V100
 finishes in its trace duration.  Configuration c on model m:
 ``x_c = solo(type, m, n_c, s_c) / solo(type, V100, n_req, s_req)`` (training, service) or
 ``r_c * solo(type, m, 1, s_c) / (n_req * solo(type, V100, 1, s_req))`` (inference replicas,
@@ -45,10 +45,10 @@ Resources of a configuration (units of :mod:`elastico.model`):
   has per GPU).
 
 MIG configurations (``mig_profile`` set; only on models in ``mig_models`` that have a MIG
-profile table, :data:`elastico.placer.mig.MIG_PROFILES`, and a speed): one instance per GPU,
+profile table, :data:`elastico.mig.MIG_PROFILES`, and a speed): one instance per GPU,
 ``gpu_share`` = the profile's compute slices / the GPU's, GPU memory = the profile's memory
 slices x the GPU's memory / memory slices (:func:`memory_need_gib` must fit), throughput from
-:meth:`~elastico.throughput.ThroughputModel.mig`.  MIG instances are hardware-isolated
+:meth:`~elastico.perf.throughput.ThroughputModel.mig`.  MIG instances are hardware-isolated
 (NVIDIA MIG user guide: own SMs, L2 slices and memory paths), so a job on one sees no
 interference and its speed is its solo MIG speed.  Only single-instance configurations per
 job or per replica: the guide lists GPU-to-GPU peer-to-peer (PCIe and NVLink) as unsupported
@@ -69,7 +69,7 @@ from typing import Iterable, Mapping, Sequence
 
 from elastico.errors import InvalidArgument
 from elastico.model import WAIT, Configuration, Job, JobKind, Node, ShapeFamily, mps_percentage
-from elastico.throughput import REFERENCE_GPU, ThroughputModel
+from elastico.perf.throughput import REFERENCE_GPU, ThroughputModel
 
 __all__ = [
     "FitsNoModel",
@@ -303,7 +303,7 @@ def mig_configurations(job: Job, gpu_model: str, gpu_mem_gib: float,
     for it, and for a service that asks for more than one GPU.  Throughput normalized like
     :func:`build_family`'s; a service only gets profiles at least as fast as its requested
     shape on ``gpu_model``.  Order: profile table order, then replicas."""
-    from elastico.placer.mig import MIG_PROFILES as GPU_MIG_PROFILES
+    from elastico.mig import MIG_PROFILES as GPU_MIG_PROFILES
 
     _check_job(job, model)
     table = GPU_MIG_PROFILES.get(gpu_model)
@@ -344,7 +344,7 @@ def candidate_configurations(job: Job, gpu_models: Mapping[str, tuple[int, float
     ``max_configs`` cut: the requested shape on each allowed model first, then MIG
     instances, then the training/inference shapes of :func:`build_family`'s docstring.
     (For bounds over all the shapes a policy could pick, e.g.
-    :func:`elastico.ceiling.job_envelope`.)  Raises InvalidArgument like
+    :func:`elastico.sim.ceiling.job_envelope`.)  Raises InvalidArgument like
     :func:`build_family`."""
     return _candidates(job, gpu_models, model, mig_models)[1]
 

@@ -1,6 +1,6 @@
 """Strict readers for the Alibaba GPU cluster trace v2023 ("openb", FGD / ATC'23).
 
-Who calls it: :mod:`elastico.workload` (trace -> jobs), the simulator and the CLI.  It calls
+Who calls it: :mod:`elastico.sim.workload` (trace -> jobs), the simulator and the CLI.  It calls
 nothing but the standard library and :mod:`elastico.model`.  No clock, no global mutable state.
 
 Files (bundled under ``data/alibaba-gpu-v2023-openb``, see its PROVENANCE.md):
@@ -12,7 +12,7 @@ Files (bundled under ``data/alibaba-gpu-v2023-openb``, see its PROVENANCE.md):
 * the ``openb_pod_list_multigpu*.csv`` variants carry only the first five columns.  For them
   ``gpu_models`` = empty (any model), ``qos`` = ``""``, ``phase`` = ``""``,
   ``creation_s`` = 0.0 and ``scheduled_s`` = ``deletion_s`` = ``None``: they are a bag of
-  shapes (how the FGD simulator uses them), with no runtime; :func:`elastico.workload.build_workload`
+  shapes (how the FGD simulator uses them), with no runtime; :func:`elastico.sim.workload.build_workload`
   excludes them (reason ``no_times``).
 
 Parsing is strict: any bad value raises :class:`elastico.errors.InvalidArgument` whose field is
@@ -32,12 +32,14 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from elastico.errors import InvalidArgument
-from elastico.model import Node
+from elastico.model import JobKind, Node
+from elastico.hardware import GPU_MEMORY_GIB
 from elastico.paths import data_file
 
 __all__ = [
     "TracePod",
-    "GPU_MEMORY_GIB",
+    "job_kind",
+    "SERVICE_QOS",
     "TRACE_GPU_MODELS",
     "TRACE_CLUSTER_GPUS",
     "QOS_CLASSES",
@@ -55,33 +57,8 @@ TRACE_DIR = "alibaba-gpu-v2023-openb"
 DEFAULT_NODES = "openb_node_list_gpu_node.csv"
 DEFAULT_PODS = "openb_pod_list_default.csv"
 
-#: Memory of one GPU in GiB per trace model name.
-#:
-#: * P100 16 GiB  -- NVIDIA Tesla P100 datasheet (16 GB HBM2 variant; a 12 GB PCIe variant
-#:   exists, the trace does not say which; we take 16).
-#: * T4 16 GiB    -- NVIDIA T4 datasheet (16 GB GDDR6).
-#: * V100M16 16 GiB, V100M32 32 GiB -- NVIDIA V100 datasheet (16/32 GB HBM2); the trace's
-#:   model names carry the size.
-#: * A10 24 GiB   -- NVIDIA A10 datasheet (24 GB GDDR6).
-#: * G2, G3: anonymised by Alibaba ("undisclosed internal codes", trace README).
-#:   ASSUMPTION: 16 GiB, the smallest size among the disclosed models of the same cluster, so
-#:   nothing that we place on them could fail to fit a real device of that class.
-#: * A100-40GB 40, A100-80GB 80 (NVIDIA A100 datasheet) -- not in the trace; listed so that a
-#:   MIG-capable cluster (MISO's A100-40GB) can be described.
-#: * H100-80GB 80 (NVIDIA H100 datasheet, SXM5 and PCIe: 80 GB HBM3/HBM2e) -- not in the
-#:   trace; the throughput model has a speed for it (data/clusters/a100h100-mig.yaml).
-GPU_MEMORY_GIB: dict[str, float] = {
-    "P100": 16.0,
-    "T4": 16.0,
-    "V100M16": 16.0,
-    "V100M32": 32.0,
-    "A10": 24.0,
-    "G2": 16.0,
-    "G3": 16.0,
-    "A100-40GB": 40.0,
-    "A100-80GB": 80.0,
-    "H100-80GB": 80.0,
-}
+#: trace QoS classes of latency-sensitive services (:func:`job_kind`)
+SERVICE_QOS = frozenset({"LS", "Guaranteed", "Burstable"})
 
 #: GPU model names that occur in the openb trace (node ``model`` and pod ``gpu_spec``).
 TRACE_GPU_MODELS = frozenset({"A10", "G2", "G3", "P100", "T4", "V100M16", "V100M32"})
@@ -485,3 +462,14 @@ def _closest_reachable_quotas(targets: Sequence[float], reach: Sequence[int],
                     nxt[s2] = (c2, qs + (q,))
         best = nxt
     return list(best[gpus][1]) if gpus in best else None
+
+
+def job_kind(pod: TracePod) -> JobKind:
+    """qos LS/Guaranteed/Burstable -> service; BE -> training (the simulator's batch job, of
+    unknown kind: module docstring), whatever its share.  Raises InvalidArgument for an
+    unknown or empty qos."""
+    if pod.qos in SERVICE_QOS:
+        return JobKind.SERVICE
+    if pod.qos == "BE":
+        return JobKind.TRAINING
+    raise InvalidArgument(f"pod[{pod.name}].qos", pod.qos, "one of LS, BE, Burstable, Guaranteed")

@@ -1,5 +1,5 @@
 """The tracing interface the scheduling code sees: spans by name with attributes, nothing else
-(pure: no OpenTelemetry import here; :mod:`elastico.telemetry` adapts it to the OpenTelemetry
+(pure: no OpenTelemetry import here; :mod:`elastico.runtime.telemetry` adapts it to the OpenTelemetry
 SDK).  Algorithm code takes a :class:`Tracer` argument and defaults to :data:`NOOP`, so it runs
 the same with or without tracing and never needs the SDK.
 

@@ -4,7 +4,7 @@
 simulated GPU backend -- the health watcher, the ``elastico.io/gpu-inventory`` publisher, the
 kubelet device plugin on its unix socket (registered with a fake kubelet) and the MPS manager
 (over a fake ``nvidia-cuda-mps-control``) -- all talking to the API server through the official
-``kubernetes`` client (the agent through :class:`elastico.nodeagent.kube_client.KubernetesNodeApi`,
+``kubernetes`` client (the agent through :class:`elastico.nodeagent.kube.client.KubernetesNodeApi`,
 the adapter the DaemonSet uses).
 
 Nothing runs on its own: the harness moves time forward.  :meth:`LiveCluster.round` waits until
@@ -73,9 +73,9 @@ from kubernetes.utils import parse_quantity
 from elastico.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
 from elastico.errors import ElasticoError
 from elastico.nodeagent import GpuInfo, SimulatedGpuBackend
-from elastico.nodeagent.deviceplugin import DevicePlugin, DevicePluginConfig, DevicePluginServicer
+from elastico.nodeagent.kube.deviceplugin import DevicePlugin, DevicePluginConfig, DevicePluginServicer
 from elastico.nodeagent.inventory import HealthWatcher, InventoryPublisher
-from elastico.nodeagent.kube_client import KubernetesNodeApi
+from elastico.nodeagent.kube.client import KubernetesNodeApi
 from elastico.nodeagent.mps import MpsManager
 from elastico.placer.kube import annotations as A
 from elastico.placer.kube.bookings import is_elastico, is_terminal, rebuild_book
@@ -84,7 +84,7 @@ from elastico.placer.kube.loop import LoopConfig, SchedulerLoop
 from elastico.placer.policies import PolicyEnv
 from elastico.placer.policies.common import JobCatalog
 from elastico.predictor import AnalyticSlowdown
-from elastico.throughput import ThroughputModel
+from elastico.perf.throughput import ThroughputModel
 from kube_emulator import Emulator
 from test_device_plugin import FakeKubelet
 from test_nodeagent_mps import FakeControl
@@ -141,7 +141,7 @@ class _OneTurn:
 
 class NodeAgent:
     """One node's agent, assembled as ``elastico nodeagent`` assembles it
-    (:func:`elastico.nodeagent_cli.run`): backend -> health watcher -> (inventory publisher,
+    (:func:`elastico.cli.nodeagent.run`): backend -> health watcher -> (inventory publisher,
     device plugin); the MPS manager watched alongside.  The watcher's thread is not started:
     :meth:`health_tick` is one turn of it (the same ``check()``), and :meth:`mps_tick` one
     turn of ``MpsManager.watch``, so the harness decides when the agent notices a change."""

@@ -1,4 +1,4 @@
-"""The GPU-utilization ceiling (elastico.ceiling): hand-worked workloads where the bound is
+"""The GPU-utilization ceiling (elastico.sim.ceiling): hand-worked workloads where the bound is
 tight, and random workloads on which no policy's simulated utilization exceeds it."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ import math
 import numpy as np
 import pytest
 
-from elastico.ceiling import JobEnvelope, job_envelope, utilization_ceiling, workload_ceiling
+from elastico.sim.ceiling import JobEnvelope, job_envelope, utilization_ceiling, workload_ceiling
 from elastico.errors import InvalidArgument
 from elastico.model import Job, JobKind, Node, Request
 from elastico.placer.policies import POLICIES, PolicyEnv, make_policy
 from elastico.predictor import AnalyticSlowdown
-from elastico.simulator import simulate
-from elastico.throughput import ThroughputModel
+from elastico.sim.simulator import simulate
+from elastico.perf.throughput import ThroughputModel
 
 MODEL = ThroughputModel.bundled()
 JT = "ResNet-50 (batch size 64)"
@@ -31,7 +31,7 @@ def job(i, arrival, work, *, kind=JobKind.TRAINING, gpus=1, share=1.0, jt=JT):
 
 
 def ceiling_of(nodes, jobs):
-    """The ceiling over the configurations every policy may use (as elastico.evaluate)."""
+    """The ceiling over the configurations every policy may use (as elastico.sim.evaluate)."""
     return workload_ceiling(jobs, nodes, MODEL)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from elastico.cli import main
-from elastico.simulator import METRIC_KEYS
+from elastico.sim.simulator import METRIC_KEYS
 
 SMALL = ["simulate", "--gpus", "64", "--jobs", "60", "--load", "0.5", "--no-progress"]
 

@@ -18,7 +18,7 @@ import pytest
 from elastico.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
 from elastico.nodeagent import GpuInfo, SimulatedGpuBackend
 from elastico.nodeagent.allocation import PodInfo
-from elastico.nodeagent.deviceplugin import DevicePlugin, DevicePluginConfig, DevicePluginServicer
+from elastico.nodeagent.kube.deviceplugin import DevicePlugin, DevicePluginConfig, DevicePluginServicer
 from elastico.nodeagent.inventory import HealthWatcher
 from elastico.nodeagent.kubeapi import FakeNodeApi
 
@@ -90,19 +90,19 @@ def test_register_reaches_kubelet_with_resource_and_socket(env):
 
 
 def test_the_plugin_socket_is_a_shared_server_without_a_plaintext_warning(env, caplog):
-    """Built by elastico.grpc_server.serve_one like every service: health checking answers
+    """Built by elastico.runtime.grpc_server.serve_one like every service: health checking answers
     for the plugin's service, and a unix socket (only this host reaches it) is not warned
     about as plaintext reachable from other hosts."""
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-    from elastico.nodeagent.deviceplugin import SERVICE_NAME
+    from elastico.nodeagent.kube.deviceplugin import SERVICE_NAME
 
     assert SERVICE_NAME == "v1beta1.DevicePlugin"
     with grpc.insecure_channel(f"unix://{env.plugin.socket}") as ch:
         resp = health_pb2_grpc.HealthStub(ch).Check(
             health_pb2.HealthCheckRequest(service=SERVICE_NAME), timeout=TIMEOUT)
     assert resp.status == health_pb2.HealthCheckResponse.SERVING
-    with caplog.at_level("WARNING", logger="elastico.grpc_server"):
+    with caplog.at_level("WARNING", logger="elastico.runtime.grpc_server"):
         env.plugin._restart()  # serves the socket again, as after a kubelet restart
     assert not [r for r in caplog.records if "PLAINTEXT" in r.getMessage()]
 

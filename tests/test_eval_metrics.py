@@ -14,7 +14,7 @@ import pytest
 from elastico.model import Job, JobKind, Node, Request
 from elastico.placer.policies import PolicyEnv, make_policy
 from elastico.predictor import AnalyticSlowdown
-from elastico.throughput import ThroughputModel
+from elastico.perf.throughput import ThroughputModel
 
 MODEL = ThroughputModel.bundled()
 JT = "ResNet-50 (batch size 64)"
@@ -33,7 +33,7 @@ def job(name: str, arrival: float, work: float, censored: bool = False) -> Job:
 
 
 def replay(nodes, jobs, **kw):
-    from elastico.simulator import simulate
+    from elastico.sim.simulator import simulate
 
     env = PolicyEnv(nodes=nodes, throughput=MODEL, slowdown=AnalyticSlowdown(), restart_s=0.0)
     pol = make_policy("exclusive", env)
@@ -106,7 +106,7 @@ def test_censored_jobs_are_replayed_but_kept_out_of_jct_and_counted_apart():
 
 
 def test_t_interval_by_hand():
-    from elastico.report import t_interval
+    from elastico.sim.report import t_interval
 
     # per-seed values 1..5: mean 3, s = sqrt(2.5) = 1.5811, t(0.975, 4) = 2.776
     # half-width 2.776 x 1.5811 / sqrt(5) = 1.9630
@@ -125,8 +125,8 @@ def _sweep_run(load: float) -> dict:
     100 / (4 load) s.  Capacity 4 jobs per 100 s, so the offered load (requested GPU-seconds
     per second / 4 GPUs) is ``load`` and the backlog is bounded exactly when load <= 1:
     below, a job never waits; above, the queue grows by (load - 1) x 0.04 jobs per second."""
-    from elastico.simulator import backlog_bounded
-    from elastico.workload import window_demand
+    from elastico.sim.simulator import backlog_bounded
+    from elastico.sim.workload import window_demand
 
     warm, measure, drain = 500.0, 2000.0, 500.0
     gap = 100.0 / (4 * load)
@@ -142,7 +142,7 @@ def _sweep_run(load: float) -> dict:
 
 
 def test_load_sweep_finds_the_sustainable_load_known_by_construction():
-    from elastico.evaluate import sustainable_loads
+    from elastico.sim.evaluate import sustainable_loads
 
     runs = [_sweep_run(x) for x in (0.5, 0.9, 1.2, 1.5)]
     by = {r["load_target"]: r for r in runs}
@@ -170,7 +170,8 @@ def test_horizon_stops_the_replay_and_leaves_jobs_unfinished():
 
 
 def test_continuous_arrivals_offer_the_load_in_the_window_and_span_the_horizon():
-    from elastico import trace, workload
+    from elastico import trace
+    from elastico.sim import workload
 
     pods = trace.read_pods()
     # the batch durations of the bundled trace (BE GPU pods that ran): p90 7,339.8 s and p95
@@ -202,7 +203,8 @@ def test_continuous_arrivals_offer_the_load_in_the_window_and_span_the_horizon()
 
 
 def test_trace_workload_marks_running_pods_censored():
-    from elastico import trace, workload
+    from elastico import trace
+    from elastico.sim import workload
 
     pods = trace.read_pods()
     nodes = trace.sub_cluster(trace.read_nodes(), 64)
@@ -217,8 +219,8 @@ def test_evaluate_refuses_a_bad_sweep_load_naming_the_flag():
     import argparse
 
     from elastico.errors import InvalidArgument
-    from elastico.evaluate import Settings
-    from elastico.evaluate_cli import parse_sweep
+    from elastico.sim.evaluate import Settings
+    from elastico.cli.evaluate import parse_sweep
 
     s = Settings(arrivals="continuous")
     args = argparse.Namespace(sweep_loads="0.5,-1", sweep_seeds="0", sweep_gpus="64")

@@ -186,8 +186,8 @@ def test_a_run_that_fails_in_a_worker_fails_the_evaluation_not_hangs(tmp_path):
     # a worker's InvalidArgument must reach the parent (it could not be unpickled: its
     # constructor takes three arguments, and multiprocessing's Pool then waited for ever)
     code = (
-        "from elastico.clusters import load_cluster\n"
-        "from elastico.evaluate import Settings, run_all, tasks_for\n"
+        "from elastico.sim.clusters import load_cluster\n"
+        "from elastico.sim.evaluate import Settings, run_all, tasks_for\n"
         "from elastico.errors import InvalidArgument\n"
         "tasks = tasks_for([load_cluster('trace')], [8], ['exclusive', 'elastico'], [0],\n"
         "                  Settings(jobs_per_gpu=2, load=50.0))\n"

@@ -1,4 +1,4 @@
-"""Cluster definitions for ``elastico evaluate`` (elastico.clusters): the bundled MIG cluster
+"""Cluster definitions for ``elastico evaluate`` (elastico.sim.clusters): the bundled MIG cluster
 builds the node counts its fractions say, and every bad field is refused by name and value."""
 
 from __future__ import annotations
@@ -7,7 +7,9 @@ import copy
 
 import pytest
 
-from elastico.clusters import MIG_GPUS_LABEL, TRACE, load_cluster, mig_gpus_of, parse_cluster
+from elastico.sim.clusters import TRACE, load_cluster, parse_cluster
+
+from elastico.model import MIG_GPUS_LABEL, mig_gpus_of
 from elastico.errors import InvalidArgument
 
 GOOD = {"name": "mix", "pools": [

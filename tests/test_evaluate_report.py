@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from elastico.clusters import load_cluster
-from elastico.evaluate import RunOutput, Settings, run_all, tasks_for
-from elastico.report import PLOTS, ablation_check, goal_check, summarise, write_report
-from elastico.simulator import METRIC_KEYS
+from elastico.sim.clusters import load_cluster
+from elastico.sim.evaluate import RunOutput, Settings, run_all, tasks_for
+from elastico.sim.report import PLOTS, ablation_check, goal_check, summarise, write_report
+from elastico.sim.simulator import METRIC_KEYS
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -78,7 +78,7 @@ def test_plots_without_a_finished_job_or_a_series_warn_nothing(tiny, tmp_path):
 
 def test_a_failed_write_leaves_the_previous_report_whole(tiny, tmp_path, monkeypatch):
     # files are made in a staging folder and moved into place only when all are made
-    import elastico.report as report
+    import elastico.sim.report as report
 
     _, outs, _ = tiny
     write_report(outs, tmp_path, {"settings": {"seeds": "0, 1"}})
@@ -123,7 +123,7 @@ def test_markdown_has_table_goals_and_ablations(tiny):
 
 
 def test_metrics_link_is_relative_to_the_report_folder():
-    from elastico.report import _metrics_link
+    from elastico.sim.report import _metrics_link
 
     root = Path(__file__).resolve().parents[1]
     assert _metrics_link(root / "docs" / "evaluation") == "[docs/metrics.md](../metrics.md)"

@@ -18,8 +18,8 @@ from elastico.placer.policies.remaining import RemainingEstimator
 from elastico.placer.round import ActiveJob, RoundInput, run_round
 from elastico.predictor import JobProfile, NoInterference
 from elastico.predictor.learned import MeasuredSlowdown
-from elastico.simulator import simulate
-from elastico.throughput import ThroughputModel
+from elastico.sim.simulator import simulate
+from elastico.perf.throughput import ThroughputModel
 
 TM = ThroughputModel.bundled()
 T = "ResNet-50 (batch size 64)"

@@ -34,11 +34,11 @@ from elastico.placer.kube.inventory import node_inventory  # noqa: E402
 from elastico.placer.kube.loop import LoopConfig, default_policy_factory  # noqa: E402
 from elastico.placer.policies import PolicyEnv  # noqa: E402
 from elastico.placer.policies.common import JobCatalog  # noqa: E402
-from elastico.placer.remote import RemoteSlowdownModel, open_channel  # noqa: E402
+from elastico.placer.rpc.remote import RemoteSlowdownModel, open_channel  # noqa: E402
 from elastico.predictor import AnalyticSlowdown  # noqa: E402
 from elastico.predictor.server import build_server as predictor_server  # noqa: E402
 from elastico.predictor.service import PredictorCore  # noqa: E402
-from elastico.throughput import ThroughputModel  # noqa: E402
+from elastico.perf.throughput import ThroughputModel  # noqa: E402
 from test_kube_loop import (NS, ack, core, emu, events, make_loop, make_node,  # noqa: E402,F401
                             make_pod, pod, step, synced, uuids, wait_until)
 
@@ -332,7 +332,7 @@ def test_a_restarted_node_agent_republishes_and_allocates_only_what_is_pending(t
 
     from elastico.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
     from elastico.nodeagent import SimulatedGpuBackend
-    from elastico.nodeagent.deviceplugin import DevicePlugin, DevicePluginConfig, DevicePluginServicer
+    from elastico.nodeagent.kube.deviceplugin import DevicePlugin, DevicePluginConfig, DevicePluginServicer
     from elastico.nodeagent.inventory import HealthWatcher, InventoryPublisher
     from elastico.nodeagent.kubeapi import FakeNodeApi
     from test_device_plugin import DECIDED, NODE, TIMEOUT, FakeKubelet, gpus, pod as dp_pod

@@ -26,7 +26,7 @@ from elastico.cli import main
 from elastico.errors import InvalidArgument
 from elastico.model import JobKind
 from elastico.placer.kube import annotations as A
-from elastico.throughput import ThroughputModel
+from elastico.perf.throughput import ThroughputModel
 from elastico.trace import GPU_MEMORY_GIB
 
 TM = ThroughputModel.bundled()

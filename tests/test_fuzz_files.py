@@ -1,7 +1,7 @@
 """Hypothesis over the files and command-line arguments ElastiCo reads (issue 9 item 1): trace
 CSVs (elastico.trace), observation CSVs (elastico.predictor.observations), pricing instances
-(``elastico pricing solve``), TOML serve configs (elastico.serve_config) and cluster
-definitions (elastico.clusters).
+(``elastico pricing solve``), TOML serve configs (elastico.runtime.serve_config) and cluster
+definitions (elastico.sim.clusters).
 
 Each test starts from a valid file, breaks one cell with a classic -- 0, negative, > 1,
 ``50m``, NaN, inf, huge integers whose sum overflows, a GPU model that is a substring of a
@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from elastico.cli import main as cli_main
 from elastico.errors import InvalidArgument
 from elastico.predictor.observations import COLUMNS, BadRows, read_observations
-from elastico.serve_config import load_serve_config
+from elastico.runtime.serve_config import load_serve_config
 from elastico.trace import read_nodes, read_pods
 
 FUZZ = settings(max_examples=60, deadline=None, derandomize=True,
@@ -445,13 +445,13 @@ def test_serve_environment_values(env, shown):
 
 
 def test_plaintext_on_a_routable_address_warns(caplog):
-    from elastico.grpc_server import is_loopback
+    from elastico.runtime.grpc_server import is_loopback
     from elastico.pricing.server import build_server
 
     assert [is_loopback(a) for a in ("127.0.0.1:1", "[::1]:1", "localhost:1", "0.0.0.0:1",
                                      "[::]:1", "10.0.0.1:1", "myhost:1")] == \
         [True, True, True, False, False, False, False]
-    with caplog.at_level("WARNING", logger="elastico.grpc_server"):
+    with caplog.at_level("WARNING", logger="elastico.runtime.grpc_server"):
         server, _ = build_server("127.0.0.1:0")
         server.stop(0)
         assert "PLAINTEXT" not in caplog.text
@@ -486,7 +486,7 @@ def test_serve_plaintext_on_all_interfaces_prints_the_warning_to_stderr():
     assert warned and listening and warned[0] < listening[0], lines
 
 
-# ---- cluster definitions (elastico.clusters) ---------------------------------------------
+# ---- cluster definitions (elastico.sim.clusters) ---------------------------------------------
 
 POOL = {"gpu_model": "A100-40GB", "gpus_per_node": 8, "cpu_cores": 128, "mem_gib": 1024,
         "fraction": 1.0}
@@ -498,7 +498,7 @@ YAML_VALUES = st.one_of(st.sampled_from([0, -1, 1.5, "50m", math.nan, math.inf, 
 @FUZZ
 @given(key=st.sampled_from(sorted(POOL) + ["gpu_mem_gib"]), value=YAML_VALUES)
 def test_cluster_pool_value(key, value):
-    from elastico.clusters import parse_cluster
+    from elastico.sim.clusters import parse_cluster
 
     doc = {"name": "fuzz", "pools": [{**POOL, key: value}]}
     try:
@@ -512,7 +512,7 @@ def test_cluster_pool_value(key, value):
 
 
 def test_cluster_without_pools_or_with_fractions_not_summing_to_one():
-    from elastico.clusters import parse_cluster
+    from elastico.sim.clusters import parse_cluster
 
     for pools, field in (([], "pools"), ([{**POOL, "fraction": 0.5}], "pools[*].fraction"),
                          ([POOL, POOL], "pools[*].fraction")):
@@ -522,7 +522,7 @@ def test_cluster_without_pools_or_with_fractions_not_summing_to_one():
 
 
 def test_cluster_integer_beyond_float_range_is_invalid_argument():
-    from elastico.clusters import parse_cluster
+    from elastico.sim.clusters import parse_cluster
 
     with pytest.raises(InvalidArgument) as e:
         parse_cluster({"name": "x", "pools": [{**POOL, "cpu_cores": 10**400}]})

@@ -27,7 +27,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from elastico.metrics import ServiceMetrics
+from elastico.runtime.metrics import ServiceMetrics
 from elastico.nodeagent import GpuInfo, SimulatedGpuBackend
 from elastico.nodeagent import server as na_server
 from elastico.predictor import server as predictor_server

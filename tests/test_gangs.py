@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from elastico.errors import InvalidArgument
 from elastico.model import Configuration, Node
-from elastico.placer.mig import MIG_PROFILES
+from elastico.mig import MIG_PROFILES
 from elastico.placer.placement import TOPOLOGY_KEY, ClusterState, Gang
 from elastico.predictor import AnalyticSlowdown, JobProfile
 

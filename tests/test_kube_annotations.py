@@ -16,7 +16,7 @@ from elastico.placer.kube.inventory import node_inventory
 from elastico.placer.policies import PolicyEnv, make_policy
 from elastico.placer.policies.common import JobCatalog
 from elastico.predictor import AnalyticSlowdown
-from elastico.throughput import ThroughputModel
+from elastico.perf.throughput import ThroughputModel
 
 TM = ThroughputModel.bundled()
 MODELS, TYPES = TM.gpu_models(), TM.job_types()
@@ -188,7 +188,7 @@ def test_node_inventory_maps_nvml_names_health_labels_and_allocatable():
 
 
 def test_mig_mode_gpus_are_named_and_counted_on_the_node_for_the_policy():
-    from elastico.clusters import MIG_GPUS_LABEL
+    from elastico.model import MIG_GPUS_LABEL
     from elastico.model import capacity_of
 
     # GPUs 1 and 3 of four in MIG mode (not the first ones); a stale label on the Node object

@@ -1,4 +1,4 @@
-"""elastico.lifeline: a service started by `elastico up` arms PR_SET_PDEATHSIG itself.  Run in
+"""elastico.runtime.lifeline: a service started by `elastico up` arms PR_SET_PDEATHSIG itself.  Run in
 child processes: arming changes the process it runs in.  (tests/test_up.py checks the whole
 thing: children of a SIGKILLed `up` stop.)"""
 
@@ -11,10 +11,10 @@ import sys
 import pytest
 
 from elastico.errors import InvalidArgument
-from elastico.lifeline import ENV, arm_from_env
+from elastico.runtime.lifeline import ENV, arm_from_env
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
-CHILD = ("import os; from elastico.lifeline import arm_from_env, ENV; "
+CHILD = ("import os; from elastico.runtime.lifeline import arm_from_env, ENV; "
          "print(arm_from_env(), ENV in os.environ)")
 
 
@@ -58,7 +58,7 @@ def test_a_child_service_imports_the_installed_package_from_any_folder(tmp_path)
     # A folder with an `elastico/` of its own, as a source checkout has (`elastico up` from
     # the repository root once started children that imported the checkout's partial
     # package and died with ModuleNotFoundError).
-    from elastico.up_cli import child_command
+    from elastico.cli.up import child_command
 
     (tmp_path / "elastico").mkdir()
     (tmp_path / "elastico" / "__init__.py").write_text("raise ImportError('the shadow package')\n")

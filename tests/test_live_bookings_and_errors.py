@@ -25,7 +25,7 @@ import pytest
 pytest.importorskip("kmock")
 
 from elastico.contract import INVENTORY  # noqa: E402
-from elastico.metrics import LoopMetrics  # noqa: E402
+from elastico.runtime.metrics import LoopMetrics  # noqa: E402
 from elastico.placer.kube import annotations as A  # noqa: E402
 from elastico.placer.kube import loop as loop_mod  # noqa: E402
 from elastico.placer.policies.common import JobCatalog  # noqa: E402
@@ -321,7 +321,7 @@ def test_a_placed_gang_that_makes_the_round_raise_books_nothing(core, make_loop)
     # from the round, so "ok" (1 GPU, created last) gets one of those GPUs in the same round
     from elastico.placer.kube.loop import default_policy_factory
     from elastico.predictor import AnalyticSlowdown
-    from elastico.throughput import ThroughputModel
+    from elastico.perf.throughput import ThroughputModel
 
     make_node(core, "n1")
     for name in ("g0", "g1"):

@@ -38,16 +38,16 @@ from elastico.model import (Configuration, Job, JobKind, Node, Request,  # noqa:
 from elastico.nodeagent import GpuInfo, SimulatedGpuBackend  # noqa: E402
 from elastico.nodeagent import server as na_server  # noqa: E402
 from elastico.nodeagent.allocation import PodInfo  # noqa: E402
-from elastico.nodeagent.deviceplugin import (DevicePlugin, DevicePluginConfig,  # noqa: E402
+from elastico.nodeagent.kube.deviceplugin import (DevicePlugin, DevicePluginConfig,  # noqa: E402
                                              DevicePluginServicer)
 from elastico.nodeagent.kubeapi import FakeNodeApi  # noqa: E402
-from elastico.placer import wire  # noqa: E402
+from elastico.placer.rpc import wire  # noqa: E402
 from elastico.placer.kube import annotations as A  # noqa: E402
 from elastico.placer.round import ActiveJob, Status  # noqa: E402
 from elastico.placer.server import build_server  # noqa: E402
 from elastico.predictor import AnalyticSlowdown  # noqa: E402
 from elastico.shapes import SHARES, build_family  # noqa: E402
-from elastico.throughput import ThroughputModel  # noqa: E402
+from elastico.perf.throughput import ThroughputModel  # noqa: E402
 from elastico.v1 import nodeagent_pb2, nodeagent_pb2_grpc, placer_pb2, placer_pb2_grpc  # noqa: E402
 from test_device_plugin import FakeKubelet, allocate  # noqa: E402
 from test_kube_loop import (NS, core, emu, events, make_loop, make_node, make_pod,  # noqa: E402,F401

@@ -25,7 +25,7 @@ from elastico.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
 from elastico.errors import InvalidArgument, NotFound
 from elastico.model import Configuration, Node
 from elastico.nodeagent import SimulatedGpuBackend
-from elastico.nodeagent.deviceplugin import DevicePlugin, DevicePluginConfig, DevicePluginServicer
+from elastico.nodeagent.kube.deviceplugin import DevicePlugin, DevicePluginConfig, DevicePluginServicer
 from elastico.nodeagent.inventory import InventoryPublisher
 from elastico.nodeagent.kubeapi import FakeNodeApi
 from elastico.nodeagent.mps import MpsManager, MpsStatus, StaticMps
@@ -155,8 +155,8 @@ def test_the_nodeagent_command_publishes_its_mps_state(monkeypatch, flag, want):
     import functools
 
     import elastico.nodeagent.inventory as inventory
-    import elastico.nodeagent.kube_client as kc
-    import elastico.nodeagent_cli as cli
+    import elastico.nodeagent.kube.client as kc
+    import elastico.cli.nodeagent as cli
     from elastico.cli import main
 
     api = FakeNodeApi()

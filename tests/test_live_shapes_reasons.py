@@ -30,7 +30,7 @@ pytest.importorskip("kmock")
 from elastico.placer.kube import annotations as A  # noqa: E402
 from elastico.placer.kube.loop import LoopConfig  # noqa: E402
 from elastico.predictor.analytic import DEFAULT_KAPPA  # noqa: E402
-from elastico.throughput import ThroughputModel  # noqa: E402
+from elastico.perf.throughput import ThroughputModel  # noqa: E402
 from test_kube_loop import (NS, ack, core, emu, events, make_loop,  # noqa: E402,F401
                             pod, synced)
 

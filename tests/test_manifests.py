@@ -38,7 +38,7 @@ K8S = ROOT / "k8s"
 K8S_VERSION = "1.31"
 SYSTEM_NS = "elastico-system"
 NODE_NS = "elastico-node"
-#: component -> (namespace, gRPC port) as in elastico/serve_config.py's DEFAULT_PORTS.
+#: component -> (namespace, gRPC port) as in elastico/runtime/serve_config.py's DEFAULT_PORTS.
 COMPONENTS = {"pricing": (SYSTEM_NS, 50051), "predictor": (SYSTEM_NS, 50052),
               "placer": (SYSTEM_NS, 50053), "nodeagent": (NODE_NS, 50054)}
 #: The processes that serve gRPC (with health) in the cluster: ``elastico serve`` for pricing
@@ -230,7 +230,7 @@ def test_examples_cover_training_and_inference_with_valid_annotations():
     """The examples' annotations pass the placer's own strict parser (what the scheduler loop
     would do with them) against the bundled throughput model's GPU models and job types."""
     from elastico.placer.kube.annotations import parse_pod_annotations
-    from elastico.throughput import ThroughputModel
+    from elastico.perf.throughput import ThroughputModel
 
     model = ThroughputModel.bundled()
     kinds = set()
@@ -450,9 +450,9 @@ def _pem_files(tmp_path: Path) -> dict[str, str]:
 
 @pytest.mark.parametrize("comp", METRICS_SERVERS)
 def test_config_map_toml_loads_and_matches_the_pod(objs, comp, tmp_path):
-    """The generated ConfigMap is read by the real loader (elastico.serve_config); its listen
+    """The generated ConfigMap is read by the real loader (elastico.runtime.serve_config); its listen
     port, metrics port and TLS file paths are the ones the pod exposes and mounts."""
-    from elastico.serve_config import load_serve_config
+    from elastico.runtime.serve_config import load_serve_config
 
     ns, port = COMPONENTS[comp]
     toml_text = find(objs, "ConfigMap", "elastico-config", ns)["data"]["elastico.toml"]
@@ -511,13 +511,13 @@ def test_placer_args_parse_and_name_its_lease(objs):
 
 def test_placer_dials_pricing_and_predictor_services_over_mutual_tls(objs, tmp_path):
     """The placer's args and the ConfigMap, read by the real parser and config loader
-    (elastico.schedule_cli.load_config): it prices and predicts at the pricing and predictor
+    (elastico.cli.schedule.load_config): it prices and predicts at the pricing and predictor
     Services' DNS names and gRPC ports, presenting its own mounted certificate, and its
     health endpoint is the port its probes check."""
     import tomllib
 
     from elastico.cli import build_parser
-    from elastico.schedule_cli import load_config
+    from elastico.cli.schedule import load_config
 
     c = _container(objs, "placer")
     args = build_parser().parse_args(c["args"])

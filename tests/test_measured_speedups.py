@@ -25,9 +25,9 @@ from elastico.errors import InvalidArgument
 from elastico.model import JobKind, Node, Request
 from elastico.paths import data_file
 from elastico.shapes import build_family, candidate_configurations
-from elastico.throughput import ThroughputModel
+from elastico.perf.throughput import ThroughputModel
 from elastico.trace import read_pods
-from elastico.workload import build_workload
+from elastico.sim.workload import build_workload
 
 V100 = "V100M16"
 LM5 = "LM (batch size 5)"

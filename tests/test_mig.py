@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from elastico.errors import Infeasible, InvalidArgument, NotFound
-from elastico.placer.mig import MIG_PROFILES, MigGpu, mig_profile
+from elastico.mig import MIG_PROFILES, MigGpu, mig_profile
 
 
 def fill(*names):

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from elastico.model import Configuration, Node
-from elastico.placer.mig import check_geometry
-from elastico.placer.mig_plan import MigInstance, choose_geometry
+from elastico.mig import check_geometry
+from elastico.mig_plan import MigInstance, choose_geometry
 from elastico.placer.placement import ClusterState
 from elastico.predictor import AnalyticSlowdown, JobProfile, NoInterference
 

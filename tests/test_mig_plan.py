@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from test_mig_tables import GUIDE, reference_all_geometries, reference_problems, reference_rows
 
 from elastico.errors import InvalidArgument
-from elastico.placer.mig_plan import (MigInstance, StepOp, _all_geometries, choose_geometry, plan_for_profiles,
+from elastico.mig_plan import (MigInstance, StepOp, _all_geometries, choose_geometry, plan_for_profiles,
                                       plan_repartition)
 
 MODELS = sorted(GUIDE)

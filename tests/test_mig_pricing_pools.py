@@ -9,14 +9,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from elastico.clusters import MIG_GPUS_LABEL, mig_gpus_of
+from elastico.model import MIG_GPUS_LABEL, mig_gpus_of
 from elastico.model import Job, JobKind, Node, Request, ResourceSpace, capacity_of, resource_space_for
 from elastico.placer.placement import ClusterState
 from elastico.placer.policies import PolicyEnv, make_policy
 from elastico.placer.round import ActiveJob, RoundInput, Status, run_round
 from elastico.predictor import AnalyticSlowdown
 from elastico.shapes import mig_configurations
-from elastico.throughput import ThroughputModel
+from elastico.perf.throughput import ThroughputModel
 
 MODEL = ThroughputModel.bundled()
 R50 = "ResNet-50 (batch size 64)"

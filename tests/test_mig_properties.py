@@ -1,6 +1,6 @@
 """Property test: random place/release sequences on every GPU model never produce an invalid MIG
 geometry, checked by the independent reference checker of tests/test_mig_tables.py (written from
-the guide's table, not from elastico.placer.mig)."""
+the guide's table, not from elastico.mig)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from test_mig_tables import GUIDE, reference_problems
 
 from elastico.errors import Infeasible, NotFound
-from elastico.placer.mig import MigGpu
+from elastico.mig import MigGpu
 
 MODELS = sorted(GUIDE)
 

@@ -24,7 +24,7 @@ import pytest
 
 from elastico.errors import Infeasible, InvalidArgument
 from elastico.model import MIG_CAPABLE_MODELS
-from elastico.placer.mig import (MIG_GEOMETRY, MIG_MEDIA_PROFILES, MIG_PROFILES, MigGpu, check_geometry,
+from elastico.mig import (MIG_GEOMETRY, MIG_MEDIA_PROFILES, MIG_PROFILES, MigGpu, check_geometry,
                                  geometry_problems, mig_profile, mig_profiles)
 
 ALL7 = (0, 1, 2, 3, 4, 5, 6)

@@ -133,7 +133,7 @@ def test_an_unreachable_api_server_is_a_kube_api_error_naming_the_call():
     # urllib3 gives up after its retries; the caller gets one line, not a MaxRetryError
     from kubernetes import client
 
-    from elastico.nodeagent.kube_client import KubeApiError, KubernetesNodeApi
+    from elastico.nodeagent.kube.client import KubeApiError, KubernetesNodeApi
 
     cfg = client.Configuration()
     cfg.host = "http://127.0.0.1:9"  # discard port: nothing listens

@@ -71,7 +71,7 @@ def test_apply_node_plan_books_mps_and_builds_mig_in_planner_order(svc):
         mps_limits=[pb.MpsLimit(client_id="uid-1/main", gpu_index=0, active_thread_percentage=30,
                                 pinned_mem_limit_gib=8)],
         mig_geometries=[geometry(1, ("4g.20gb", 0), ("2g.10gb", 4), ("1g.5gb", 6))]), timeout=TIMEOUT)
-    # destroy the 7g (CI then GI), then create GI+CI by start -- elastico.placer.mig_plan order
+    # destroy the 7g (CI then GI), then create GI+CI by start -- elastico.mig_plan order
     assert [(s.op, s.profile, s.start_slot) for s in r.mig_steps] == [
         ("destroy_ci", "7g.40gb", 0), ("destroy_gi", "7g.40gb", 0),
         ("create_gi", "4g.20gb", 0), ("create_ci", "4g.20gb", 0),

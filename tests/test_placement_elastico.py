@@ -110,8 +110,8 @@ def test_the_scheduling_round_runs_with_the_elastico_scorer():
 
     from elastico.model import Job, JobKind, Request
     from elastico.placer.policies import PolicyEnv, make_policy
-    from elastico.simulator import simulate
-    from elastico.throughput import ThroughputModel
+    from elastico.sim.simulator import simulate
+    from elastico.perf.throughput import ThroughputModel
 
     model = ThroughputModel.bundled()
     nodes = [Node("a", "V100M16", 4, 16.0, 32.0, 128.0), Node("b", "T4", 2, 16.0, 32.0, 128.0)]

@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from elastico.model import Configuration, Node
-from elastico.placer.mig import MIG_PROFILES
+from elastico.mig import MIG_PROFILES
 from elastico.placer.placement import ClusterState, Gang
 from elastico.predictor import AnalyticSlowdown, JobProfile
 

@@ -11,12 +11,12 @@ import pytest
 
 from elastico.errors import InvalidArgument
 from elastico.model import Configuration, Job, JobKind, Node, Request
-from elastico.placer import wire
+from elastico.placer.rpc import wire
 from elastico.placer.placement import ClusterState, FailedShapes, dominates
 from elastico.placer.policies import PolicyEnv, make_policy
 from elastico.placer.round import ActiveJob, RoundInput, run_round
 from elastico.predictor import AnalyticSlowdown
-from elastico.throughput import ThroughputModel
+from elastico.perf.throughput import ThroughputModel
 from elastico.v1 import placer_pb2, pricing_pb2
 
 JOB_TYPE = "ResNet-18 (batch size 16)"
@@ -148,7 +148,7 @@ def test_failed_shapes_answer_like_a_scan_of_the_list(seed):
 
 
 def test_node_labels_travel_and_mig_gpus_become_the_count_label_the_policy_reads():
-    from elastico.clusters import MIG_GPUS_LABEL
+    from elastico.model import MIG_GPUS_LABEL
 
     zone = ("topology.kubernetes.io/zone", "z1")
     # GPUs 1 and 3 in MIG mode; a stale count label in the message is replaced

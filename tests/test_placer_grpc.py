@@ -13,19 +13,19 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from elastico.grpc_server import serve_one
-from elastico.metrics import ServiceMetrics
+from elastico.runtime.grpc_server import serve_one
+from elastico.runtime.metrics import ServiceMetrics
 from elastico.model import Configuration, Job, JobKind, Node, Request
 from elastico.placer.placement import ClusterState
 from elastico.placer.policies import PolicyEnv, make_policy
-from elastico.placer.remote import (RemotePlacerPolicy, RemotePricer, RemoteSlowdownModel,
+from elastico.placer.rpc.remote import (RemotePlacerPolicy, RemotePricer, RemoteSlowdownModel,
                                     RoundDeadlineExceeded, open_channel)
 from elastico.placer.round import ActiveJob, RoundInput, Status, run_round
 from elastico.placer.server import SERVICE_NAME, build_server
-from elastico.placer import wire
+from elastico.placer.rpc import wire
 from elastico.predictor import AnalyticSlowdown
 from elastico.pricing import server as pricing_server
-from elastico.throughput import ThroughputModel
+from elastico.perf.throughput import ThroughputModel
 from elastico.v1 import placer_pb2, placer_pb2_grpc, pricing_pb2_grpc
 
 TM = ThroughputModel.bundled()

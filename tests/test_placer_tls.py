@@ -12,13 +12,13 @@ import grpc
 import pytest
 
 pytest.importorskip("cryptography.x509")
-from elastico.grpc_server import channel_credentials  # noqa: E402
-from elastico.placer import wire  # noqa: E402
+from elastico.runtime.grpc_server import channel_credentials  # noqa: E402
+from elastico.placer.rpc import wire  # noqa: E402
 from elastico.placer.round import ActiveJob  # noqa: E402
 from elastico.placer.server import build_server  # noqa: E402
 from elastico.predictor import AnalyticSlowdown  # noqa: E402
-from elastico.serve_cli import start  # noqa: E402
-from elastico.serve_config import load_serve_config  # noqa: E402
+from elastico.cli.serve import start  # noqa: E402
+from elastico.runtime.serve_config import load_serve_config  # noqa: E402
 from elastico.v1 import placer_pb2, placer_pb2_grpc  # noqa: E402
 from test_placer_grpc import NODES, _job  # noqa: E402
 from tls_certs import make_pki  # noqa: E402
@@ -168,7 +168,7 @@ def test_the_placer_under_mtls_refuses_a_client_without_a_certificate(pki):
 
 @pytest.mark.parametrize("with_ca", [True, False])
 def test_a_tls_stack_starts_only_when_its_services_answer(pki, with_ca):
-    from elastico.up_cli import Stack, _healthy, free_ports
+    from elastico.cli.up import Stack, _healthy, free_ports
 
     ca = pki["ca"].read_bytes()
     stack = Stack(dict(zip(("pricing", "predictor"), free_ports(2))),

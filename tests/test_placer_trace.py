@@ -33,9 +33,9 @@ import pytest
 pytest.importorskip("opentelemetry.sdk")
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc  # noqa: E402
 
-from elastico.placer import wire  # noqa: E402
+from elastico.placer.rpc import wire  # noqa: E402
 from elastico.placer.round import ActiveJob  # noqa: E402
-from elastico.telemetry import configure, instrument_channel  # noqa: E402
+from elastico.runtime.telemetry import configure, instrument_channel  # noqa: E402
 from elastico.v1 import placer_pb2, placer_pb2_grpc  # noqa: E402
 from test_placer_grpc import NODES, _job  # noqa: E402
 from test_tracing import Receiver, _attrs  # noqa: E402

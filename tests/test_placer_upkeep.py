@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from elastico.metrics import ServiceMetrics
+from elastico.runtime.metrics import ServiceMetrics
 from elastico.placer.upkeep import finish_round, start_round
 
 

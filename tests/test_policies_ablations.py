@@ -14,7 +14,7 @@ from elastico.placer.policies.elastico import greedy_choice
 from elastico.placer.round import ActiveJob, RoundInput, run_round
 from elastico.predictor import AnalyticSlowdown, NoInterference
 from elastico.pricing import solve
-from elastico.throughput import ThroughputModel
+from elastico.perf.throughput import ThroughputModel
 
 MODEL = ThroughputModel.bundled()
 JT = "ResNet-50 (batch size 64)"

@@ -12,8 +12,8 @@ from elastico.placer.placement import ClusterState
 from elastico.placer.policies import PolicyEnv, make_policy
 from elastico.placer.round import ActiveJob, RoundInput, run_round
 from elastico.predictor import AnalyticSlowdown, DEFAULT_KAPPA
-from elastico.simulator import simulate
-from elastico.throughput import ThroughputModel
+from elastico.sim.simulator import simulate
+from elastico.perf.throughput import ThroughputModel
 
 MODEL = ThroughputModel.bundled()
 JT = "ResNet-50 (batch size 64)"

@@ -18,8 +18,8 @@ from elastico.placer.policies.gavel import (RoundMechanism, equal_share_throughp
                                             max_min_allocation)
 from elastico.placer.round import ActiveJob, RoundInput, Status, run_round
 from elastico.predictor import AnalyticSlowdown
-from elastico.simulator import simulate
-from elastico.throughput import ThroughputModel
+from elastico.sim.simulator import simulate
+from elastico.perf.throughput import ThroughputModel
 
 MODEL = ThroughputModel.bundled()
 JT = "ResNet-50 (batch size 64)"

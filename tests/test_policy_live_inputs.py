@@ -11,7 +11,7 @@ from elastico.placer.placement import ClusterState
 from elastico.placer.policies import POLICIES, PolicyEnv, make_policy
 from elastico.placer.round import ActiveJob, RoundInput, Status, run_round
 from elastico.predictor import AnalyticSlowdown
-from elastico.throughput import ThroughputModel
+from elastico.perf.throughput import ThroughputModel
 
 MODEL = ThroughputModel.bundled()
 RESNET = "ResNet-50 (batch size 64)"

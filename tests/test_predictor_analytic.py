@@ -108,7 +108,7 @@ def test_gavel_fit_full_activity_is_the_mean_extra_slowdown():
 
 
 def test_default_kappa_is_the_gavel_fit():
-    throughput = pytest.importorskip("elastico.throughput")
+    throughput = pytest.importorskip("elastico.perf.throughput")
     model = throughput.ThroughputModel.bundled()
     k = fit_kappa_from_gavel(PAIRS, model.parallel_fraction)
     assert np.isfinite(k) and 0.1 < k < 5.0

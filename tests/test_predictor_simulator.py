@@ -20,8 +20,8 @@ from elastico.predictor.learned import (
 )
 from elastico.predictor.observations import bundled_observations
 from elastico.predictor.profile import JobProfile
-from elastico.simulator import simulate
-from elastico.throughput import ThroughputModel
+from elastico.sim.simulator import simulate
+from elastico.perf.throughput import ThroughputModel
 
 R50 = "ResNet-50 (batch size 64)"
 LM = "LM (batch size 20)"

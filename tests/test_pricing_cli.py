@@ -1,5 +1,5 @@
 """``elastico pricing solve`` through a local argparse harness (the lead wires
-:func:`elastico.pricing.cli.register` into ``elastico/cli.py``)."""
+:func:`elastico.cli.pricing.register` into ``elastico/cli/__init__.py``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from elastico.pricing.cli import register
+from elastico.cli.pricing import register
 
 # The hand-worked instance of test_pricing_solver: OPT = 7 at choice [1, 1].
 U = np.array([0.0, 3.0, 5.0, 0.0, 4.0])

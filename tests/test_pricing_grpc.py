@@ -1,6 +1,6 @@
 """The gRPC PricingService (elastico.pricing.server) against a real server on 127.0.0.1, port 0:
 the same answers as the in-process solver, GetPrices state, the status codes of
-elastico.grpc_errors, deadlines, the concurrency limit, health checking and reflection."""
+elastico.runtime.grpc_errors, deadlines, the concurrency limit, health checking and reflection."""
 
 from __future__ import annotations
 
@@ -174,7 +174,7 @@ def test_infeasible_instance_is_failed_precondition_and_changes_nothing(svc):
     assert get_prices(svc) == ([], [])
 
 
-# -- the one error mapping (elastico.grpc_errors) -------------------------------------------
+# -- the one error mapping (elastico.runtime.grpc_errors) -------------------------------------------
 
 @pytest.mark.parametrize("exc, code", [
     (InvalidArgument("x", 1, "must be 2"), grpc.StatusCode.INVALID_ARGUMENT),

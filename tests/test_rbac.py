@@ -1,8 +1,8 @@
 """RBAC grants exactly what the code calls (issue 7 item 5, issue 9 item 4), with no cluster.
 
 The called set is derived from the source: every ``kubernetes`` client method the scheduler
-loop (services/placer/kube/, elastico/schedule_cli.py) or the node agent (services/nodeagent/,
-elastico/nodeagent_cli.py) names is mapped by :data:`CLIENT_METHODS` to the (API group,
+loop (services/placer/kube/, elastico/cli/schedule.py) or the node agent (services/nodeagent/,
+elastico/cli/nodeagent.py) names is mapped by :data:`CLIENT_METHODS` to the (API group,
 resource, verb) the API server authorizes.  A ``list_*`` method handed over uncalled (to an
 informer) counts as list and, where the code streams watches, watch.  The granted set comes
 from every Role/ClusterRole bound to the component's ServiceAccount in k8s/.  The two sets must
@@ -60,9 +60,9 @@ _CLIENT_SHAPED = re.compile(
 
 #: component -> (source roots it runs, its ServiceAccount (namespace, name)).
 COMPONENTS = {
-    "placer": (("services/placer/kube", "elastico/schedule_cli.py"),
+    "placer": (("services/placer/kube", "elastico/cli/schedule.py"),
                (SYSTEM_NS, "elastico-placer")),
-    "nodeagent": (("services/nodeagent", "elastico/nodeagent_cli.py"),
+    "nodeagent": (("services/nodeagent", "elastico/cli/nodeagent.py"),
                   (NODE_NS, "elastico-nodeagent")),
 }
 

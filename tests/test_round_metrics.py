@@ -18,15 +18,15 @@ import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from elastico.metrics import ROUND_BUCKETS_S, ServiceMetrics
+from elastico.runtime.metrics import ROUND_BUCKETS_S, ServiceMetrics
 from elastico.model import Configuration, resource_space_for
 from elastico.placer.placement import Assignment, ClusterState, Part
 from elastico.placer.policies import PolicyEnv, make_policy
-from elastico.placer.remote import RemoteSlowdownModel, open_channel
+from elastico.placer.rpc.remote import RemoteSlowdownModel, open_channel
 from elastico.placer.round import ActiveJob, RoundInput, RoundResult, run_round
 from elastico.placer.server import build_server
 from elastico.predictor import AnalyticSlowdown
-from elastico.up_cli import free_ports
+from elastico.cli.up import free_ports
 from elastico.v1 import placer_pb2_grpc
 from test_placer_grpc import NODES, TM, _job, _request
 
@@ -207,7 +207,7 @@ def _check_exposed(documented: dict[str, tuple[str, ...]], families: dict) -> di
 def test_the_scheduler_loops_registry_exposes_every_documented_loop_metric():
     from prometheus_client import generate_latest
 
-    from elastico.metrics import (JOB_ERROR_STAGES, LOOP_POD_OUTCOMES, LOOP_ROUND_OUTCOMES,
+    from elastico.runtime.metrics import (JOB_ERROR_STAGES, LOOP_POD_OUTCOMES, LOOP_ROUND_OUTCOMES,
                                   LoopMetrics)
 
     documented = _documented_metrics(loop=True)

@@ -9,9 +9,9 @@ from contextlib import contextmanager
 from elastico import trace
 from elastico.placer.policies import PolicyEnv, make_policy
 from elastico.predictor import AnalyticSlowdown
-from elastico.simulator import simulate
-from elastico.throughput import ThroughputModel
-from elastico.workload import build_workload
+from elastico.sim.simulator import simulate
+from elastico.perf.throughput import ThroughputModel
+from elastico.sim.workload import build_workload
 
 
 class Recorder:

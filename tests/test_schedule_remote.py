@@ -39,17 +39,17 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc  # noqa: E402
 from kubernetes import client  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from elastico.grpc_server import server_credentials  # noqa: E402
-from elastico.metrics import LoopMetrics, ServiceMetrics  # noqa: E402
+from elastico.runtime.grpc_server import server_credentials  # noqa: E402
+from elastico.runtime.metrics import LoopMetrics, ServiceMetrics  # noqa: E402
 from elastico.placer.kube import annotations as A  # noqa: E402
 from elastico.placer.kube.health import LoopHealth, start_health_endpoint  # noqa: E402
 from elastico.placer.kube.leader import LeaseElector  # noqa: E402
 from elastico.placer.kube.loop import LoopConfig, SchedulerLoop, default_policy_factory  # noqa: E402
-from elastico.placer.remote import RemotePricer, RemoteSlowdownModel, open_channel  # noqa: E402
+from elastico.placer.rpc.remote import RemotePricer, RemoteSlowdownModel, open_channel  # noqa: E402
 from elastico.predictor import AnalyticSlowdown  # noqa: E402
 from elastico.predictor.server import build_server as predictor_server  # noqa: E402
 from elastico.pricing.server import build_server as pricing_server  # noqa: E402
-from elastico.throughput import ThroughputModel  # noqa: E402
+from elastico.perf.throughput import ThroughputModel  # noqa: E402
 from kube_emulator import Emulator  # noqa: E402
 from test_kube_loop import (NS, FakeClock, Recorder, core, emu, events, make_loop,  # noqa: E402,F401
                             make_node, make_pod, pod, step, synced, wait_until)
@@ -414,7 +414,7 @@ def _args(*argv):
 
 def test_schedule_reads_the_placer_configuration_with_serves_precedence(tmp_path):
     from elastico.errors import InvalidArgument
-    from elastico.schedule_cli import load_config
+    from elastico.cli.schedule import load_config
 
     pki = make_pki(tmp_path)
     toml = tmp_path / "elastico.toml"

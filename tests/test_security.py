@@ -28,7 +28,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from elastico.grpc_server import channel_credentials, server_credentials
+from elastico.runtime.grpc_server import channel_credentials, server_credentials
 from elastico.nodeagent import GpuInfo, SimulatedGpuBackend
 from elastico.nodeagent import server as na_server
 from elastico.predictor import server as predictor_server

@@ -19,9 +19,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from elastico.cli import main as cli_main
 from elastico.errors import InvalidArgument
-from elastico.grpc_server import channel_credentials
-from elastico.serve_cli import start
-from elastico.serve_config import DEFAULT_PORTS, load_serve_config
+from elastico.runtime.grpc_server import channel_credentials
+from elastico.cli.serve import start
+from elastico.runtime.serve_config import DEFAULT_PORTS, load_serve_config
 from elastico.v1 import pricing_pb2, pricing_pb2_grpc
 
 pytest.importorskip("cryptography.x509")
@@ -135,7 +135,7 @@ def test_a_busy_address_or_a_key_of_another_certificate_exits_2(pki, capsys):
 
 def test_grpc_itself_refuses_a_second_server_on_a_held_port():
     # the race the up-front check cannot close: grpc's SO_REUSEPORT must be off
-    from elastico.grpc_server import serve_one
+    from elastico.runtime.grpc_server import serve_one
 
     kw = dict(thread_name="t", max_workers=1, max_concurrent_rpcs=1, max_message_bytes=1 << 20)
     first, port = serve_one("127.0.0.1:0", "x.Y", None, **kw)
@@ -352,7 +352,7 @@ def test_metrics_count_rpcs_by_code_and_record_the_solve():
 
     from prometheus_client import start_http_server
 
-    from elastico.metrics import ServiceMetrics
+    from elastico.runtime.metrics import ServiceMetrics
 
     metrics = ServiceMetrics("pricing")
     cfg = load_serve_config("pricing", env={}, overrides={"address": "127.0.0.1:0",

@@ -1,4 +1,4 @@
-"""The placer's own settings of ``elastico serve placer`` (elastico/serve_config.py): where it
+"""The placer's own settings of ``elastico serve placer`` (elastico/runtime/serve_config.py): where it
 prices (``pricing_address``) and predicts (``predictor_address``) and the TLS it calls them
 with (``upstream_ca``, ``upstream_cert``, ``upstream_key``): flags > environment > TOML file,
 and every bad value an InvalidArgument naming the key and the value."""
@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("cryptography.x509")
 from elastico.cli import main as cli_main  # noqa: E402
 from elastico.errors import InvalidArgument  # noqa: E402
-from elastico.serve_config import load_serve_config  # noqa: E402
+from elastico.runtime.serve_config import load_serve_config  # noqa: E402
 from tls_certs import make_pki  # noqa: E402
 
 PLAIN = {"plaintext": True}

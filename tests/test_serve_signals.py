@@ -10,7 +10,7 @@ import sys
 
 CHILD = """
 import os, signal
-from elastico.serve_cli import stop_on_signals
+from elastico.cli.serve import stop_on_signals
 with stop_on_signals() as stop:
     with stop._cond:  # the main thread holds the event's lock, as inside stop.wait()
         os.kill(os.getpid(), signal.SIGTERM)

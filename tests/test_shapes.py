@@ -9,7 +9,7 @@ from elastico.errors import InvalidArgument
 from elastico.model import WAIT, Configuration, Job, JobKind, Request
 from elastico.shapes import (build_family, gpu_models_of, pareto_prune,
                              requested_configuration)
-from elastico.throughput import REFERENCE_GPU, ThroughputModel
+from elastico.perf.throughput import REFERENCE_GPU, ThroughputModel
 from elastico.trace import read_nodes, sub_cluster
 
 CLUSTER = {"V100M16": (8, 16.0), "T4": (4, 16.0), "P100": (2, 16.0), "V100M32": (8, 32.0)}

@@ -12,10 +12,10 @@ import pytest
 
 from elastico.model import Configuration, Job, JobKind, Request
 from elastico.paths import data_file
-from elastico.placer.mig import MIG_PROFILES
+from elastico.mig import MIG_PROFILES
 from elastico.shapes import (FOOTPRINT_GIB, build_family, mig_configurations, pareto_prune,
                              requested_configuration)
-from elastico.throughput import ThroughputModel
+from elastico.perf.throughput import ThroughputModel
 
 MODEL = ThroughputModel.bundled()
 R50 = "ResNet-50 (batch size 64)"

@@ -13,8 +13,8 @@ from elastico.placer.placement import ClusterState
 from elastico.placer.policies import PolicyEnv, make_policy
 from elastico.placer.round import ActiveJob, RoundInput, run_round
 from elastico.predictor import AnalyticSlowdown
-from elastico.simulator import METRIC_KEYS, simulate
-from elastico.throughput import ThroughputModel
+from elastico.sim.simulator import METRIC_KEYS, simulate
+from elastico.perf.throughput import ThroughputModel
 
 MODEL = ThroughputModel.bundled()
 JT = "ResNet-50 (batch size 64)"
@@ -195,7 +195,8 @@ def test_round_commits_all_or_nothing():
 
 
 def test_metrics_keys_and_ranges_on_the_real_trace():
-    from elastico import trace, workload
+    from elastico import trace
+    from elastico.sim import workload
 
     nodes = trace.sub_cluster(trace.read_nodes(), 64)
     wl = workload.build_workload(trace.read_pods(), nodes, seed=0, load=0.5, model=MODEL, jobs=120)

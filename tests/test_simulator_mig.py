@@ -8,15 +8,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from elastico.clusters import MIG_GPUS_LABEL
+from elastico.model import MIG_GPUS_LABEL
 from elastico.model import Job, JobKind, Node, Request
 from elastico.placer.policies import PolicyEnv, make_policy
 from elastico.placer.policies.common import JobCatalog
 from elastico.placer.round import Decision, RoundResult, Status
 from elastico.predictor import AnalyticSlowdown
 from elastico.shapes import mig_configurations
-from elastico.simulator import simulate
-from elastico.throughput import ThroughputModel
+from elastico.sim.simulator import simulate
+from elastico.perf.throughput import ThroughputModel
 
 MODEL = ThroughputModel.bundled()
 R50 = "ResNet-50 (batch size 64)"

@@ -10,7 +10,7 @@ import pytest
 
 from elastico.errors import InvalidArgument
 from elastico.paths import data_file
-from elastico.throughput import (MIG_PROFILES, SPEED_FACTOR_VS_V100, ThroughputModel,
+from elastico.perf.throughput import (MIG_PROFILES, SPEED_FACTOR_VS_V100, ThroughputModel,
                                  fit_amdahl)
 
 

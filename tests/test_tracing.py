@@ -22,7 +22,7 @@ from opentelemetry.proto.collector.trace.v1 import (  # noqa: E402
     trace_service_pb2_grpc,
 )
 
-from elastico.telemetry import configure, instrument_channel, tracing_enabled  # noqa: E402
+from elastico.runtime.telemetry import configure, instrument_channel, tracing_enabled  # noqa: E402
 from elastico.tracing import NOOP  # noqa: E402
 from elastico.v1 import pricing_pb2, pricing_pb2_grpc  # noqa: E402
 

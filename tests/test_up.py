@@ -12,7 +12,7 @@ import time
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from elastico.up_cli import free_ports
+from elastico.cli.up import free_ports
 
 
 def _children(pid: int) -> list[int]:

@@ -10,18 +10,21 @@ import dataclasses
 
 import pytest
 
-from elastico import trace, workload
-from elastico.clusters import load_cluster, mig_gpus_of
+from elastico import trace
+
+from elastico.sim import workload
+from elastico.sim.clusters import load_cluster
+from elastico.model import mig_gpus_of
 from elastico.placer.policies import PolicyEnv, make_policy
-from elastico.placer.remote import RemotePlacerPolicy, RemotePricer, RemoteSlowdownModel, open_channel
+from elastico.placer.rpc.remote import RemotePlacerPolicy, RemotePricer, RemoteSlowdownModel, open_channel
 from elastico.placer.server import build_server as placer_server
 from elastico.predictor import AnalyticSlowdown
 from elastico.predictor.server import build_server as predictor_server
 from elastico.pricing.server import build_server as pricing_server
-from elastico.serve_cli import _simulator_core
-from elastico.simulate_cli import _slowdown_models
-from elastico.simulator import simulate
-from elastico.throughput import ThroughputModel
+from elastico.cli.serve import _simulator_core
+from elastico.sim.simulator import slowdown_models as _slowdown_models
+from elastico.sim.simulator import simulate
+from elastico.perf.throughput import ThroughputModel
 
 
 class _Configs:

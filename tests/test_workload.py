@@ -12,9 +12,9 @@ import pytest
 
 from elastico.errors import InvalidArgument
 from elastico.model import JobKind, Node
-from elastico.throughput import ThroughputModel
+from elastico.perf.throughput import ThroughputModel
 from elastico.trace import TracePod, read_nodes, read_pods, sub_cluster
-from elastico.workload import build_workload
+from elastico.sim.workload import build_workload
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ candidates named; it never guesses by order.
 The decision annotations (written by the placer before binding) and ``elastico.io/allocated``
 (recorded here after a successful Allocate) are defined in :mod:`elastico.contract`.
 
-Who calls it: :mod:`elastico.nodeagent.deviceplugin`.  Whom it calls:
+Who calls it: :mod:`elastico.nodeagent.kube.deviceplugin`.  Whom it calls:
 :mod:`elastico.nodeagent.backend` (GPU info, the MPS memory-limit format).  Pure: plain data in,
 plain data out; no gRPC, no Kubernetes client, no clock.
 """

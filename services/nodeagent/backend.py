@@ -12,7 +12,7 @@ limits, validated against the GPUs, and render the environment with :meth:`mps_e
 MIG: :meth:`GpuBackend.mig_devices` lists a GPU's instances, :meth:`~GpuBackend.create_mig_instance`
 makes a GPU instance of a profile at a start slot with its full-size compute instance (what
 ``nvidia-smi mig -cgi <profile> -C`` does), :meth:`~GpuBackend.destroy_mig_instance` removes
-both.  Geometry rules come from :mod:`elastico.placer.mig` (the simulated backend refuses what
+both.  Geometry rules come from :mod:`elastico.mig` (the simulated backend refuses what
 the tables refuse; NVML refuses what the driver refuses); the node plan
 (:mod:`elastico.nodeagent.nodeplan`) validates a whole geometry before any step runs.
 
@@ -36,7 +36,7 @@ from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 from elastico.errors import ElasticoError, Infeasible, InvalidArgument, NotFound
 from elastico.model import check_mps_percentage
 from elastico.nodeagent.gpu_models import mig_table_model, simulated_model_names
-from elastico.placer.mig import MigGpu, mig_profile
+from elastico.mig import MigGpu, mig_profile
 
 __all__ = [
     "BackendUnavailable",
@@ -262,7 +262,7 @@ class _MpsLimitsOf:
 class SimulatedGpuBackend(_MpsLimitsOf):
     """An in-memory backend over a fixed list of GPUs.  Telemetry defaults to an idle GPU and
     can be set with :meth:`set_telemetry` (tests, the simulator).  MIG instances live in one
-    :class:`elastico.placer.mig.MigGpu` per MIG-mode GPU, so only geometries the MIG tables
+    :class:`elastico.mig.MigGpu` per MIG-mode GPU, so only geometries the MIG tables
     allow can exist; their UUIDs are derived from the GPU UUID, profile and start (stable
     across runs).  Thread-safe (the device plugin, the health watcher and RPCs share it)."""
 
@@ -467,7 +467,7 @@ class NvmlGpuBackend(_MpsLimitsOf):
     :data:`APPLICATION_XIDS`, on a double-bit ECC event, or when its volatile uncorrected ECC
     count grows; it stays so until the agent restarts (the NVIDIA device plugin's rule).
     MIG: profiles are matched by the name NVML gives each GPU-instance profile ("MIG 1g.10gb")
-    against :mod:`elastico.placer.mig`; instances are created at an explicit placement
+    against :mod:`elastico.mig`; instances are created at an explicit placement
     (``nvmlDeviceCreateGpuInstanceWithPlacement``) with one compute instance over all the
     GI's SM slices."""
 

@@ -1,4 +1,4 @@
-"""Which of ElastiCo's MIG tables (:data:`elastico.placer.mig.MIG_GEOMETRY`) describes a GPU.
+"""Which of ElastiCo's MIG tables (:data:`elastico.mig.MIG_GEOMETRY`) describes a GPU.
 
 NVML names a GPU by its product name ("NVIDIA A100-SXM4-40GB", "NVIDIA A100 80GB PCIe",
 "NVIDIA H100 80GB HBM3", "NVIDIA H100 NVL", "NVIDIA H200", "NVIDIA A30"); the MIG tables are
@@ -8,14 +8,14 @@ in GiB, which is a little under the marketing size (an H100 80GB reports ~79.6 G
 ~139.8 GiB).  A simulated GPU may be named by the table key itself.
 
 Who calls it: the node agent (inventory, MIG plans, device plugin).  Whom it calls:
-:mod:`elastico.placer.mig` (the table keys).  Pure.
+:mod:`elastico.mig` (the table keys).  Pure.
 """
 
 from __future__ import annotations
 
 import re
 
-from elastico.placer.mig import MIG_GEOMETRY
+from elastico.mig import MIG_GEOMETRY
 
 __all__ = ["mig_table_model", "simulated_model_names"]
 
@@ -44,8 +44,8 @@ def simulated_model_names() -> tuple[str, ...]:
     ElastiCo's GPU models (the throughput model's and the MIG tables' keys) and the NVML
     product names the scheduler maps to them (:data:`elastico.placer.kube.inventory.NVML_NAMES`)
     -- a name outside these would advertise a GPU the scheduler never places on."""
-    from elastico.placer.kube.inventory import NVML_NAMES
-    from elastico.throughput import ThroughputModel
+    from elastico.hardware import NVML_NAMES
+    from elastico.perf.throughput import ThroughputModel
 
     return tuple(sorted(set(ThroughputModel.bundled().gpu_models()) | set(MIG_GEOMETRY)
                         | set(NVML_NAMES)))

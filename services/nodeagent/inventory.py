@@ -18,7 +18,7 @@ source's subscriber).  While ``ready`` is false the placer books no new MPS shar
 GPU changed (and once at start).  The device plugin's ListAndWatch and the inventory publisher
 subscribe.
 
-Who calls it: ``elastico nodeagent`` (:mod:`elastico.nodeagent_cli`).  Whom it calls: the
+Who calls it: ``elastico nodeagent`` (:mod:`elastico.cli.nodeagent`).  Whom it calls: the
 backend, a :class:`~elastico.nodeagent.kubeapi.NodeApi`.  No gRPC, no Kubernetes import.
 """
 

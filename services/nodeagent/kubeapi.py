@@ -2,7 +2,7 @@
 
 Three calls (and RBAC grants exactly these: docs/nodeagent.md): list the pods bound to this
 node (``GET /api/v1/pods?fieldSelector=spec.nodeName=<node>``), merge-patch a pod's
-annotations, merge-patch this node's annotations.  :class:`elastico.nodeagent.kube_client.
+annotations, merge-patch this node's annotations.  :class:`elastico.nodeagent.kube.client.
 KubernetesNodeApi` implements them with the official ``kubernetes`` client;
 :class:`FakeNodeApi` keeps pods and node annotations in memory for tests.
 

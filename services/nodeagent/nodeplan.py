@@ -5,8 +5,8 @@ A plan (:class:`NodePlan`) holds client limits (:class:`ClientLimit`: a client o
 GPUs with one thread percentage and one pinned memory limit) and, per MIG-mode GPU, the whole
 target geometry.  :func:`prepare` checks everything against the backend's GPUs -- client ids,
 percentages, memory, GPU indices, MIG mode, profiles and starts against
-:mod:`elastico.placer.mig`, and that no busy instance would be destroyed
-(:func:`elastico.placer.mig_plan.plan_repartition`) -- and raises InvalidArgument naming the
+:mod:`elastico.mig`, and that no busy instance would be destroyed
+(:func:`elastico.mig_plan.plan_repartition`) -- and raises InvalidArgument naming the
 first bad field, path and value, before anything changes.  :func:`apply` then runs each GPU's
 steps in the planner's order (destroy compute instance, destroy GPU instance, then create GPU
 instance, create compute instance; every intermediate geometry is valid) and books the MPS
@@ -16,8 +16,8 @@ limits.
 decision names exists, destroying idle instances that overlap it, never a busy one.
 
 Who calls it: :mod:`elastico.nodeagent.server` (ApplyNodePlan) and
-:mod:`elastico.nodeagent.deviceplugin` (Allocate).  Whom it calls: the backend,
-:mod:`elastico.placer.mig` and :mod:`elastico.placer.mig_plan`.  Pure of gRPC and Kubernetes.
+:mod:`elastico.nodeagent.kube.deviceplugin` (Allocate).  Whom it calls: the backend,
+:mod:`elastico.mig` and :mod:`elastico.mig_plan`.  Pure of gRPC and Kubernetes.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from typing import Sequence
 
 from elastico.errors import Infeasible, InvalidArgument
 from elastico.nodeagent.backend import GpuBackend, MigDevice, _MpsBook
-from elastico.placer.mig import check_geometry, geometry_problems, mig_profile
-from elastico.placer.mig_plan import MigInstance, MigPlan, MigStep, StepOp, plan_repartition
+from elastico.mig import check_geometry, geometry_problems, mig_profile
+from elastico.mig_plan import MigInstance, MigPlan, MigStep, StepOp, plan_repartition
 
 __all__ = ["ClientLimit", "MigTarget", "NodePlan", "PreparedPlan", "AppliedPlan", "prepare",
            "apply", "ensure_mig_instance"]

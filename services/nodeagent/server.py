@@ -29,8 +29,8 @@ from typing import Any, Mapping
 import grpc
 
 from elastico.errors import InvalidArgument
-from elastico.grpc_server import abort_if_expired, serve_one
-from elastico.metrics import ServiceMetrics
+from elastico.runtime.grpc_server import abort_if_expired, serve_one
+from elastico.runtime.metrics import ServiceMetrics
 from elastico.nodeagent.backend import GpuBackend, backend_from_env
 from elastico.nodeagent.nodeplan import MigTarget, NodePlan, apply, client_limits_from_entries, prepare
 from elastico.tracing import NOOP, Tracer

@@ -1,6 +1,6 @@
 """FGD's workload-inflation benchmark inside ElastiCo (issue 5, item 6; docs/placement.md).
 
-Who calls it: ``elastico simulate --mode inflation`` (:mod:`elastico.simulate_cli`) and
+Who calls it: ``elastico simulate --mode inflation`` (:mod:`elastico.cli.simulate`) and
 ``bench/fgd.py``.  Whom it calls: :mod:`elastico.placer.fragmentation` and numpy.  No clock,
 no I/O: pods and nodes come in as plain arrays, randomness from the ``seed`` argument.
 

@@ -2,7 +2,7 @@
 
 Who calls it: the scheduling round (after pricing picked one configuration per job) and the
 simulator, through the same code.  Whom it calls: a :class:`elastico.predictor.SlowdownModel`
-(analytic by default) and :mod:`elastico.placer.mig`.  No clock, no I/O, no global state.
+(analytic by default) and :mod:`elastico.mig`.  No clock, no I/O, no global state.
 
 :class:`ClusterState` is the placer's book of who runs where.  Units: GPU compute in fractions
 of one GPU (MPS active thread percentage / 100), GPU and host memory in GiB, CPU in cores.
@@ -20,7 +20,7 @@ Rules every placement keeps (docs/placement.md):
 * per node: CPU cores and host memory are never over-committed (a configuration's ``cpu`` and
   ``mem_gib`` are totals over the job, booked on its node);
 * MPS configurations only on GPUs not in MIG mode; MIG configurations only on MIG-mode GPUs, at
-  a valid, free start slot (:class:`elastico.placer.mig.MigGpu`); a MIG instance books
+  a valid, free start slot (:class:`elastico.mig.MigGpu`); a MIG instance books
   ``compute_slices / 7`` of the GPU and ``memory_slices / 8`` of its memory;
 * interference: no placement may push ANY resident's predicted slowdown (the new job's
   included) past that resident's bound.  Slowdowns come from the residents of each MPS GPU
@@ -51,7 +51,7 @@ import numpy as np
 from elastico.errors import Infeasible, InvalidArgument, NotFound
 from elastico.model import Configuration, Node
 from elastico.placer.fragmentation import MILLI, FragmentationModel, NodeSummaries, TypicalPods, typical_pods
-from elastico.placer.mig import COMPUTE_SLICES, MIG_PROFILES, MigGpu, MigProfile, mig_profile
+from elastico.mig import COMPUTE_SLICES, MIG_PROFILES, MigGpu, MigProfile, mig_profile
 from elastico.predictor import AnalyticSlowdown, JobProfile, SlowdownModel
 
 __all__ = ["Assignment", "Part", "Gang", "TOPOLOGY_KEY", "PlaceOutcome", "ClusterState", "SCORERS",
@@ -248,7 +248,7 @@ class ClusterState:
     """Per-GPU and per-node bookings of a cluster (module docstring has the rules).
 
     ``nodes``: the cluster.  ``mig_gpus``: ``(node_index, gpu_index)`` pairs whose GPU is in MIG
-    mode (only models with a MIG profile table, :data:`elastico.placer.mig.MIG_PROFILES`).
+    mode (only models with a MIG profile table, :data:`elastico.mig.MIG_PROFILES`).
     ``slowdown_model``: used by ``place`` and ``predicted_slowdowns`` unless a call passes
     another; default :class:`AnalyticSlowdown` with the Gavel-fitted kappa.
     ``topology_key``: the node label whose value names a node's topology domain (gangs prefer

@@ -1,6 +1,6 @@
 """The scheduling round: its contract, in one place, and the one function that runs it.
 
-Who calls it: the trace-driven simulator (:mod:`elastico.simulator`) with a virtual clock, and
+Who calls it: the trace-driven simulator (:mod:`elastico.sim.simulator`) with a virtual clock, and
 (later) the live Kubernetes loop with a wall clock -- the *same* code (STYLE.md 1 and 5).
 Whom it calls: a :class:`Policy` (``exclusive``, ``elastico``; see
 :mod:`elastico.placer.policies`), which in turn uses Resource Shape Transformation
@@ -131,7 +131,7 @@ class MarkDegraded:
 
 
 class RoundObserver(Protocol):
-    """Records a finished round (e.g. :class:`elastico.metrics.ServiceMetrics`: duration,
+    """Records a finished round (e.g. :class:`elastico.runtime.metrics.ServiceMetrics`: duration,
     jobs by status, GPU allocation, prices)."""
 
     def observe_round(self, inp: RoundInput, result: RoundResult) -> None: ...

@@ -2,16 +2,16 @@
 placement (``Place``), a thin adapter over :func:`elastico.placer.round.run_round` and
 :class:`elastico.placer.placement.ClusterState`.
 
-``RunRound``: the request is converted and validated whole (:mod:`elastico.placer.wire`:
+``RunRound``: the request is converted and validated whole (:mod:`elastico.placer.rpc.wire`:
 ``INVALID_ARGUMENT`` naming the field path and value, ``NOT_FOUND`` for a booking on an
 unknown node or of a job not in the request), the bookings are booked on a fresh
 :class:`ClusterState` in the request's order, and the policy runs one round on it
 (:func:`run_round`: the ``elastico.round`` span, child of the caller's trace context).  The
 policy prices through ``pricer`` (in-process :func:`elastico.pricing.solve`, or
-:class:`~elastico.placer.remote.RemotePricer` over PricingService) and predicts through
-``slowdown`` (in-process, or :class:`~elastico.placer.remote.RemoteSlowdownModel` over
+:class:`~elastico.placer.rpc.remote.RemotePricer` over PricingService) and predicts through
+``slowdown`` (in-process, or :class:`~elastico.placer.rpc.remote.RemoteSlowdownModel` over
 PredictorService).  The caller's deadline bounds every call of the round
-(:func:`~elastico.placer.remote.round_deadline`); pricing past it ends the RPC with
+(:func:`~elastico.placer.rpc.remote.round_deadline`); pricing past it ends the RPC with
 ``DEADLINE_EXCEEDED`` and nothing of the round applies -- the caller keeps its previous
 allocation.  A predictor that fails makes the round *degraded*: the analytic model answers,
 jobs placed in that round get status ``degraded``, the response and the span say why, and
@@ -22,7 +22,7 @@ warm-start prices, dwell times), keyed by job id; a job absent from a round's re
 forgotten after that round.  The allocation itself is the caller's (it sends the bookings
 every round).  Rounds run one at a time (the policy's caches are not thread-safe).
 
-Who calls it: ``elastico simulate --via-grpc`` (:class:`~elastico.placer.remote.RemotePlacerPolicy`),
+Who calls it: ``elastico simulate --via-grpc`` (:class:`~elastico.placer.rpc.remote.RemotePlacerPolicy`),
 the Kubernetes loop, ``grpcurl``.  Whom it calls: the round, the pricing and predictor
 clients, grpc.  An adapter module (exempt from the no-grpc rule of tests/test_layers.py).
 """
@@ -38,19 +38,19 @@ from typing import Any, Callable
 import grpc
 
 from elastico.errors import InvalidArgument
-from elastico.grpc_server import abort_if_expired, serve_one
-from elastico.metrics import ServiceMetrics
+from elastico.runtime.grpc_server import abort_if_expired, serve_one
+from elastico.runtime.metrics import ServiceMetrics
 from elastico.predictor import SlowdownModel
 from elastico.pricing import UTILITIES
-from elastico.throughput import ThroughputModel
+from elastico.perf.throughput import ThroughputModel
 from elastico.tracing import NOOP, Tracer
 from elastico.v1 import placer_pb2, placer_pb2_grpc
 
-from . import wire
+from .rpc import wire
 from .placement import SCORERS, ClusterState
 from .policies import POLICIES, PolicyEnv, make_policy
 from .policies.common import JobCatalog
-from .remote import DependencyUnavailable, RoundDeadlineExceeded, round_deadline
+from .rpc.remote import DependencyUnavailable, RoundDeadlineExceeded, round_deadline
 from .round import MarkDegraded, RoundInput, run_round
 from .upkeep import finish_round, start_round
 
@@ -233,12 +233,12 @@ def build_server(address: str = "127.0.0.1:0", *, pricer: Callable[..., Any] | N
     """A PlacerService server bound to ``address`` (port 0 picks a free port), not started.
 
     ``pricer``: how rounds are priced (None: in-process :func:`elastico.pricing.solve`; a
-    :class:`~elastico.placer.remote.RemotePricer` prices through PricingService).
+    :class:`~elastico.placer.rpc.remote.RemotePricer` prices through PricingService).
     ``slowdown``: how co-location slowdowns are predicted (None: the bundled LightGBM model
-    in-process; a :class:`~elastico.placer.remote.RemoteSlowdownModel` asks PredictorService).
+    in-process; a :class:`~elastico.placer.rpc.remote.RemoteSlowdownModel` asks PredictorService).
     Health (``""`` and :data:`SERVICE_NAME`), reflection, the error interceptor, bounded RPCs
     in flight, TLS ``credentials``, ``metrics`` and ``tracer`` as for every service
-    (:func:`elastico.grpc_server.serve_one`).  Returns ``(server, port)``."""
+    (:func:`elastico.runtime.grpc_server.serve_one`).  Returns ``(server, port)``."""
     servicer = PlacerServicer(pricer=pricer, slowdown=slowdown, metrics=metrics, tracer=tracer)
     return serve_one(address, SERVICE_NAME,
                      lambda server: placer_pb2_grpc.add_PlacerServiceServicer_to_server(

@@ -22,7 +22,7 @@ __all__ = ["FallbackObserver", "start_round", "finish_round"]
 
 class FallbackObserver(Protocol):
     """Counts predictor calls answered by the fallback model (e.g.
-    :class:`elastico.metrics.ServiceMetrics`)."""
+    :class:`elastico.runtime.metrics.ServiceMetrics`)."""
 
     def observe_predictor_fallback(self, calls: int = 1) -> None: ...
 

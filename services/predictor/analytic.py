@@ -55,7 +55,7 @@ __all__ = [
 # scale factor 1: 676 ordered pairs, minus 40 both-zero (not run) rows, minus 80 artefact rows
 # whose co-located throughput equals the isolated one exactly = 556 observations).
 # Each Gavel job ran alone on a whole V100 (normalized speed 1), so its activity is its Amdahl
-# parallel fraction p: DEFAULT_KAPPA uses activity = elastico.throughput.ThroughputModel
+# parallel fraction p: DEFAULT_KAPPA uses activity = elastico.perf.throughput.ThroughputModel
 # .bundled().parallel_fraction(job_type) (p per MISO family: 0.107 A3C .. 0.802 Transformer),
 # giving 1.8095.  Recomputed by tests/test_predictor_analytic.py::test_default_kappa_is_the_gavel_fit
 # (which fails, asking for this constant to be refreshed, if the throughput model's p change).

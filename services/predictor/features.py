@@ -12,7 +12,7 @@ Per-job block (:data:`JOB_FEATURES`): the schema's counters and task features as
 measurements when the job type is known there (:class:`SoloCatalog`):
 
 * ``p_parallel``: Amdahl parallel fraction of the job's model family (MISO fit,
-  :meth:`elastico.throughput.ThroughputModel.parallel_fraction`);
+  :meth:`elastico.perf.throughput.ThroughputModel.parallel_fraction`);
 * ``log_v100_over_k80``, ``log_v100_over_p100``: ln of the job's solo speed ratios across GPU
   generations (Gavel's isolated throughputs) -- a job that barely speeds up on a faster GPU
   spends its step time off the GPU and leaves room for a partner;
@@ -25,7 +25,7 @@ model families (LM 109 steps/s, CycleGAN 4 on a V100) and taught the model nothi
 carried over to an unseen family (leave-one-model-out MAE 0.42 with them, 0.39 without).
 
 Who calls it: :mod:`elastico.predictor.model` (training and prediction).  Whom it calls:
-:mod:`elastico.throughput` and the bundled Gavel isolated-throughput CSV (read once).
+:mod:`elastico.perf.throughput` and the bundled Gavel isolated-throughput CSV (read once).
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ class SoloCatalog:
     @lru_cache(maxsize=1)
     def bundled() -> "SoloCatalog":
         """The catalog built from the bundled Gavel CSV and ThroughputModel.bundled()."""
-        from elastico.throughput import GAVEL_TO_MISO, ThroughputModel
+        from elastico.perf.throughput import GAVEL_TO_MISO, ThroughputModel
 
         solo: dict[str, dict[str, float]] = {}
         path = data_file("gavel-throughputs", "derived", "simulation_throughputs_isolated_flat.csv")

@@ -136,7 +136,7 @@ _BY_NAME = {f.name: f for f in JOB_FIELDS}
 class GpuSpec:
     """Datasheet numbers of one GPU model (one GPU, not one board): peak FP32 TFLOPS and
     memory bandwidth GB/s; ``assumed`` when the model is undisclosed and V100-class numbers
-    stand in (as in :mod:`elastico.throughput`)."""
+    stand in (as in :mod:`elastico.perf.throughput`)."""
 
     fp32_tflops: float
     mem_bw_gbs: float

@@ -5,7 +5,7 @@ Each RPC converts the request's messages to :class:`~elastico.predictor.JobProfi
 :class:`~elastico.predictor.observations.Observation` (validated by the schema: a bad value
 raises InvalidArgument naming the wire field, e.g. ``pairs[3].b.sm_activity``), calls the
 core and converts the result back.  Errors are mapped by
-:class:`elastico.grpc_errors.ErrorInterceptor` (``INVALID_ARGUMENT`` for bad input,
+:class:`elastico.runtime.grpc_errors.ErrorInterceptor` (``INVALID_ARGUMENT`` for bad input,
 ``INTERNAL`` for anything unexpected).  A ReportObservation with one bad observation stores
 none of them.
 
@@ -31,8 +31,8 @@ from typing import Any
 import grpc
 
 from elastico.errors import InvalidArgument
-from elastico.grpc_server import abort_if_expired, serve_one
-from elastico.metrics import ServiceMetrics
+from elastico.runtime.grpc_server import abort_if_expired, serve_one
+from elastico.runtime.metrics import ServiceMetrics
 from elastico.tracing import NOOP, Tracer
 from elastico.predictor.observations import Observation, analytic_activity
 from elastico.predictor.profile import JobProfile
@@ -155,12 +155,12 @@ def build_server(address: str = "127.0.0.1:0", *, core: PredictorCore | None = N
     ``core``: the :class:`PredictorCore` to serve (default: a core over the bundled model,
     reports kept in memory).  Registers the standard health service (``""`` and
     :data:`SERVICE_NAME` SERVING) and server reflection; installs
-    :class:`~elastico.grpc_errors.ErrorInterceptor`.  More than ``max_concurrent_rpcs`` RPCs in
+    :class:`~elastico.runtime.grpc_errors.ErrorInterceptor`.  More than ``max_concurrent_rpcs`` RPCs in
     flight are refused by grpc with ``RESOURCE_EXHAUSTED``.
 
     ``credentials``: TLS / mutual-TLS server credentials
-    (:func:`elastico.grpc_server.server_credentials`); None = plaintext.  ``metrics``: the
-    Prometheus metrics to record into (:class:`elastico.metrics.ServiceMetrics`).
+    (:func:`elastico.runtime.grpc_server.server_credentials`); None = plaintext.  ``metrics``: the
+    Prometheus metrics to record into (:class:`elastico.runtime.metrics.ServiceMetrics`).
     ``tracer``: OpenTelemetry tracer: a server span per RPC and a ``predictor.predict`` child
     with the pair count and model version.
 

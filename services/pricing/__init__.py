@@ -6,7 +6,7 @@ per-resource shadow prices, a primal repair/greedy-fill, and a certified optimal
 (docs/pricing.md).
 
 Who calls it: the scheduling round (``elastico.placer``), the CLI (``elastico pricing solve``,
-:mod:`elastico.pricing.cli`) and, later, the gRPC ``PricingService``.
+:mod:`elastico.cli.pricing`) and, later, the gRPC ``PricingService``.
 Whom it calls: the native selection kernel :mod:`elastico._native`, only through
 :mod:`elastico.pricing.kernel`.  No grpc or kubernetes imports here.
 

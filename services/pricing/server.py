@@ -2,7 +2,7 @@
 
 Each RPC converts the request to numpy arrays, calls the core and converts the result back.
 Errors are not handled here: the core and the conversion raise the domain exceptions of
-:mod:`elastico.errors` and :class:`elastico.grpc_errors.ErrorInterceptor` maps them to status
+:mod:`elastico.errors` and :class:`elastico.runtime.grpc_errors.ErrorInterceptor` maps them to status
 codes (``INVALID_ARGUMENT`` naming the wire field and value, ``FAILED_PRECONDITION`` for an
 infeasible instance, ``INTERNAL`` for anything unexpected).
 
@@ -36,8 +36,8 @@ import numpy as np
 
 import elastico.pricing as pricing
 from elastico.errors import InvalidArgument
-from elastico.grpc_server import abort_if_expired, serve_one
-from elastico.metrics import ServiceMetrics
+from elastico.runtime.grpc_server import abort_if_expired, serve_one
+from elastico.runtime.metrics import ServiceMetrics
 from elastico.tracing import NOOP, Tracer
 from elastico.v1 import pricing_pb2, pricing_pb2_grpc
 
@@ -172,13 +172,13 @@ def build_server(address: str = "127.0.0.1:0", *, max_workers: int = 4,
 
     Registers :class:`PricingServicer`, the standard health service (``""`` and
     :data:`SERVICE_NAME` SERVING) and server reflection; installs
-    :class:`~elastico.grpc_errors.ErrorInterceptor`.  More than ``max_concurrent_rpcs`` RPCs
+    :class:`~elastico.runtime.grpc_errors.ErrorInterceptor`.  More than ``max_concurrent_rpcs`` RPCs
     in flight are refused by grpc with ``RESOURCE_EXHAUSTED``.
 
     ``credentials``: TLS / mutual-TLS server credentials
-    (:func:`elastico.grpc_server.server_credentials`); None = plaintext.  ``metrics``: the
-    Prometheus metrics to record into (:class:`elastico.metrics.ServiceMetrics`).
-    ``tracer``: OpenTelemetry tracer (:func:`elastico.telemetry.configure`): a server span per
+    (:func:`elastico.runtime.grpc_server.server_credentials`); None = plaintext.  ``metrics``: the
+    Prometheus metrics to record into (:class:`elastico.runtime.metrics.ServiceMetrics`).
+    ``tracer``: OpenTelemetry tracer (:func:`elastico.runtime.telemetry.configure`): a server span per
     RPC and a ``pricing.solve`` child with the iterations, gap and prices.
 
     Returns ``(server, port)``; the caller runs ``server.start()`` and, to shut down

@@ -19,7 +19,7 @@ repaired to feasibility and greedily filled; the best feasible choice is ``choic
 utility ``primal_value``.  ``primal_value <= OPT <= dual_bound``, so ``gap`` certifies how far
 ``choice`` can be from optimal.
 
-Callers: the scheduling round, the CLI (:mod:`elastico.pricing.cli`), later the gRPC
+Callers: the scheduling round, the CLI (:mod:`elastico.cli.pricing`), later the gRPC
 PricingService.  Calls: :mod:`elastico.pricing.kernel` (the native selection and the native
 repair / greedy fill).  The algorithm
 reads no clock; :func:`time.perf_counter` only fills ``PricingResult.seconds``.

@@ -31,7 +31,7 @@ from elastico.contract import (
 from elastico.errors import InvalidArgument
 from elastico.model import (MAX_PRIORITY, MPS_SHARE_ALLOWED, Configuration, Job, JobKind, Request,
                             mps_percentage)
-from elastico.trace import GPU_MEMORY_GIB as MODEL_GPU_MEMORY_GIB
+from elastico.hardware import GPU_MEMORY_GIB as MODEL_GPU_MEMORY_GIB
 from elastico.shapes import config_name, mig_config_name
 
 __all__ = [

@@ -12,8 +12,8 @@ The overall service (``""``) is ``SERVING`` when
 and ``NOT_SERVING`` otherwise.  A standby replica (not holding the Lease) is healthy: it keeps
 its caches warm to take over.  Leadership is the ``elastico_leader`` metric, not health.
 
-An adapter (imports grpc).  Who calls it: :mod:`elastico.schedule_cli` and the tests.  Whom it
-calls: ``grpc_health``'s ``HealthServicer`` and :func:`elastico.grpc_server.serve_one` (the
+An adapter (imports grpc).  Who calls it: :mod:`elastico.cli.schedule` and the tests.  Whom it
+calls: ``grpc_health``'s ``HealthServicer`` and :func:`elastico.runtime.grpc_server.serve_one` (the
 server every ElastiCo service gets: reflection, the error interceptor, the warning about
 plaintext off loopback), here with the loop-following servicer instead of a fixed one.
 """
@@ -28,7 +28,7 @@ from typing import Callable
 import grpc
 from grpc_health.v1 import health, health_pb2
 
-from elastico.grpc_server import serve_one
+from elastico.runtime.grpc_server import serve_one
 
 __all__ = ["LoopHealth", "HealthEndpoint", "start_health_endpoint"]
 
@@ -110,7 +110,7 @@ def start_health_endpoint(address: str, health_of: LoopHealth, *,
                           poll_s: float = 1.0) -> HealthEndpoint:
     """Serve ``grpc.health.v1.Health`` (and reflection) on ``address`` (``host:port``, port 0
     picks a free one), re-judging ``health_of`` every ``poll_s`` seconds.  ``credentials``:
-    TLS or mutual-TLS server credentials (:func:`elastico.grpc_server.server_credentials`);
+    TLS or mutual-TLS server credentials (:func:`elastico.runtime.grpc_server.server_credentials`);
     None serves plaintext (warned about off loopback).  Raises RuntimeError when the address
     cannot be bound."""
     servicer = health.HealthServicer()

@@ -19,7 +19,7 @@ pods.
 
 MIG mode: :attr:`NodeInventory.mig_gpus` names the GPUs (the placement state books MIG
 instances only there); the built :class:`~elastico.model.Node` also carries their *count* as
-the label :data:`elastico.clusters.MIG_GPUS_LABEL` (:func:`~elastico.clusters.with_mig_count`:
+the label :data:`elastico.model.MIG_GPUS_LABEL` (:func:`~elastico.model.with_mig_count`:
 replacing any such label on the Node object), which is what the policy reads to offer MIG instances (and, with
 ``PolicyEnv(mig_pools=True)``, to price the model's MIG-mode GPUs as a pool of their own,
 :func:`elastico.model.capacity_of`).
@@ -33,39 +33,16 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Callable, Iterable, Mapping
 
-from elastico.clusters import with_mig_count
+from elastico.model import with_mig_count
 from elastico.contract import INVENTORY, MPS_STATUS
 from elastico.model import Node
-from elastico.placer.mig import MIG_PROFILES
+from elastico.hardware import NVML_NAMES, gpu_model_name
+from elastico.mig import MIG_PROFILES
 
 __all__ = ["INVENTORY", "NVML_NAMES", "NodeInventory", "node_inventory", "gpu_model_name",
            "mps_down"]
 
 _GIB = Decimal(1 << 30)
-
-#: NVML product names (``nvmlDeviceGetName``) -> the GPU model names of
-#: :mod:`elastico.throughput`.  Exact strings only: a name not listed must be written by the
-#: node agent in ElastiCo's own spelling (e.g. ``A100-40GB``), never guessed from a substring.
-NVML_NAMES: Mapping[str, str] = {
-    "Tesla P100-PCIE-16GB": "P100", "Tesla P100-SXM2-16GB": "P100",
-    "Tesla V100-SXM2-16GB": "V100M16", "Tesla V100-PCIE-16GB": "V100M16",
-    "Tesla V100-SXM2-32GB": "V100M32", "Tesla V100-PCIE-32GB": "V100M32",
-    "Tesla V100S-PCIE-32GB": "V100M32",
-    "Tesla T4": "T4", "NVIDIA A10": "A10",
-    "NVIDIA A100-SXM4-40GB": "A100-40GB", "NVIDIA A100-PCIE-40GB": "A100-40GB",
-    "NVIDIA A100-SXM4-80GB": "A100-80GB", "NVIDIA A100 80GB PCIe": "A100-80GB",
-}
-
-
-def gpu_model_name(name: str, known: Iterable[str]) -> str | None:
-    """ElastiCo's name of a GPU model reported as ``name`` (itself when known, else the
-    :data:`NVML_NAMES` entry when that is known), or None."""
-    known = set(known)
-    if name in known:
-        return name
-    mapped = NVML_NAMES.get(name)
-    return mapped if mapped in known else None
-
 
 @dataclass(frozen=True)
 class NodeInventory:

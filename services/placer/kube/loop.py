@@ -1,6 +1,6 @@
 """The live Kubernetes scheduler loop: watch pods and nodes, run rounds, write decisions, bind.
 
-Who calls it: ``elastico schedule`` (:mod:`elastico.schedule_cli`) and the tests (against an
+Who calls it: ``elastico schedule`` (:mod:`elastico.cli.schedule`) and the tests (against an
 in-process API server).  Whom it calls: the official ``kubernetes`` client (``CoreV1Api``),
 :func:`elastico.placer.round.run_round` with a policy from a factory, the pure modules of
 this package, and a :class:`~elastico.placer.kube.leader.LeaseElector`.
@@ -48,8 +48,8 @@ older event of the same object that arrives later), so the next round never re-p
 that was just reserved.
 
 Through the services (``elastico schedule --pricing-address/--predictor-address``: a
-``policy_factory`` pricing with :class:`~elastico.placer.remote.RemotePricer` and a
-:class:`~elastico.placer.remote.RemoteSlowdownModel` as ``slowdown``): every call of a round
+``policy_factory`` pricing with :class:`~elastico.placer.rpc.remote.RemotePricer` and a
+:class:`~elastico.placer.rpc.remote.RemoteSlowdownModel` as ``slowdown``): every call of a round
 shares the round's deadline (``round_timeout_s``).  Pricing that fails or outlives it abandons
 the round before anything is written -- no annotation, no bind, no Event; the pods stay
 pending and the next round starts again from the API's state.  A predictor that fails makes
@@ -75,18 +75,18 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.utils import parse_quantity
 
 from elastico.errors import ElasticoError, InvalidArgument
-from elastico.metrics import LoopMetrics
+from elastico.runtime.metrics import LoopMetrics
 from elastico.model import Configuration, Job, JobKind, Node
 from elastico.placer.placement import ClusterState, Gang
 from elastico.placer.policies import PolicyEnv, make_policy
 from elastico.placer.policies.common import JobCatalog
-from elastico.placer.remote import DependencyUnavailable, RoundDeadlineExceeded, round_deadline
+from elastico.placer.rpc.remote import DependencyUnavailable, RoundDeadlineExceeded, round_deadline
 from elastico.placer.round import (ActiveJob, Decision, MarkDegraded, Policy, RoundInput, Status,
                                    run_round)
 from elastico.placer.upkeep import finish_round, start_round
 from elastico.predictor import AnalyticSlowdown, SlowdownModel
 from elastico.shapes import config_name, fits_memory, requested_configuration
-from elastico.throughput import ThroughputModel
+from elastico.perf.throughput import ThroughputModel
 from elastico.tracing import NOOP, Tracer
 
 from . import annotations as A
@@ -172,8 +172,8 @@ def default_policy_factory(throughput: ThroughputModel, slowdown: SlowdownModel,
                            pricer: Callable | None = None):
     """``nodes -> make_policy(policy, PolicyEnv(...))``: prices with ``pricer`` (None =
     in-process :func:`elastico.pricing.solve`; a
-    :class:`~elastico.placer.remote.RemotePricer` = PricingService) and predicts with
-    ``slowdown`` (in-process, or a :class:`~elastico.placer.remote.RemoteSlowdownModel`).
+    :class:`~elastico.placer.rpc.remote.RemotePricer` = PricingService) and predicts with
+    ``slowdown`` (in-process, or a :class:`~elastico.placer.rpc.remote.RemoteSlowdownModel`).
     A job here is the pods its user created, so the policy never splits one into replica pods
     on several nodes (``replica_pods=False``).  Remaining work is the user's estimate: a
     pod's ``elastico.io/work`` annotation is its ``Job.work`` (``remaining_estimate="user"``,
@@ -253,7 +253,7 @@ def _minus_other_pods(invs: list[NodeInventory], pods) -> list[NodeInventory]:
     return out
 
 
-#: What each stage of :data:`elastico.metrics.JOB_ERROR_STAGES` means, for the Event.
+#: What each stage of :data:`elastico.runtime.metrics.JOB_ERROR_STAGES` means, for the Event.
 _STAGE_WORDS = {"pod": "reading the pod's annotations and requests",
                 "gang": "placing its gang", "round": "deciding in the scheduling round",
                 "reserve": "writing its decision", "bind": "binding it",
@@ -289,7 +289,7 @@ class SchedulerLoop:
     None = always leader (one replica, tests).  ``clock``: wall-clock seconds (Event times,
     reservation timeouts, the round's ``now``).  ``tracer``: one ``placer.bind`` span per bind
     (plus the round's spans when the policy was built with the same tracer).  ``metrics``:
-    :class:`~elastico.metrics.LoopMetrics` to record rounds, binds and Events into.
+    :class:`~elastico.runtime.metrics.LoopMetrics` to record rounds, binds and Events into.
     ``heartbeat``: :func:`time.monotonic` at the last turn of :meth:`run_forever` (health)."""
 
     def __init__(self, core: CoreV1Api, *, throughput: ThroughputModel | None = None,
@@ -775,7 +775,7 @@ class SchedulerLoop:
     def _job_error(self, job_id: str, keys: Sequence[str], stage: str, exc: Exception,
                    pods: Mapping[str, dict], report: RoundReport, now: float) -> None:
         """One job's handling raised ``exc`` at ``stage`` (one of
-        :data:`elastico.metrics.JOB_ERROR_STAGES`): a Warning Event ``SchedulingError`` with
+        :data:`elastico.runtime.metrics.JOB_ERROR_STAGES`): a Warning Event ``SchedulingError`` with
         the cause on each of its pods ``keys``, ``elastico_job_errors_total{stage}``,
         ``report.errors``, and the traceback in the log -- once while the job keeps failing
         the same way (later rounds: one debug line).  Nothing is written for the job this

@@ -8,13 +8,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from elastico.clusters import mig_models_of
+from elastico.model import mig_models_of
 from elastico.model import WAIT, Configuration, Job, JobKind, Node, ResourceSpace, ShapeFamily
 from elastico.predictor import JobProfile, SlowdownModel
 from elastico.tracing import NOOP, Tracer
 from elastico.shapes import (FitsNoModel, build_family, fits_memory, memory_need_gib,
                              mig_configurations, requested_configuration)
-from elastico.throughput import ThroughputModel
+from elastico.perf.throughput import ThroughputModel
 
 from ..placement import ClusterState, FailedShapes
 from ..round import ActiveJob, Decision, RoundInput, RoundResult, Status
@@ -30,7 +30,7 @@ class PolicyEnv:
     ``placer.place``; :mod:`elastico.tracing`).
     ``pricer``: what prices a round, with the signature and result of
     :func:`elastico.pricing.solve` (default: that function, in-process); the placer service
-    passes :class:`elastico.placer.remote.RemotePricer` to price through PricingService.
+    passes :class:`elastico.placer.rpc.remote.RemotePricer` to price through PricingService.
     """
 
     nodes: Sequence[Node]

@@ -65,7 +65,7 @@ and pays ``restart_s`` when it runs again (charged by the simulator).
   enough (Gavel's LP would give such a job time it could never use).
 * *When the LP runs.*  Whenever the batch jobs or their GPUs changed, at a round boundary or
   when free GPUs could take a waiting job (Gavel recomputes on every arrival and completion).
-* *Throughputs* are the project's :class:`~elastico.throughput.ThroughputModel` (built from
+* *Throughputs* are the project's :class:`~elastico.perf.throughput.ThroughputModel` (built from
   Gavel's own measured throughputs, docs/model.md section 2) for the job's requested GPU count
   on each model, not online estimates.
 """

@@ -53,10 +53,9 @@ def check_remaining_estimate(value: object, field: str = "remaining_estimate") -
 def trace_work_prior() -> tuple[float, ...]:
     """Durations (seconds, sorted) of every batch pod of the bundled trace that ran:
     ``max(1, deletion_s - scheduled_s)`` of the GPU pods with both times whose kind is not
-    ``service`` -- the same rule as :func:`elastico.workload.build_workload`'s ``work``."""
+    ``service`` -- the same rule as :func:`elastico.sim.workload.build_workload`'s ``work``."""
     from elastico.model import JobKind
-    from elastico.trace import read_pods
-    from elastico.workload import job_kind
+    from elastico.trace import job_kind, read_pods
 
     out = []
     for p in read_pods():

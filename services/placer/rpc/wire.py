@@ -9,7 +9,7 @@ Reading (``*_from_message``) validates everything before anything is built and r
 :class:`~elastico.errors.InvalidArgument` naming the field path and value (``jobs[3].request
 .gpu_share``) or :class:`~elastico.errors.NotFound` (a booking on an unknown node, of a job
 not in the request).  Who calls it: the placer server (:mod:`elastico.placer.server`) and its
-client (:mod:`elastico.placer.remote`).  An adapter module (it imports ``elastico.v1``).
+client (:mod:`elastico.placer.rpc.remote`).  An adapter module (it imports ``elastico.v1``).
 """
 
 from __future__ import annotations
@@ -20,16 +20,16 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 from google.protobuf.message import Message
 
-from elastico.clusters import with_mig_count
+from elastico.model import with_mig_count
 from elastico.errors import Infeasible, InvalidArgument, NotFound
 from elastico.model import (MAX_PRIORITY, MIG_CAPABLE_MODELS, Configuration, Job, JobKind, Node,
                             Request, mps_percentage)
-from elastico.placer.mig import MIG_PROFILES
+from elastico.mig import MIG_PROFILES
 from elastico.trace import MAX_GPUS_PER_NODE
 from elastico.v1 import common_pb2, placer_pb2
 
-from .placement import Assignment, ClusterState, Part
-from .round import ActiveJob, Decision, Status
+from elastico.placer.placement import Assignment, ClusterState, Part
+from elastico.placer.round import ActiveJob, Decision, Status
 
 __all__ = ["config_to_message", "config_from_message", "node_to_message", "nodes_from_messages",
            "job_to_message", "job_from_message", "jobs_from_messages",
@@ -186,7 +186,7 @@ def nodes_from_messages(msgs: Sequence[placer_pb2.NodeSpec], where: str = "nodes
 
 def check_known(model, nodes: Sequence[Node], jobs: Iterable[tuple[str, Job]]) -> None:
     """Every node with GPUs has a GPU model and every job a job type that the throughput
-    ``model`` knows (:class:`elastico.throughput.ThroughputModel`), else InvalidArgument
+    ``model`` knows (:class:`elastico.perf.throughput.ThroughputModel`), else InvalidArgument
     naming the request's field (``nodes[2].gpu_model``, ``jobs[0].job_type``) -- checked
     before the round, where the same mistake would surface without its path.  ``nodes``:
     the request's ``nodes``; ``jobs``: (field path, job) pairs, e.g. ``("jobs[0]", job)``."""

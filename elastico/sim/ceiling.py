@@ -1,13 +1,13 @@
 """The GPU-utilization ceiling of a workload: the most utilization any policy could reach.
 
-Who calls it: :mod:`elastico.evaluate` (one ceiling per cluster and seed, written into
+Who calls it: :mod:`elastico.sim.evaluate` (one ceiling per cluster and seed, written into
 results.json and the report), ``elastico simulate`` (printed under its table) and tests.
 Pure: plain data in, a number out.
 
 ``gpu_utilization`` (docs/metrics.md) is the time-average, over the arrival window
 ``[first arrival, last arrival]`` (the simulator runs at least to the last arrival), of busy
 GPUs / cluster GPUs, where the simulator
-(:mod:`elastico.simulator`) counts a placed job with configuration c as keeping
+(:mod:`elastico.sim.simulator`) counts a placed job with configuration c as keeping
 ``n_c x a_c / sigma`` GPUs busy while it progresses at ``x_c / sigma`` (``a_c`` its solo SM
 activity, ``x_c`` its normalized throughput, ``sigma >= 1`` its interference slowdown), and a
 service (rate 1: it lives until deleted) as keeping ``n_c a_c / sigma x min(1, ref / r)``
@@ -39,7 +39,7 @@ from typing import Callable, Iterable, Sequence
 
 from elastico.errors import InvalidArgument
 from elastico.model import Configuration, Job, JobKind, Node
-from elastico.throughput import ThroughputModel
+from elastico.perf.throughput import ThroughputModel
 
 __all__ = ["JobEnvelope", "job_envelope", "utilization_ceiling", "workload_ceiling"]
 
@@ -121,7 +121,7 @@ def workload_ceiling(jobs: Sequence[Job], nodes: Sequence[Node],
     ``throughput``, as the policies' own (the simulator's ``activity``).  A job whose request
     fits no GPU model of the cluster can never run (the simulator marks it unplaceable): it
     adds nothing and is skipped.  NaN and errors as :func:`utilization_ceiling`."""
-    from elastico.clusters import mig_models_of
+    from elastico.model import mig_models_of
     from elastico.placer.policies.common import JobCatalog, PolicyEnv
     from elastico.predictor import NoInterference
     from elastico.shapes import candidate_configurations

@@ -5,11 +5,11 @@ for a list of wanted profiles.
 
 Who calls it: the placer, when a MIG job needs an instance the current geometry lacks (and
 later the node agent, which executes the steps with NVML / ``nvidia-smi mig``).  Whom it calls:
-:mod:`elastico.placer.mig` (profile tables, :func:`~elastico.placer.mig.check_geometry`).
+:mod:`elastico.mig` (profile tables, :func:`~elastico.mig.check_geometry`).
 Pure: plain data in, a plan out; no clock, no gRPC, no Kubernetes.
 
 Model of a GPU (the MIG user guide's terms): a *GPU instance* (GI) of a profile sits at a start
-slot (:mod:`elastico.placer.mig` has the tables and rules); ElastiCo gives each GI one *compute
+slot (:mod:`elastico.mig` has the tables and rules); ElastiCo gives each GI one *compute
 instance* (CI) spanning all its SM slices (what ``nvidia-smi mig -cgi <profile> -C`` creates).
 Work runs in a CI, so an instance with running work ("busy") must never be destroyed, and the
 driver refuses to destroy a GI that still has a CI ("Reconfigure: When Idle" in the guide's
@@ -37,7 +37,7 @@ from functools import lru_cache
 from typing import Iterable, Sequence
 
 from elastico.errors import InvalidArgument
-from elastico.placer.mig import MIG_GEOMETRY, MigGpu, check_geometry, mig_profile, mig_profiles
+from elastico.mig import MIG_GEOMETRY, MigGpu, check_geometry, mig_profile, mig_profiles
 
 __all__ = [
     "MigInstance",
@@ -178,7 +178,7 @@ def plan_repartition(gpu_model: str, current: Iterable, target: Iterable) -> Mig
     profile at the same start.  Returns a :class:`MigPlan`: its ``steps`` (module docstring has
     the order) or, if a busy instance is not kept, ``refused`` with the ``blockers``.
     Raises InvalidArgument for an unknown model or profile, or an invalid current or target
-    geometry (:func:`elastico.placer.mig.check_geometry`).
+    geometry (:func:`elastico.mig.check_geometry`).
     """
     cur = _instances(gpu_model, current)
     tgt = _geometry(gpu_model, target)
@@ -270,7 +270,7 @@ def choose_geometry(gpu_model: str, current: Iterable, wanted: Sequence[str]) ->
     3. then the fewest steps (keeps idle instances, creates nothing unwanted);
     4. then the most room left for later requests: the largest compute profile still placeable,
        then the most free valid (profile, start) placements (the rule of
-       :meth:`elastico.placer.mig.MigGpu.place`);
+       :meth:`elastico.mig.MigGpu.place`);
     5. then the smallest geometry as a sorted list of ``(start, profile)`` (determinism).
 
     Within a geometry, ``wanted[i]`` is served, in the order given, by an idle current instance

@@ -1,7 +1,7 @@
 """Trace pods -> simulator jobs (the default workload of ``elastico simulate``).
 
 Who calls it: the simulator and the CLI.  It calls :mod:`elastico.trace` types,
-:mod:`elastico.throughput` (job types) and builds :class:`elastico.model.Job`.  Deterministic
+:mod:`elastico.perf.throughput` (job types) and builds :class:`elastico.model.Job`.  Deterministic
 for a seed (numpy ``default_rng(seed)``); no clock, no global state.
 
 Rules (docs/model.md, "Workload"), applied in this order, each exclusion counted by reason:
@@ -61,15 +61,14 @@ import numpy as np
 from elastico.errors import InvalidArgument
 from elastico.model import Job, JobKind, Node, Request
 from elastico.shapes import FOOTPRINT_GIB
-from elastico.throughput import ThroughputModel
-from elastico.trace import TRACE_CLUSTER_GPUS, TracePod
+from elastico.perf.throughput import ThroughputModel
+from elastico.trace import TRACE_CLUSTER_GPUS, TracePod, job_kind
 
 __all__ = ["Workload", "build_workload", "job_kind", "load_is_too_low", "offered_load",
            "EXCLUSION_REASONS", "CENSORED_PHASES", "Window", "default_window", "batch_durations",
-           "is_censored", "build_continuous_workload", "window_demand"]
+           "is_censored", "build_continuous_workload", "window_demand", "user_estimates"]
 
 EXCLUSION_REASONS = ("cpu_only", "no_times", "never_scheduled", "no_fit", "not_sampled")
-SERVICE_QOS = frozenset({"LS", "Guaranteed", "Burstable"})
 # load=None picks 1.0, or this fraction of the maximum (every sampled job at once) if smaller
 AUTO_LOAD_FRACTION = 0.9
 SLOWDOWN_BOUND = {JobKind.SERVICE: 1.1, JobKind.TRAINING: 1.5, JobKind.INFERENCE: 1.5}
@@ -101,17 +100,6 @@ class Workload:
 
     def __len__(self) -> int:
         return len(self.jobs)
-
-
-def job_kind(pod: TracePod) -> JobKind:
-    """qos LS/Guaranteed/Burstable -> service; BE -> training (the simulator's batch job, of
-    unknown kind: module docstring), whatever its share.  Raises InvalidArgument for an
-    unknown or empty qos."""
-    if pod.qos in SERVICE_QOS:
-        return JobKind.SERVICE
-    if pod.qos == "BE":
-        return JobKind.TRAINING
-    raise InvalidArgument(f"pod[{pod.name}].qos", pod.qos, "one of LS, BE, Burstable, Guaranteed")
 
 
 def offered_load(jobs: Sequence[Job], cluster_gpus: int) -> float:
@@ -446,3 +434,17 @@ def build_continuous_workload(pods: Sequence[TracePod], nodes: Sequence[Node], *
     return Workload(jobs, dict(excluded), lam, cluster_gpus, 1.0,
                     window_demand(jobs, cluster_gpus, lo, hi),
                     {kd.value: kinds.get(kd.value, 0) for kd in JobKind}, window)
+
+
+def user_estimates(jobs, badness: float, seed: int) -> dict[str, float]:
+    """Job id -> a user's estimate of its work (seconds): uniform in ``[work, (badness + 1)
+    x work]`` (the f-model of Mu'alem & Feitelson, IEEE TPDS 12(6), 2001: users overestimate,
+    never under, as a job is killed at its estimate), one draw per job in id order from
+    ``default_rng(seed)``.  Tsafrir (JSSPP'10) shows real estimates are coarser (a few round
+    values), so this gives a policy more information than real users do."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    ordered = sorted(jobs, key=lambda j: j.id)
+    u = rng.random(len(ordered))
+    return {j.id: j.work * (1.0 + badness * float(x)) for j, x in zip(ordered, u)}

@@ -12,7 +12,7 @@ metrics on ``--metrics-port``.  One ``elastico.round`` trace per round and a ``p
 span per bind go to OTLP when the ``OTEL_*`` environment asks for them.  SIGTERM/SIGINT stop it
 cleanly (the Lease is released so a standby takes over at once).
 
-Configuration is the placer's of ``elastico serve`` (:mod:`elastico.serve_config`, same
+Configuration is the placer's of ``elastico serve`` (:mod:`elastico.runtime.serve_config`, same
 precedence: flags > environment > ``--config`` TOML file > defaults): ``[serve]``,
 ``[serve.tls]`` and ``[serve.placer]`` of the file; ``address`` there (``--health-address``,
 ``ELASTICO_PLACER_ADDRESS``) is the health endpoint's, default ``127.0.0.1:50055`` -- enough for
@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from elastico.errors import InvalidArgument
-from elastico.serve_config import ServeConfig, load_serve_config, overrides_from_args
+from elastico.runtime.serve_config import ServeConfig, load_serve_config, overrides_from_args
 
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -57,7 +57,7 @@ DEFAULT_HEALTH_ADDRESS = "127.0.0.1:50055"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from elastico.serve_cli import add_upstream_arguments  # the placer's flags, one definition
+    from elastico.cli.serve import add_upstream_arguments  # the placer's flags, one definition
 
     p = sub.add_parser("schedule", help="run the Kubernetes scheduler loop (schedulerName: elastico)",
                        description=__doc__.split("\n\n")[1],
@@ -110,7 +110,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def load_config(args: argparse.Namespace, env: Any = None) -> ServeConfig:
-    """The placer's :class:`~elastico.serve_config.ServeConfig` from ``args`` (the parsed
+    """The placer's :class:`~elastico.runtime.serve_config.ServeConfig` from ``args`` (the parsed
     command line), ``env`` (None = the process environment) and ``args.config``; a loopback
     health address with no TLS configured gets plaintext (module docstring)."""
     return load_serve_config("placer", config_path=args.config, env=env,
@@ -151,15 +151,15 @@ def load_kube_config(kubeconfig: str | None) -> None:
 def run(args: argparse.Namespace) -> int:
     from kubernetes import client
 
-    from elastico.metrics import LoopMetrics
+    from elastico.runtime.metrics import LoopMetrics
     from elastico.placer.kube.health import LoopHealth, start_health_endpoint
     from elastico.placer.kube.leader import LeaseElector
     from elastico.placer.kube.loop import LoopConfig, SchedulerLoop, default_policy_factory
     from elastico.predictor import default_slowdown_model
-    from elastico.serve_cli import (
+    from elastico.cli.serve import (
         start_metrics_http, stop_on_signals, tls_credentials, upstream_clients)
-    from elastico.telemetry import configure
-    from elastico.throughput import ThroughputModel
+    from elastico.runtime.telemetry import configure
+    from elastico.perf.throughput import ThroughputModel
 
     # Kubernetes' own rules (apimachinery validation): a namespace is a DNS-1123 label, a
     # Lease name a DNS-1123 subdomain; refused here, not as an API error every round
@@ -208,7 +208,7 @@ def run(args: argparse.Namespace) -> int:
     # a round may legitimately take long (many pods to write); a loop silent for this long
     # is hung, and the liveness probe restarts it
     stall_s = max(120.0, 10 * args.round_interval + args.round_timeout)
-    from elastico.grpc_server import bind_error
+    from elastico.runtime.grpc_server import bind_error
 
     busy = bind_error(cfg.address)  # before grpc, which would log its own C-core line too
     if busy is not None:

@@ -1,7 +1,7 @@
 """Solo throughput of a DL job type on a GPU model, GPU count and compute share.
 
 Who calls it: :mod:`elastico.shapes` (normalized throughput of each configuration) and
-:mod:`elastico.workload` (job types).  It calls numpy/scipy and reads two bundled files
+:mod:`elastico.sim.workload` (job types).  It calls numpy/scipy and reads two bundled files
 once (an ``lru_cache``'d loader); :class:`ThroughputModel` is immutable plain data.
 
 Sources (all bundled, see data/README.md and the PROVENANCE.md files):
@@ -405,7 +405,7 @@ class ThroughputModel:
 
     def mig(self, job_type: str, profile: str, gpu_model: str = "A100-40GB") -> float:
         """Solo throughput in steps/s of ``job_type`` on one MIG instance of ``profile`` of a
-        ``gpu_model`` GPU (a profile of :data:`elastico.placer.mig.MIG_PROFILES`, e.g.
+        ``gpu_model`` GPU (a profile of :data:`elastico.mig.MIG_PROFILES`, e.g.
         ``"3g.20gb"`` on A100-40GB, ``"3g.40gb"`` on A100-80GB / H100-80GB).
 
         = solo(job_type, gpu_model) x the instance's speed relative to the whole GPU (module
@@ -414,7 +414,7 @@ class ThroughputModel:
         it; else (other models, deepspeech2's 1g) the Amdahl share_speed(g / C) of g of the
         GPU's C compute slices.  The instance never beats the whole GPU it is part of.
         """
-        from elastico.placer.mig import MIG_PROFILES as GPU_MIG_PROFILES
+        from elastico.mig import MIG_PROFILES as GPU_MIG_PROFILES
 
         table = GPU_MIG_PROFILES.get(gpu_model)
         if table is None:

@@ -1,6 +1,6 @@
 """``elastico serve SERVICE``: run one ElastiCo gRPC service in this process until SIGTERM or
 SIGINT, then stop gracefully (in-flight RPCs get ``grace_s`` seconds to finish; new ones are
-refused).  Configuration: :mod:`elastico.serve_config` (flags > environment > TOML file).
+refused).  Configuration: :mod:`elastico.runtime.serve_config` (flags > environment > TOML file).
 
 An adapter (it imports grpc): registered by the composition root :mod:`elastico.cli`.  The
 services themselves are built by ``elastico.pricing.server.build_server`` and
@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Iterator
 
 from elastico.errors import InvalidArgument
-from elastico.grpc_server import bind_error, server_credentials
-from elastico.metrics import ServiceMetrics
-from elastico.telemetry import OtelTracer
-from elastico.telemetry import configure as configure_tracing
+from elastico.runtime.grpc_server import bind_error, server_credentials
+from elastico.runtime.metrics import ServiceMetrics
+from elastico.runtime.telemetry import OtelTracer
+from elastico.runtime.telemetry import configure as configure_tracing
 from elastico.tracing import NOOP, Tracer
-from elastico.serve_config import (
+from elastico.runtime.serve_config import (
     DEFAULT_PORTS, SERVICES, ServeConfig, TlsConfig, load_serve_config, overrides_from_args)
 
 __all__ = ["register", "run", "start", "add_upstream_arguments", "upstream_clients", "tls_credentials", "start_metrics_http",
@@ -118,9 +118,9 @@ def _simulator_core(kind: str):
     """A predictor core serving the simulator's placer model (``--simulator-model``): the
     k-fold LightGBM predictor or the analytic model of ``elastico simulate``."""
     from elastico.predictor.service import PredictorCore
-    from elastico.simulate_cli import _slowdown_models
+    from elastico.sim.simulator import slowdown_models
 
-    model, _ = _slowdown_models("analytic" if kind == "analytic" else "predictor")
+    model, _ = slowdown_models("analytic" if kind == "analytic" else "predictor")
 
     class SimulatorCore(PredictorCore):
         def __init__(self):
@@ -150,7 +150,7 @@ def add_upstream_arguments(p: argparse.ArgumentParser, *, scope: str,
                            predictor_default: str) -> None:
     """The flags naming the pricing and predictor servers a placer calls, and the TLS files
     for calling them (``serve placer`` and ``schedule``; read by :func:`upstream_clients`
-    through :class:`~elastico.serve_config.ServeConfig`).  ``scope`` prefixes each help text
+    through :class:`~elastico.runtime.serve_config.ServeConfig`).  ``scope`` prefixes each help text
     (e.g. "placer only: "); ``predictor_default`` says what predicts without the flag."""
     p.add_argument("--pricing-address", default=None, metavar="HOST:PORT",
                    help=f"{scope}price through the PricingService there (default: in-process; "
@@ -171,12 +171,12 @@ def add_upstream_arguments(p: argparse.ArgumentParser, *, scope: str,
 
 
 def upstream_clients(cfg: ServeConfig, tracer: Tracer):
-    """The placer's ``(pricer, slowdown model)``: a :class:`~elastico.placer.remote.RemotePricer`
-    and a :class:`~elastico.placer.remote.RemoteSlowdownModel` for ``cfg.pricing_address`` and
+    """The placer's ``(pricer, slowdown model)``: a :class:`~elastico.placer.rpc.remote.RemotePricer`
+    and a :class:`~elastico.placer.rpc.remote.RemoteSlowdownModel` for ``cfg.pricing_address`` and
     ``cfg.predictor_address`` (over ``cfg.upstream_*`` TLS files), None for an address not
     configured (= in-process).  Used by ``elastico serve placer`` and ``elastico schedule``.
     Raises InvalidArgument for an unreadable TLS file."""
-    from elastico.placer.remote import RemotePricer, RemoteSlowdownModel, open_channel
+    from elastico.placer.rpc.remote import RemotePricer, RemoteSlowdownModel, open_channel
 
     def read(path):
         if path is None:
@@ -304,7 +304,7 @@ def start(cfg: ServeConfig, *, model_dir: Path | None = None, model: Path | None
 
 
 def run(args: argparse.Namespace) -> int:
-    from elastico.lifeline import arm_from_env
+    from elastico.runtime.lifeline import arm_from_env
 
     arm_from_env()  # started by `elastico up`: die with it
     cfg = _config(args)

@@ -1,6 +1,6 @@
 """Cluster definitions for ``elastico evaluate``: the trace's own GPU mix, or a YAML file.
 
-Who calls it: :mod:`elastico.evaluate` and its CLI.  Whom it calls: PyYAML (safe loader),
+Who calls it: :mod:`elastico.sim.evaluate` and its CLI.  Whom it calls: PyYAML (safe loader),
 :mod:`elastico.trace` (GPU memory per model, the trace's sub-cluster) and the throughput model
 (which GPU models have a speed).  No clock, no global state.
 
@@ -28,7 +28,7 @@ path (``pools[1].fraction``), the value and what is allowed; a key given twice i
 with its line.
 
 MIG mode.  ``mig_gpus_per_node`` (only on models with a MIG profile table,
-:data:`elastico.placer.mig.MIG_PROFILES`) is carried on each built node as the label
+:data:`elastico.mig.MIG_PROFILES`) is carried on each built node as the label
 :data:`MIG_GPUS_LABEL`; :func:`mig_gpus_of` turns the labels into the ``(node, GPU)`` pairs a
 :class:`~elastico.placer.placement.ClusterState` puts in MIG mode.  MIG mode is an operator's
 setting (a GPU reset, not a scheduling decision), so the simulator applies it only for
@@ -42,14 +42,13 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 from elastico.errors import InvalidArgument
-from elastico.model import Node
+from elastico.model import MIG_GPUS_LABEL, Node
 from elastico.trace import MAX_GPUS_PER_NODE, MAX_QUANTITY
 
-__all__ = ["ClusterSpec", "Pool", "TRACE", "load_cluster", "parse_cluster", "bundled_clusters",
-           "MIG_GPUS_LABEL", "mig_gpus_of", "mig_models_of"]
+__all__ = ["ClusterSpec", "Pool", "TRACE", "load_cluster", "parse_cluster", "bundled_clusters"]
 
 #: the cluster name of the trace's own GPU mix (:func:`elastico.trace.sub_cluster`)
 TRACE = "trace"
@@ -57,59 +56,6 @@ _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 _TOP = {"name": True, "description": False, "pools": True}
 _POOL = {"gpu_model": True, "gpus_per_node": True, "cpu_cores": True, "mem_gib": True,
          "fraction": True, "gpu_mem_gib": False, "mig_gpus_per_node": False}
-#: node label: how many of the node's GPUs are in MIG mode.  A cluster definition's nodes have
-#: their first ones in MIG mode (:func:`mig_gpus_of`); on live nodes (the Kubernetes loop's
-#: inventory, the placer service's NodeSpec) the label is only the count
-#: (:func:`with_mig_count`), set from the GPUs actually in MIG mode, whose indices reach the
-#: ClusterState separately -- so read live nodes with :func:`mig_gpu_count`, and call
-#: :func:`mig_gpus_of` only on nodes built from a cluster definition.
-MIG_GPUS_LABEL = "elastico.io/mig-gpus"
-
-
-def mig_gpu_count(node: Node, where: str = "node") -> int:
-    """How many of ``node``'s GPUs are in MIG mode by its :data:`MIG_GPUS_LABEL` (0 without
-    the label).  InvalidArgument (field ``{where}.labels[...]``) for a label that is not an
-    integer in 0..num_gpus, or non-zero on a model without a MIG profile table."""
-    from elastico.placer.mig import MIG_PROFILES
-
-    v = dict(node.labels).get(MIG_GPUS_LABEL)
-    if v is None:
-        return 0
-    try:
-        k = int(v)
-    except ValueError:
-        k = -1
-    if not 0 <= k <= node.num_gpus:
-        raise InvalidArgument(f"{where}.labels[{MIG_GPUS_LABEL}]", v,
-                              f"an integer in 0..{node.num_gpus}")
-    if k and node.gpu_model not in MIG_PROFILES:
-        raise InvalidArgument(f"{where}.labels[{MIG_GPUS_LABEL}]", v,
-                              f"0: {node.gpu_model} has no MIG profiles")
-    return k
-
-
-def with_mig_count(labels: Mapping[str, str], count: int) -> tuple[tuple[str, str], ...]:
-    """``labels`` as a Node's sorted ``labels`` tuple, with :data:`MIG_GPUS_LABEL` set to
-    ``count``, or removed when ``count`` is 0: whatever the labels said before is replaced by
-    the count the caller knows (live nodes: the GPUs reported in MIG mode)."""
-    out = {k: v for k, v in labels.items() if k != MIG_GPUS_LABEL}
-    if count:
-        out[MIG_GPUS_LABEL] = str(count)
-    return tuple(sorted(out.items()))
-
-
-def mig_gpus_of(nodes: Sequence[Node]) -> list[tuple[int, int]]:
-    """``(node_index, gpu_index)`` of every GPU in MIG mode by the nodes' :data:`MIG_GPUS_LABEL`
-    (the first ``k`` GPUs of a node labelled ``k``; nodes without the label: none).
-    InvalidArgument like :func:`mig_gpu_count`."""
-    return [(i, g) for i, n in enumerate(nodes) for g in range(mig_gpu_count(n, f"nodes[{i}]"))]
-
-
-def mig_models_of(nodes: Sequence[Node]) -> frozenset[str]:
-    """GPU models with at least one GPU in MIG mode by :func:`mig_gpu_count`."""
-    return frozenset(n.gpu_model for i, n in enumerate(nodes) if mig_gpu_count(n, f"nodes[{i}]"))
-
-
 @dataclass(frozen=True)
 class Pool:
     gpu_model: str
@@ -279,9 +225,9 @@ def _keys(where: str, doc: Any, allowed: dict[str, bool]) -> None:
 
 def parse_cluster(doc: Any, source: str = "") -> ClusterSpec:
     """Validate a loaded YAML document (module docstring) into a :class:`ClusterSpec`."""
-    from elastico.placer.mig import MIG_PROFILES
-    from elastico.throughput import ThroughputModel
-    from elastico.trace import GPU_MEMORY_GIB
+    from elastico.mig import MIG_PROFILES
+    from elastico.perf.throughput import ThroughputModel
+    from elastico.hardware import GPU_MEMORY_GIB
 
     _keys("", doc, _TOP)
     name = _field("", doc, "name", "str")

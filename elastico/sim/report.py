@@ -1,8 +1,8 @@
 """The evaluation report: ``results.json``, ``report.md`` and PNG plots from evaluation runs.
 
-Who calls it: :mod:`elastico.evaluate_cli` (and tests).  Whom it calls: numpy, matplotlib
+Who calls it: :mod:`elastico.cli.evaluate` (and tests).  Whom it calls: numpy, matplotlib
 (Agg backend: no display needed).  It runs nothing: its input is the list of
-:class:`elastico.evaluate.RunOutput` the runner returned.  Every number it prints is defined
+:class:`elastico.sim.evaluate.RunOutput` the runner returned.  Every number it prints is defined
 in docs/metrics.md ("elastico evaluate").
 
 Files written into ``out``:
@@ -10,7 +10,7 @@ Files written into ``out``:
 * ``results.json`` -- ``{"runs": [...]}``, one object per (cluster, policy, seed): ``cluster``,
   ``gpus``, ``policy``, ``seed``, ``load``, ``jobs``, ``kinds``, every simulate metric key,
   ``service_bound_violations``, ``truth_pairs_unmeasured``, ``gpu_utilization_ceiling``
-  (:mod:`elastico.ceiling`), ``wall_s``;
+  (:mod:`elastico.sim.ceiling`), ``wall_s``;
 * ``report.md`` -- per cluster a table of mean ± standard deviation over seeds per policy,
   the goal check (512-GPU clusters against ``exclusive``) and the ablation check;
 * ``jct_cdf.png``, ``gpu_utilization.png``, ``queue_length.png`` -- one panel per cluster.
@@ -122,7 +122,7 @@ def goal_check(runs: Sequence[dict], cluster: str) -> list[dict] | None:
     """The paper's headline claims (:data:`GOALS`) for ``cluster`` (elastico vs exclusive, ratio of the means over
     seeds); None when either policy is missing.  Each row: goal, target, measured, met, and
     ``ceiling`` for the utilization rows: the mean over elastico's seeds of the runs'
-    ``gpu_utilization_ceiling`` (:mod:`elastico.ceiling`; over exclusive's mean utilization
+    ``gpu_utilization_ceiling`` (:mod:`elastico.sim.ceiling`; over exclusive's mean utilization
     for the ratio), None when the runs lack it or it is not finite.  Throughput is two rows:
     jobs finished per hour in the measurement window, and -- when the load sweep ran for the
     cluster -- the ratio of the maximum sustainable loads (as coarse as the sweep's grid; at
@@ -209,7 +209,7 @@ def _metrics_link(out: Path | None) -> str:
     """docs/metrics.md as a link relative to the report's folder ``out`` when both are in
     this checkout (the report is read beside the docs); otherwise its repository path as
     text, since a link out of the folder would break once the folder is moved."""
-    doc = Path(__file__).resolve().parents[1] / "docs" / "metrics.md"
+    doc = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
     if out is not None and doc.is_file():
         root, folder = doc.parents[1], out.resolve()
         if folder == root or root in folder.parents:
@@ -331,7 +331,7 @@ def _ci_lines(rs: Sequence[dict], cluster: str) -> list[str]:
 
 
 def _min_sweep_text() -> str:
-    from elastico.evaluate import SWEEP_LOADS
+    from elastico.sim.evaluate import SWEEP_LOADS
 
     return f"{min(SWEEP_LOADS):g} (the lowest swept)"
 

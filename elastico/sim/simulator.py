@@ -34,7 +34,7 @@ lifetime cut off by the end of the observation); throughput and work count what 
 was done inside it.
 
 MIG: the GPUs in MIG mode are fixed for a run (an operator's setting): those the nodes' labels
-name (:func:`elastico.clusters.mig_gpus_of`) when the policy can use MIG instances
+name (:func:`elastico.model.mig_gpus_of`) when the policy can use MIG instances
 (``policy.uses_mig``), none otherwise.  A job on a MIG instance runs at its configuration's
 (solo MIG) throughput: instances are isolated, so co-residents of the GPU never slow it.  A
 service's recorded slowdown is the larger of its interference slowdown and its requested
@@ -54,20 +54,21 @@ which flattered every policy that hands out whole or faster GPUs.)
 from __future__ import annotations
 
 import math
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from elastico.clusters import mig_gpus_of
-from elastico.model import Configuration, Job, JobKind, Node
+from elastico.errors import InvalidArgument
+from elastico.model import Configuration, Job, JobKind, Node, mig_gpus_of
 from elastico.placer.placement import ClusterState
 from elastico.placer.round import ActiveJob, Policy, RoundInput, Status, run_round
 from elastico.predictor import SlowdownModel
 from elastico.tracing import NOOP, Tracer
 
-__all__ = ["JobRecord", "SimResult", "simulate", "METRIC_KEYS", "backlog_growth",
+__all__ = ["JobRecord", "SimResult", "simulate", "METRIC_KEYS", "backlog_growth", "slowdown_models",
            "backlog_bounded", "BACKLOG_GROWTH_FRACTION"]
 
 METRIC_KEYS = (
@@ -134,7 +135,7 @@ def _whole_gpu_speed(policy: Policy) -> Callable[[Job, Configuration], float]:
     env = getattr(policy, "env", None)
     tm = getattr(env, "throughput", None)
     if tm is None:
-        from elastico.throughput import ThroughputModel
+        from elastico.perf.throughput import ThroughputModel
 
         tm = ThroughputModel.bundled()
 
@@ -550,3 +551,24 @@ def _metrics(recs: list[JobRecord], span: float, gpus: int, alloc_int: float,
         "round_ms_p50": q(np.array(round_ms), 50),
         "round_ms_p99": q(np.array(round_ms), 99),
     }
+
+
+def slowdown_models(kind: str):
+    """(the placer's slowdown model, the ground truth) of docs/predictor.md, "Simulator":
+    truth = Gavel's measured pairs; predictor = LightGBM k-fold by job type on the same
+    observations (5 folds, seed 0), or the analytic model -- also the fallback, with a note
+    on stderr, when the learned models cannot be built (e.g. lightgbm missing)."""
+    from elastico.predictor import AnalyticSlowdown
+
+    try:
+        from elastico.predictor.learned import MeasuredSlowdown, kfold_by_job_type
+        from elastico.predictor.observations import bundled_observations
+
+        obs = bundled_observations()
+        truth = MeasuredSlowdown.from_observations(obs)
+        if kind == "analytic":
+            return AnalyticSlowdown(), truth
+        return kfold_by_job_type(obs, k=5, seed=0), truth
+    except (ImportError, InvalidArgument, OSError) as e:
+        print(f"note: analytic slowdown model for prediction and truth ({e})", file=sys.stderr)
+        return AnalyticSlowdown(), None

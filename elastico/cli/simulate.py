@@ -1,7 +1,7 @@
 """``elastico simulate``: replay the Alibaba GPU trace through one or more policies.
 
 Two modes.  ``--mode replay`` (default) builds the cluster (:func:`elastico.trace.read_nodes`, :func:`elastico.trace.sub_cluster`),
-the workload (:func:`elastico.workload.build_workload`), runs :func:`elastico.simulator.simulate`
+the workload (:func:`elastico.sim.workload.build_workload`), runs :func:`elastico.sim.simulator.simulate`
 per policy and prints the summary table; ``--json FILE`` writes the metrics (keys in
 docs/metrics.md).  ``--mode inflation`` runs FGD's workload-inflation benchmark
 (:mod:`elastico.placer.inflation`, docs/placement.md) on the full trace cluster: one openb
@@ -88,7 +88,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="node list (default: the bundled openb_node_list_gpu_node.csv)")
     p.add_argument("--cluster", default=None, metavar="FILE.yaml",
                    help="replay on a cluster definition (a .yaml file or a bundled name such "
-                        "as a100-mig; elastico/clusters.py) with --gpus GPUs instead of the "
+                        "as a100-mig; elastico/sim/clusters.py) with --gpus GPUs instead of the "
                         "trace's own GPU mix")
     p.add_argument("--gpus", type=int, default=None,
                    help="GPUs in the deterministic sub-cluster, 1..6212 for the bundled "
@@ -230,7 +230,7 @@ def _check(args: argparse.Namespace) -> None:
     if args.json is not None:
         check_output_file("--json", args.json)
     if getattr(args, "via_grpc", None):  # "" = start the services here
-        from elastico.serve_config import check_address
+        from elastico.runtime.serve_config import check_address
 
         # before anything runs: grpc would read port 99999 modulo 65536, or resolve "garbage"
         check_address("--via-grpc", args.via_grpc, listen=False)
@@ -258,8 +258,10 @@ def run(args: argparse.Namespace) -> int:
     # the composition root (elastico.cli) hands in an OpenTelemetry tracer when the OTEL_*
     # environment asks for one; otherwise the rounds are not traced
     tracer = getattr(args, "tracer", NOOP)
-    from elastico import trace, workload
-    from elastico.throughput import ThroughputModel
+    from elastico import trace
+    from elastico.perf.throughput import ThroughputModel
+    from elastico.sim import workload
+    from elastico.sim.simulator import slowdown_models
 
     _check(args)
     if args.mode == "inflation":
@@ -271,7 +273,7 @@ def run(args: argparse.Namespace) -> int:
     policies = list(args.policy or ["exclusive", "elastico"])
     spec = None
     if args.cluster is not None:
-        from elastico.clusters import load_cluster
+        from elastico.sim.clusters import load_cluster
 
         try:
             spec = load_cluster(args.cluster)
@@ -345,17 +347,17 @@ def run(args: argparse.Namespace) -> int:
           f"workload: {count_of(len(wl.jobs), 'job')} ({_kind_mix(wl.jobs)}), "
           f"load {load}, seed {args.seed}", file=sys.stderr)
 
-    slowdown, truth = _slowdown_models(args.slowdown_model)
+    slowdown, truth = slowdown_models(args.slowdown_model)
     via = None
     if args.via_grpc is not None:
-        # elastico.cli (the composition root) hands in the gRPC wiring (elastico.up_cli)
+        # elastico.cli (the composition root) hands in the gRPC wiring (elastico.cli.up)
         via = args.via_grpc_factory(args.via_grpc, args.slowdown_model).__enter__()
     try:
         runs = _replay(args, policies, nodes, model, wl, slowdown, truth, tracer, via)
     finally:
         if via is not None:
             via.__exit__(None, None, None)
-    from elastico.ceiling import workload_ceiling
+    from elastico.sim.ceiling import workload_ceiling
 
     ceiling = workload_ceiling(wl.jobs, nodes, model)
     for r in runs:
@@ -376,7 +378,8 @@ def _replay(args, policies, nodes, model, wl, slowdown, truth, tracer, via) -> l
     from tqdm import tqdm
 
     from elastico.placer.policies import PolicyEnv, make_policy
-    from elastico.simulator import simulate
+    from elastico.sim.simulator import simulate
+    from elastico.sim.workload import user_estimates
 
     runs = []
     estimates = (user_estimates(wl.jobs, args.user_estimate_badness, args.seed)
@@ -409,20 +412,6 @@ def _replay(args, policies, nodes, model, wl, slowdown, truth, tracer, via) -> l
     return runs
 
 
-def user_estimates(jobs, badness: float, seed: int) -> dict[str, float]:
-    """Job id -> a user's estimate of its work (seconds): uniform in ``[work, (badness + 1)
-    x work]`` (the f-model of Mu'alem & Feitelson, IEEE TPDS 12(6), 2001: users overestimate,
-    never under, as a job is killed at its estimate), one draw per job in id order from
-    ``default_rng(seed)``.  Tsafrir (JSSPP'10) shows real estimates are coarser (a few round
-    values), so this gives a policy more information than real users do."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    ordered = sorted(jobs, key=lambda j: j.id)
-    u = rng.random(len(ordered))
-    return {j.id: j.work * (1.0 + badness * float(x)) for j, x in zip(ordered, u)}
-
-
 def _write_json(path: Path | None, runs: list[dict]) -> None:
     """``--json FILE``: one run as a flat object, several as ``{"runs": [...]}``."""
     if path is None:
@@ -435,27 +424,6 @@ def _write_json(path: Path | None, runs: list[dict]) -> None:
         path.write_text(json.dumps(doc, indent=2, allow_nan=False) + "\n")
     except OSError as e:
         raise InvalidArgument("--json", str(path), f"could not be written: {e.strerror}") from None
-
-
-def _slowdown_models(kind: str):
-    """(the placer's slowdown model, the ground truth) of docs/predictor.md, "Simulator":
-    truth = Gavel's measured pairs; predictor = LightGBM k-fold by job type on the same
-    observations (5 folds, seed 0), or the analytic model -- also the fallback, with a note
-    on stderr, when the learned models cannot be built (e.g. lightgbm missing)."""
-    from elastico.predictor import AnalyticSlowdown
-
-    try:
-        from elastico.predictor.learned import MeasuredSlowdown, kfold_by_job_type
-        from elastico.predictor.observations import bundled_observations
-
-        obs = bundled_observations()
-        truth = MeasuredSlowdown.from_observations(obs)
-        if kind == "analytic":
-            return AnalyticSlowdown(), truth
-        return kfold_by_job_type(obs, k=5, seed=0), truth
-    except (ImportError, InvalidArgument, OSError) as e:
-        print(f"note: analytic slowdown model for prediction and truth ({e})", file=sys.stderr)
-        return AnalyticSlowdown(), None
 
 
 def _model_mix(nodes):

@@ -1,8 +1,8 @@
 """``elastico evaluate``: every policy on every cluster and seed, and the report.
 
-Who calls it: :mod:`elastico.cli`.  Whom it calls: :mod:`elastico.clusters` (cluster
-definitions), :mod:`elastico.evaluate` (the runs, in parallel processes) and
-:mod:`elastico.report` (results.json, report.md, PNG plots).  Progress goes to stderr, one
+Who calls it: :mod:`elastico.cli`.  Whom it calls: :mod:`elastico.sim.clusters` (cluster
+definitions), :mod:`elastico.sim.evaluate` (the runs, in parallel processes) and
+:mod:`elastico.sim.report` (results.json, report.md, PNG plots).  Progress goes to stderr, one
 line per finished run.  Every flag is checked before any run starts.
 """
 
@@ -114,7 +114,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _sweep_default():
-    from elastico.evaluate import SWEEP_LOADS
+    from elastico.sim.evaluate import SWEEP_LOADS
 
     return SWEEP_LOADS
 
@@ -166,11 +166,11 @@ def _names(flag: str, text: str) -> list[str]:
 def parse(args: argparse.Namespace):
     """Every flag checked (InvalidArgument naming it) -> (specs, gpus, policies, seeds,
     settings, workers)."""
-    from elastico.clusters import load_cluster
-    from elastico.evaluate import Settings
+    from elastico.sim.clusters import load_cluster
+    from elastico.sim.evaluate import Settings
     from elastico.placer.policies import POLICIES
     from elastico.paths import check_output_dir, check_output_file
-    from elastico.report import REPORT_FILES
+    from elastico.sim.report import REPORT_FILES
 
     gpus = _ints("--gpus", args.gpus, 1, MAX_GPUS)
     seeds = _ints("--seeds", args.seeds, 0)
@@ -254,10 +254,11 @@ def _default_sweep_text() -> str:
 
 def _check_load(specs, gpus: list[int], seeds: list[int], settings) -> None:
     """An explicit --load that some run's workload cannot offer fails now, naming the flag,
-    not after the runs start.  Builds each workload as :func:`elastico.evaluate.run_one` does
+    not after the runs start.  Builds each workload as :func:`elastico.sim.evaluate.run_one` does
     (``jobs_per_gpu x gpus`` pods; ~20 ms each)."""
-    from elastico import trace, workload
-    from elastico.throughput import ThroughputModel
+    from elastico import trace
+    from elastico.sim import workload
+    from elastico.perf.throughput import ThroughputModel
 
     nodes_all, pods, model = trace.read_nodes(), trace.read_pods(), ThroughputModel.bundled()
     for s in specs:
@@ -296,8 +297,8 @@ def _folder(text: str) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     from elastico.cli import count_of
-    from elastico.evaluate import run_all, sustainable_loads, sweep_tasks, tasks_for
-    from elastico.report import write_report
+    from elastico.sim.evaluate import run_all, sustainable_loads, sweep_tasks, tasks_for
+    from elastico.sim.report import write_report
 
     specs, gpus, policies, seeds, settings, workers = parse(args)
     sweep_loads, sweep_seeds, sweep_gpus = parse_sweep(args, settings, gpus)

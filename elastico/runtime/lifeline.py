@@ -1,7 +1,7 @@
 """A child process that dies with its parent: Linux's ``PR_SET_PDEATHSIG``, armed by the child.
 
-Who calls it: ``elastico serve`` at start-up (:mod:`elastico.serve_cli`), when
-:mod:`elastico.up_cli` started it with :data:`ENV` set to its own process id.
+Who calls it: ``elastico serve`` at start-up (:mod:`elastico.cli.serve`), when
+:mod:`elastico.cli.up` started it with :data:`ENV` set to its own process id.
 
 Why the child arms it and not a ``preexec_fn`` in the parent: ``up`` (and the tests, and
 ``simulate --via-grpc``) start services from a process that already runs gRPC threads.
@@ -50,7 +50,7 @@ def arm(parent: int) -> bool:
     """In a child of process ``parent``: SIGTERM when the parent thread that started this
     process ends (even by SIGKILL), at once if ``parent`` is already gone.  Linux only
     (returns False elsewhere, doing nothing).  Also used by ``elastico evaluate``'s worker
-    processes (:mod:`elastico.evaluate`), so that none outlives a killed run."""
+    processes (:mod:`elastico.sim.evaluate`), so that none outlives a killed run."""
     if not sys.platform.startswith("linux"):
         return False
     import ctypes

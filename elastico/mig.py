@@ -3,7 +3,7 @@ on the GPU each may start, a check of a whole geometry, and a small state object
 (:class:`MigGpu`) that never produces an invalid geometry.
 
 Who calls this module: the placer (:mod:`elastico.placer.placement` books MIG instances through
-:class:`MigGpu`), the repartition planner (:mod:`elastico.placer.mig_plan`) and, later, the node
+:class:`MigGpu`), the repartition planner (:mod:`elastico.mig_plan`) and, later, the node
 agent.  Whom it calls: nothing (pure; no clock, no I/O).
 
 Sources (NVIDIA Multi-Instance GPU User Guide, r580, docs.nvidia.com/datacenter/tesla/mig-user-guide):

@@ -30,22 +30,22 @@ from typing import Any, Iterator, Sequence
 import grpc
 import numpy as np
 
-from elastico.clusters import mig_gpus_of
+from elastico.model import mig_gpus_of
 from elastico.errors import ElasticoError, InvalidArgument
 from elastico.model import Node
 from elastico.predictor import AnalyticSlowdown, JobProfile, SlowdownModel
 from elastico.predictor.profile import OPTIONAL_FIELDS
 from elastico.pricing import PricingResult
-from elastico.telemetry import instrument_channel
+from elastico.runtime.telemetry import instrument_channel
 from elastico.tracing import NOOP, Tracer
 from elastico.v1 import placer_pb2, placer_pb2_grpc, predictor_pb2, predictor_pb2_grpc
 from elastico.v1 import pricing_pb2, pricing_pb2_grpc
 
-from .placement import ClusterState
-from .policies import POLICIES
-from .policies.common import JobCatalog, PolicyEnv
-from .round import RoundInput, RoundResult
-from . import wire
+from elastico.placer.placement import ClusterState
+from elastico.placer.policies import POLICIES
+from elastico.placer.policies.common import JobCatalog, PolicyEnv
+from elastico.placer.round import RoundInput, RoundResult
+from elastico.placer.rpc import wire
 
 __all__ = ["RoundDeadlineExceeded", "DependencyUnavailable", "round_deadline", "open_channel",
            "RemotePricer", "RemoteSlowdownModel", "RemotePlacerPolicy", "RoundSummary"]
@@ -89,7 +89,7 @@ def open_channel(address: str, *, ca: bytes | None = None, cert: bytes | None = 
                  key: bytes | None = None, tracer: Tracer = NOOP) -> grpc.Channel:
     """A channel to ``address``: TLS when ``ca`` (PEM) is given -- with ``cert``/``key`` the
     client's identity for mutual TLS -- else plaintext; with an OpenTelemetry ``tracer`` every
-    call carries the trace context (:func:`elastico.telemetry.instrument_channel`)."""
+    call carries the trace context (:func:`elastico.runtime.telemetry.instrument_channel`)."""
     opts = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)]
     if ca is not None:
@@ -281,7 +281,7 @@ class RemotePlacerPolicy:
     or :class:`DependencyUnavailable` (the caller keeps its previous allocation).
     ``mig_gpus``: the ``(node, GPU)`` pairs in MIG mode, sent in every request (the placer
     sets the nodes' MIG count label from them); None: those the simulator puts in MIG mode
-    for the in-process policy of that name (:func:`elastico.clusters.mig_gpus_of` when it
+    for the in-process policy of that name (:func:`elastico.model.mig_gpus_of` when it
     ``uses_mig``, else none).  :attr:`uses_mig`: whether any is in MIG mode."""
 
     def __init__(self, channel: grpc.Channel, policy: str, env: PolicyEnv, *,

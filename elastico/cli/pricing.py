@@ -1,6 +1,6 @@
 """``elastico pricing solve``: solve one MMKP instance from an ``.npz`` file.
 
-The lead's ``elastico/cli.py`` calls :func:`register` with its subparsers object; the chosen
+The lead's ``elastico/cli/__init__.py`` calls :func:`register` with its subparsers object; the chosen
 command runs as ``args.func(args)`` and returns the exit status: 0 ok; 2 bad input (the
 message on stderr as ``elastico: error: <field>: <value> ...``); 3 infeasible (the solver
 raised :class:`elastico.errors.Infeasible`, possible only when some family has no zero-demand

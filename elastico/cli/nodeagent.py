@@ -22,8 +22,8 @@ import sys
 from pathlib import Path
 
 from elastico.errors import InvalidArgument
-from elastico.serve_cli import stop_on_signals, tls_credentials
-from elastico.serve_config import TlsConfig, check_key_pair
+from elastico.cli.serve import stop_on_signals, tls_credentials
+from elastico.runtime.serve_config import TlsConfig, check_key_pair
 
 __all__ = ["register", "run"]
 
@@ -106,10 +106,10 @@ def run(args: argparse.Namespace) -> int:
     import grpc
 
     from elastico.nodeagent.backend import SimulatedGpuBackend, backend_from_env
-    from elastico.nodeagent.deviceplugin import (
+    from elastico.nodeagent.kube.deviceplugin import (
         DevicePlugin, DevicePluginConfig, DevicePluginServicer, check_devices)
     from elastico.nodeagent.inventory import HealthWatcher, InventoryPublisher
-    from elastico.nodeagent.kube_client import KubernetesNodeApi
+    from elastico.nodeagent.kube.client import KubernetesNodeApi
     from elastico.nodeagent.mps import MpsError, MpsManager, MpsStatus, StaticMps
     from elastico.nodeagent.server import build_server
 

@@ -1,7 +1,7 @@
 """Building an ElastiCo gRPC server: the part every service shares (STYLE.md 8: thin servicers).
 
 One function, :func:`serve_one`, so that every service gets the same production behaviour:
-the error interceptor of :mod:`elastico.grpc_errors` (domain errors -> status codes, never
+the error interceptor of :mod:`elastico.runtime.grpc_errors` (domain errors -> status codes, never
 ``UNKNOWN``), a bounded number of in-flight RPCs (beyond it grpc answers
 ``RESOURCE_EXHAUSTED``), message size limits, gRPC health checking (overall and per service,
 ``SERVING``, or a caller's own health servicer) and server reflection.  Callers: the pricing,
@@ -20,10 +20,10 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from elastico.grpc_errors import ErrorInterceptor, UnaryInterceptor
-from elastico.metrics import ServiceMetrics
-from elastico.serve_config import is_loopback  # re-exported: callers import it from here too
-from elastico.telemetry import server_interceptor
+from elastico.runtime.grpc_errors import ErrorInterceptor, UnaryInterceptor
+from elastico.runtime.metrics import ServiceMetrics
+from elastico.runtime.serve_config import is_loopback  # re-exported: callers import it from here too
+from elastico.runtime.telemetry import server_interceptor
 from elastico.tracing import NOOP, Tracer
 
 __all__ = ["serve_one", "abort_if_expired", "server_credentials", "channel_credentials",
@@ -96,7 +96,7 @@ def serve_one(address: str, service_name: str,
     (:func:`server_credentials`); None serves plaintext -- callers decide when that is allowed
     (``elastico serve`` only on ``--plaintext``).  ``metrics``: count and time every RPC on
     it (:class:`MetricsInterceptor`).  ``tracer``: an OpenTelemetry tracer
-    (:func:`elastico.telemetry.configure`) opens a server span per RPC, child of the caller's
+    (:func:`elastico.runtime.telemetry.configure`) opens a server span per RPC, child of the caller's
     span.  ``health_servicer``: None = a new ``HealthServicer`` reporting ``SERVING`` for the
     overall service (``""``) and ``service_name``, fixed; a caller's own one is registered as
     it is and the caller sets its statuses (e.g. a health-only endpoint that follows the

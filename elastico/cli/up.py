@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 
 from elastico.errors import ElasticoError, InvalidArgument
-from elastico.lifeline import ENV as LIFELINE_ENV
+from elastico.runtime.lifeline import ENV as LIFELINE_ENV
 
 __all__ = ["register", "run", "Stack", "ServiceDied", "free_ports"]
 
@@ -131,7 +131,7 @@ class Stack:
         stopped) when one exits first or ``timeout_s`` passes."""
         try:
             for s in self.ports:
-                # the child arms PR_SET_PDEATHSIG itself (elastico.lifeline): no preexec_fn,
+                # the child arms PR_SET_PDEATHSIG itself (elastico.runtime.lifeline): no preexec_fn,
                 # which would run Python between fork and exec in this gRPC-threaded process.
                 # The signal comes when the *thread* that started the child ends, so a Stack is
                 # started from a thread that lives as long as it (the main thread in ``up``).
@@ -217,7 +217,7 @@ def _check(args: argparse.Namespace, ports: dict[str, int]) -> bytes | None:
     each port is free.  Returns the CA's PEM (None without TLS).  Raises InvalidArgument."""
     import socket
 
-    from elastico.serve_config import load_serve_config
+    from elastico.runtime.serve_config import load_serve_config
 
     tls = ({"tls_cert": args.tls_cert, "tls_key": args.tls_key} if args.tls_cert
            else {"plaintext": True})
@@ -262,7 +262,7 @@ def _check(args: argparse.Namespace, ports: dict[str, int]) -> bytes | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from elastico.serve_cli import available, stop_on_signals
+    from elastico.cli.serve import available, stop_on_signals
 
     if not 1 <= args.base_port <= 65535 - 3:
         raise InvalidArgument("--base-port", args.base_port, "a port in 1..65532")
@@ -328,7 +328,7 @@ class ViaGrpc:
         self.channel = None
 
     def __enter__(self) -> "ViaGrpc":
-        from elastico.placer.remote import open_channel
+        from elastico.placer.rpc.remote import open_channel
 
         address = self.address
         if address is None:
@@ -342,8 +342,8 @@ class ViaGrpc:
         return self
 
     def policy(self, name: str, env):
-        """A :class:`~elastico.placer.remote.RemotePlacerPolicy` named ``name`` for ``env``."""
-        from elastico.placer.remote import RemotePlacerPolicy
+        """A :class:`~elastico.placer.rpc.remote.RemotePlacerPolicy` named ``name`` for ``env``."""
+        from elastico.placer.rpc.remote import RemotePlacerPolicy
 
         return RemotePlacerPolicy(self.channel, name, env, timeout_s=self.timeout_s)
 

@@ -3,21 +3,21 @@
 Subcommands register themselves (``register(subparsers)``) so each component owns its CLI:
 
 * ``elastico simulate`` -- replay the bundled Alibaba GPU trace (or a given one) through a
-  scheduling policy and print the summary table (:mod:`elastico.simulate_cli`).
+  scheduling policy and print the summary table (:mod:`elastico.cli.simulate`).
 * ``elastico evaluate`` -- every policy on the trace and MIG clusters over several seeds,
   written up as docs/evaluation/report.md with plots and results.json
-  (:mod:`elastico.evaluate_cli`).
+  (:mod:`elastico.cli.evaluate`).
 * ``elastico pricing solve`` -- solve one MMKP instance with Elastic Shadow Pricing
-  (:mod:`elastico.pricing.cli`).
+  (:mod:`elastico.cli.pricing`).
 * ``elastico predictor train|evaluate|retrain|convert-gavel`` -- the interference
-  predictor (:mod:`elastico.predictor.cli`).
-* ``elastico schedule`` -- the Kubernetes scheduler loop (:mod:`elastico.schedule_cli`, an
+  predictor (:mod:`elastico.cli.predictor`).
+* ``elastico schedule`` -- the Kubernetes scheduler loop (:mod:`elastico.cli.schedule`, an
   adapter like ``serve``).
-* ``elastico nodeagent`` -- the node-agent DaemonSet process (:mod:`elastico.nodeagent_cli`, an
+* ``elastico nodeagent`` -- the node-agent DaemonSet process (:mod:`elastico.cli.nodeagent`, an
   adapter).
-* ``elastico serve SERVICE`` -- run one gRPC service (:mod:`elastico.serve_cli`, an adapter:
+* ``elastico serve SERVICE`` -- run one gRPC service (:mod:`elastico.cli.serve`, an adapter:
   this module is the composition root and the only non-adapter allowed to import it).
-* ``elastico up`` -- every service as its own process on loopback (:mod:`elastico.up_cli`).
+* ``elastico up`` -- every service as its own process on loopback (:mod:`elastico.cli.up`).
 
 Exit status: 0 success, 2 bad input (the message names the field and the value), 3 no
 feasible choice (``pricing solve`` on an instance without zero configurations), 1 any other
@@ -41,9 +41,14 @@ def count_of(n: int, one: str, many: str | None = None) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from elastico import nodeagent_cli, schedule_cli, serve_cli, simulate_cli, up_cli
-    from elastico.predictor import cli as predictor_cli
-    from elastico.pricing import cli as pricing_cli
+    from elastico.cli import evaluate as evaluate_cli
+    from elastico.cli import nodeagent as nodeagent_cli
+    from elastico.cli import predictor as predictor_cli
+    from elastico.cli import pricing as pricing_cli
+    from elastico.cli import schedule as schedule_cli
+    from elastico.cli import serve as serve_cli
+    from elastico.cli import simulate as simulate_cli
+    from elastico.cli import up as up_cli
 
     p = argparse.ArgumentParser(
         prog="elastico",
@@ -54,8 +59,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"elastico {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     simulate_cli.register(sub)
-    from elastico import evaluate_cli
-
     evaluate_cli.register(sub)
     pricing_cli.register(sub)
     predictor_cli.register(sub)
@@ -71,11 +74,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     tracer = None
     if args.command == "simulate":  # one trace per round when OTEL_* asks (docs/api.md)
-        from elastico.telemetry import OtelTracer, configure
+        from elastico.runtime.telemetry import OtelTracer, configure
 
         tracer = args.tracer = configure("elastico-simulate")
         if getattr(args, "via_grpc", None) is not None:  # rounds through the services
-            from elastico.up_cli import ViaGrpc
+            from elastico.cli.up import ViaGrpc
 
             args.via_grpc_factory = ViaGrpc
     try:

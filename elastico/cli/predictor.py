@@ -1,6 +1,6 @@
 """``elastico predictor ...``: train, evaluate, retrain, and rebuild the bundled data.
 
-The lead's ``elastico/cli.py`` calls :func:`register` with its subparsers object; the chosen
+The lead's ``elastico/cli/__init__.py`` calls :func:`register` with its subparsers object; the chosen
 command runs as ``args.func(args)`` and returns the exit status: 0 ok, 2 bad input (the
 message on stderr names the field or ``FILE:LINE: column`` and the value).
 

@@ -1,9 +1,9 @@
 """The evaluation runner behind ``elastico evaluate``: every (cluster, policy, seed) replay.
 
-Who calls it: :mod:`elastico.evaluate_cli` (and tests).  Whom it calls: the cluster
-definitions (:mod:`elastico.clusters`), the workload builder, the policies and the simulator
+Who calls it: :mod:`elastico.cli.evaluate` (and tests).  Whom it calls: the cluster
+definitions (:mod:`elastico.sim.clusters`), the workload builder, the policies and the simulator
 -- the same code ``elastico simulate`` runs -- and, for parallel runs, a process pool.  It
-writes nothing: :mod:`elastico.report` turns its :class:`RunOutput` list into the report.
+writes nothing: :mod:`elastico.sim.report` turns its :class:`RunOutput` list into the report.
 
 One run (:func:`run_one`) is one :class:`Task`: the cluster ``spec`` at ``gpus`` GPUs, the
 workload of ``seed`` (``jobs_per_gpu x gpus`` trace pods drawn by the seed, arrivals scaled
@@ -27,8 +27,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from elastico.clusters import ClusterSpec
-from elastico.lifeline import arm
+from elastico.sim.clusters import ClusterSpec
+from elastico.runtime.lifeline import arm
 
 __all__ = ["Settings", "Task", "RunOutput", "tasks_for", "run_one", "run_all", "SERIES_BINS",
            "SERIES_SPANS", "sweep_tasks", "sustainable_loads", "SWEEP_LOADS"]
@@ -43,7 +43,7 @@ class Settings:
     GPU of the cluster (the trace window); ``load``: offered load (None = the workload
     builder's default, 1.0 or 0.9 of the most the pods can offer); ``restart_s``: seconds of
     progress lost per reconfiguration; ``utility``: elastico's objective; ``gpu_speed``: the
-    speed of unmeasured GPU models (:data:`elastico.throughput.GPU_SPEED_SENSITIVITIES`);
+    speed of unmeasured GPU models (:data:`elastico.perf.throughput.GPU_SPEED_SENSITIVITIES`);
     ``remaining_estimate``: what elastico believes a job's remaining work is
     (``PolicyEnv.remaining_estimate``; docs/model.md 6.).
     ``arrivals``:
@@ -108,7 +108,7 @@ def _inputs():
     from elastico import trace
     from elastico.predictor.learned import kfold_by_job_type
     from elastico.predictor.observations import bundled_observations
-    from elastico.throughput import ThroughputModel
+    from elastico.perf.throughput import ThroughputModel
 
     obs = bundled_observations()
     return (trace.read_nodes(), trace.read_pods(), ThroughputModel.bundled(),
@@ -117,7 +117,7 @@ def _inputs():
 
 def _model(settings: Settings):
     """The throughput model at the settings' ``gpu_speed`` sensitivity (cached per setting)."""
-    from elastico.throughput import ThroughputModel
+    from elastico.perf.throughput import ThroughputModel
 
     return ThroughputModel.bundled(settings.gpu_speed)
 
@@ -131,7 +131,7 @@ def _truth():
 
 @lru_cache(maxsize=8)
 def _workload(spec: ClusterSpec, gpus: int, seed: int, settings: Settings):
-    from elastico import workload
+    from elastico.sim import workload
 
     nodes_all, pods, model, _, _ = _inputs()
     nodes = spec.nodes(gpus, nodes_all)
@@ -149,11 +149,11 @@ def _workload(spec: ClusterSpec, gpus: int, seed: int, settings: Settings):
 
 @lru_cache(maxsize=8)
 def _ceiling(spec: ClusterSpec, gpus: int, seed: int, settings: Settings) -> float:
-    """The GPU-utilization ceiling of the task's workload (:mod:`elastico.ceiling`): over every
+    """The GPU-utilization ceiling of the task's workload (:mod:`elastico.sim.ceiling`): over every
     configuration any evaluated policy may give a job -- RST's candidates before pruning, MIG
     instances included, and the requested shape as a whole GPU (``exclusive``, ``gavel``) and
     as a share (``time-slicing``, ``fgd``, ``elastico-no-rst``)."""
-    from elastico.ceiling import workload_ceiling
+    from elastico.sim.ceiling import workload_ceiling
 
     nodes, wl = _workload(spec, gpus, seed, settings)
     return workload_ceiling(wl.jobs, nodes, _model(settings))
@@ -162,7 +162,7 @@ def _ceiling(spec: ClusterSpec, gpus: int, seed: int, settings: Settings) -> flo
 def run_one(task: Task) -> RunOutput:
     """Replay one task (module docstring) and summarise it."""
     from elastico.placer.policies import PolicyEnv, make_policy
-    from elastico.simulator import simulate
+    from elastico.sim.simulator import simulate
 
     t0 = time.perf_counter()
     nodes, wl = _workload(task.spec, task.gpus, task.seed, task.settings)
@@ -171,7 +171,7 @@ def run_one(task: Task) -> RunOutput:
     truth = _truth()
     estimates = None
     if task.settings.remaining_estimate == "user":
-        from elastico.simulate_cli import user_estimates
+        from elastico.sim.workload import user_estimates
 
         estimates = user_estimates(wl.jobs, 3.0, task.seed)
     env = PolicyEnv(nodes=nodes, throughput=model, slowdown=predictor,
@@ -184,7 +184,7 @@ def run_one(task: Task) -> RunOutput:
                    activity=lambda j, c, _cat=policy.catalog: _cat.profile(j, c).gpu_activity,
                    truth=truth, window=None if win is None else (win.lo, win.hi),
                    horizon_s=None if win is None else win.horizon)
-    from elastico.simulator import backlog_bounded
+    from elastico.sim.simulator import backlog_bounded
 
     run = {"cluster": task.cluster, "gpus": task.gpus, "policy": task.policy, "seed": task.seed,
            "load": wl.offered_load, "load_target": task.settings.load,

@@ -21,7 +21,7 @@ Allocate: the request names only handles, so the pod is found by the placer's in
 if missing (:func:`elastico.nodeagent.nodeplan.ensure_mig_instance`); the answer is built by
 :func:`elastico.nodeagent.allocation.build_allocation`; then the pod is annotated
 ``elastico.io/allocated``.  Allocate calls are serialised (one pod at a time per node).  Errors
-map to status codes through :class:`elastico.grpc_errors.ErrorInterceptor`: no matching pod ->
+map to status codes through :class:`elastico.runtime.grpc_errors.ErrorInterceptor`: no matching pod ->
 ``FAILED_PRECONDITION`` naming the candidates, malformed decision -> ``INVALID_ARGUMENT``.
 
 MPS health: with an MPS status source (``mps``: the node's
@@ -32,8 +32,8 @@ the pod, and nothing is acknowledged.  The handles stay ``Healthy``: they are th
 whole-GPU, MIG and MPS pods, so marking them unhealthy would turn away pods that need no
 daemon; the placer books no new MPS share on the node meanwhile (docs/nodeagent.md).
 
-Who calls it: ``elastico nodeagent`` (:mod:`elastico.nodeagent_cli`); kubelet over the socket.
-Whom it calls: grpc (the socket's server is :func:`elastico.grpc_server.serve_one`'s, like every
+Who calls it: ``elastico nodeagent`` (:mod:`elastico.cli.nodeagent`); kubelet over the socket.
+Whom it calls: grpc (the socket's server is :func:`elastico.runtime.grpc_server.serve_one`'s, like every
 service's: it also answers gRPC health checking and reflection there), the generated
 ``elastico.deviceplugin.v1beta1`` modules, the pure modules of this package.  An adapter
 (exempt from the layering rule).
@@ -53,7 +53,7 @@ import grpc
 from elastico.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
 from elastico.contract import ALLOCATED, GPU_RESOURCE
 from elastico.errors import Infeasible, InvalidArgument
-from elastico.grpc_server import serve_one
+from elastico.runtime.grpc_server import serve_one
 from elastico.nodeagent.allocation import (
     ContainerAllocation, allocated_value, build_allocation, find_target)
 from elastico.nodeagent.backend import GpuBackend, GpuInfo
