@@ -94,3 +94,18 @@ def test_precision_lookup():
     assert gpu_spec("V100M16").tflops("bf16") is None
     with pytest.raises(InvalidArgument):
         gpu_spec("A10").tflops("fp64")
+
+
+def test_mig_tables_agree_with_the_catalogue():
+    from elastico.mig import MIG_GEOMETRY, MIG_PROFILES
+    from elastico.model import MIG_CAPABLE_MODELS
+
+    for model, table in MIG_PROFILES.items():
+        spec = gpu_spec(model)
+        assert spec.mig, model
+        C, M = MIG_GEOMETRY[model]
+        whole = [p for p in table.values() if p.compute_slices == C and p.memory_slices == M]
+        assert len(whole) == 1 and whole[0].memory_gib == spec.memory_gib, model
+    assert MIG_CAPABLE_MODELS == {m for m in MIG_PROFILES if gpu_spec(m).mig}
+    assert {"A100-40GB", "A100-80GB", "H100-80GB", "H200", "A30"} <= MIG_CAPABLE_MODELS
+    assert not any(gpu_spec(m).mig for m in ("T4", "V100M16", "A10", "L4", "L40S", "A40"))
