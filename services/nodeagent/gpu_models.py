@@ -50,7 +50,7 @@ def mig_table_model(name: str, memory_gib: float) -> str | None:
 def simulated_model_names() -> tuple[str, ...]:
     """The names a simulated GPU (``ELASTICO_SIMULATED_GPUS``) may have, exactly as written:
     ElastiCo's GPU models (the throughput model's and the MIG tables' keys) and the NVML
-    product names the scheduler maps to them (:data:`elastico.placer.kube.inventory.NVML_NAMES`)
+    product names the scheduler maps to them (:data:`elastico.hardware.NVML_NAMES`)
     -- a name outside these would advertise a GPU the scheduler never places on."""
     from elastico.hardware import NVML_NAMES
     from elastico.perf.throughput import ThroughputModel
