@@ -92,6 +92,16 @@ def test_unknown_names_are_refused_with_the_known_ones(bad):
     assert "A100-80GB" in e.value.allowed and "H100-SXM" in e.value.allowed
 
 
+def test_specs_are_hashable_and_picklable():
+    import pickle
+
+    for s in GPUS.values():
+        back = pickle.loads(pickle.dumps(s))
+        assert back == s and hash(back) == hash(s)
+        with pytest.raises(TypeError):
+            back.peak_tflops["fp32"] = 1.0  # read-only after the trip too
+
+
 def test_precision_lookup():
     assert gpu_spec("A10").tflops("bf16") == 125.0
     assert gpu_spec("V100M16").tflops("bf16") is None
