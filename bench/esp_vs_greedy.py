@@ -6,7 +6,7 @@
 Replays one ``elastico evaluate`` workload (``--cluster`` at ``--gpus`` GPUs, seed ``--seed``,
 2 pods per GPU, load 1.0) under the full ``elastico`` policy.  In every round the pricer is
 wrapped: besides the shadow-price solution the round uses, it computes the
-``elastico-no-esp`` choice (:func:`elastico.placer.policies.elastico.greedy_choice`) from the
+``elastico-no-esp`` choice (:func:`elastico.placer.policies.pipeline.greedy_choice`) from the
 same switch-charged utilities, demands and capacities, and records both round objectives
 (sum of charged utility of the chosen configurations), ESP's dual bound and certified gap
 (``(dual - primal) / |dual|``, as :func:`elastico.pricing.solve` reports it), the jobs priced,
@@ -62,7 +62,8 @@ def main(argv=None) -> int:
     from elastico.errors import ElasticoError
     from elastico.sim.evaluate import Settings, _inputs, _truth, _workload
     from elastico.placer.policies import PolicyEnv, make_policy
-    from elastico.placer.policies.elastico import charge_switch, greedy_choice
+    from elastico.placer.policies.pipeline import greedy_choice
+    from elastico.pricing.utilities import charge_switch
     from elastico.pricing import solve
     from elastico.sim.simulator import simulate
     from elastico.sim.workload import offered_load

@@ -252,7 +252,7 @@ def test_equal_jobs_with_different_families_keep_their_own_choices():
     # to "c" (a 2-entry family) -- it did once families could depend on the job id
     import numpy as np
 
-    from elastico.placer.policies.elastico import _fifo_among_equals
+    from elastico.placer.policies.pipeline import fifo_among_equals as _fifo_among_equals
 
     pol, _ = _families("elastico-no-model-choice", "c")
     fc, fj = (pol.catalog.family(_job(jid, share=1.0)) for jid in ("c", "j"))

@@ -10,7 +10,7 @@ import pytest
 from elastico.model import Job, JobKind, Node, Request
 from elastico.placer.placement import ClusterState
 from elastico.placer.policies import POLICIES, PolicyEnv, make_policy
-from elastico.placer.policies.elastico import greedy_choice
+from elastico.placer.policies.pipeline import greedy_choice
 from elastico.placer.round import ActiveJob, RoundInput, run_round
 from elastico.predictor import AnalyticSlowdown, NoInterference
 from elastico.pricing import solve

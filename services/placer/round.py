@@ -1,9 +1,11 @@
 """The scheduling round: its contract, in one place, and the one function that runs it.
 
-Who calls it: the trace-driven simulator (:mod:`elastico.sim.simulator`) with a virtual clock, and
-(later) the live Kubernetes loop with a wall clock -- the *same* code (STYLE.md 1 and 5).
+Who calls it: the trace-driven simulator (:mod:`elastico.sim.simulator`) with a virtual clock,
+the placer service (:mod:`elastico.placer.server`, ``RunRound``) and the live Kubernetes loop
+(:mod:`elastico.placer.kube.loop`) with a wall clock -- the *same* code (STYLE.md 1 and 5).
 Whom it calls: a :class:`Policy` (``exclusive``, ``elastico``; see
-:mod:`elastico.placer.policies`), which in turn uses Resource Shape Transformation
+:mod:`elastico.placer.policies`; the ``elastico`` round's stages and their data flow:
+:mod:`elastico.placer.policies.pipeline`), which in turn uses Resource Shape Transformation
 (:mod:`elastico.shapes`), the pricing solver (:mod:`elastico.pricing`), the slowdown model
 (:mod:`elastico.predictor`) and the placement state (:mod:`elastico.placer.placement`).
 

@@ -11,11 +11,12 @@ called once per round as ``policy(round_input, state) -> RoundResult`` (see
 * ``gavel`` -- Gavel's heterogeneity-aware max-min fairness (OSDI'20) with its round-based
   mechanism, whole GPUs; services placed first as ``exclusive`` places them.
 * ``elastico`` -- Resource Shape Transformation + Elastic Shadow Pricing + interference-aware
-  placement; ablations ``elastico-no-rst`` (requested shape only), its parts
-  ``elastico-no-growth`` (never more GPUs or compute than requested),
-  ``elastico-no-model-choice`` (one GPU model per job) and ``elastico-no-mig`` (no MIG
-  instances), ``elastico-no-esp`` (greedy instead of prices), ``elastico-no-iac`` (placer
-  predicts no interference).
+  placement, a pipeline of named stages (:mod:`~elastico.placer.policies.pipeline`: hold ->
+  shape -> value -> price -> place -> record_changes); ablations ``elastico-no-rst``
+  (requested shape only), its parts ``elastico-no-growth`` (never more GPUs or compute than
+  requested), ``elastico-no-model-choice`` (one GPU model per job) and ``elastico-no-mig``
+  (no MIG instances), ``elastico-no-esp`` (greedy instead of prices), ``elastico-no-iac``
+  (placer predicts no interference).
 """
 
 from __future__ import annotations

@@ -20,7 +20,8 @@ A live scheduler does not know how long a job will run.  The ``jct`` utility's r
 * ``oracle``: the true remaining work ``Job.remaining`` -- only where the simulator's
   ``Job.work`` is the truth, and only as a sensitivity run: no live system has it.
 
-Who calls it: :class:`~elastico.placer.policies.elastico.ElasticoPolicy`.  Pure (the prior is
+Who calls it: :class:`~elastico.placer.policies.elastico.ElasticoPolicy` builds one; stage 3
+of its round (:func:`elastico.placer.policies.pipeline.value`) calls it.  Pure (the prior is
 read once from the bundled trace and cached).
 """
 
