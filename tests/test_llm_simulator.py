@@ -138,3 +138,30 @@ def test_the_demo_jobs_file_loads_and_bad_entries_are_refused_naming_the_path():
         llm_jobs_from({"jobs": [good, good]})
     assert e.value.field == "jobs[1].id"
     json.dumps([j.id for j in jobs])
+
+
+def test_simulate_and_evaluate_replay_the_demo_beside_the_trace(tmp_path, capsys):
+    from elastico.cli import main
+
+    out = tmp_path / "m.json"
+    assert main(["simulate", "--cluster", "a100h100-mig", "--gpus", "64", "--jobs", "16",
+                 "--llm-jobs", "demo", "--policy", "elastico", "--no-progress",
+                 "--json", str(out)]) == 0
+    text = capsys.readouterr()
+    assert "LLM inference jobs, elastico" in text.out and "with 5 LLM jobs" in text.err
+    run = json.loads(out.read_text())
+    assert [x["status"] for x in run["llm_jobs"]] == ["finished"] * 5
+    assert all(x["tokens_done"] == pytest.approx(x["tokens"]) for x in run["llm_jobs"])
+    # the same jobs through the evaluation runner
+    from elastico.sim.clusters import load_cluster
+    from elastico.sim.evaluate import Settings, Task, run_one
+
+    settings = Settings(jobs_per_gpu=0.25, arrivals="trace", llm_jobs="demo")
+    res = run_one(Task(load_cluster("a100h100-mig"), 64, "exclusive", 0, settings))
+    assert res.run["kinds"]["inference"] == 5
+    assert {x["job"] for x in res.run["llm_jobs"]} == {x["job"] for x in run["llm_jobs"]}
+    # a bad jobs file is refused naming the flag and the entry
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"jobs": [{"id": "x", "model": "Llama-3-8B", "tokens": 1e6}]}))
+    assert main(["simulate", "--gpus", "64", "--llm-jobs", str(bad), "--no-progress"]) == 2
+    assert "jobs[0].reference_gpu" in capsys.readouterr().err
