@@ -109,12 +109,21 @@ class GpuSpec:
     nvml_names: tuple[str, ...] = ()
     assumed: str = ""
 
+    def __reduce__(self):
+        # picklable (evaluate's worker processes): the read-only peak table travels as a dict
+        return (_rebuild_spec, (tuple((f, getattr(self, f)) for f in self.__dataclass_fields__
+                                      if f != "peak_tflops"), dict(self.peak_tflops)))
+
     def tflops(self, precision: str) -> float | None:
         """Dense peak TFLOP/s at ``precision`` (one of :data:`PRECISIONS`), None when the
         datasheet lists none.  InvalidArgument for a precision outside :data:`PRECISIONS`."""
         if precision not in PRECISIONS:
             raise InvalidArgument("precision", precision, f"one of {list(PRECISIONS)}")
         return self.peak_tflops.get(precision)
+
+
+def _rebuild_spec(fields: tuple, peak: dict) -> GpuSpec:
+    return GpuSpec(**dict(fields), peak_tflops=MappingProxyType(dict(peak)))
 
 
 _K80 = "NVIDIA Tesla K80 datasheet, https://www.nvidia.com/en-gb/data-center/tesla-k80/"
@@ -194,7 +203,7 @@ _SPECS = (
     GpuSpec("L4", 24.0, 58, _p(fp32=30.3, tf32=120 / 2, fp16=242 / 2, bf16=242 / 2, fp8=485 / 2,
                                int8=485 / 2), 300.0, None, 64.0, "ada", False, _L4, "PCIe",
             ("NVIDIA L4",)),
-    GpuSpec("L40S", 48.0, 142, _p(fp32=91.6, tf32=183, fp16=362.05, bf16=362.05, fp8=733, int8=733),
+    GpuSpec("L40S", 48.0, 142, _p(fp32=91.6, tf32=183, fp16=362.05, bf16=362.05, fp8=733),
             864.0, None, 64.0, "ada", False, _L40S, "PCIe", ("NVIDIA L40S",)),
     GpuSpec("H100-SXM", 80.0, 132, _p(**_HOPPER_SXM), 3350.0, 900.0, 128.0, "hopper", True, _H100,
             "SXM", ("NVIDIA H100 80GB HBM3",)),

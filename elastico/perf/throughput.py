@@ -133,6 +133,10 @@ MIG_PROFILES: Mapping[str, int] = MappingProxyType(
      for p in ("1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb")})
 
 
+#: ASSUMED speed of the trace's undisclosed models (G2, G3: no datasheet) relative to V100.
+UNDISCLOSED_SPEED_FACTOR = 1.0
+
+
 def _roofline(gpu_model: str) -> float:
     """``min(FP32 peak ratio, memory-bandwidth ratio)`` of ``gpu_model`` vs :data:`REFERENCE_GPU`,
     both from the GPU catalogue (:mod:`elastico.hardware`: NVIDIA datasheets)."""
@@ -147,8 +151,7 @@ def _roofline(gpu_model: str) -> float:
 #: 3350/900) = 3.722 (bandwidth-bound); G2, G3: ASSUMED 1.0 (undisclosed models, no figures).
 SPEED_FACTOR_VS_V100: Mapping[str, float] = MappingProxyType({
     **{m: _roofline(m) for m in ("T4", "A10", "A100-40GB", "A100-80GB", "H100-80GB")},
-    "G2": 1.0,
-    "G3": 1.0,
+    **{m: UNDISCLOSED_SPEED_FACTOR for m in ("G2", "G3")},
 })
 
 #: GPU model -> Gavel worker type whose measurements it uses.
