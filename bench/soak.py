@@ -101,7 +101,10 @@ def soak_services(rounds: int) -> dict:
     from elastico.v1 import (nodeagent_pb2, nodeagent_pb2_grpc, predictor_pb2,
                              predictor_pb2_grpc, pricing_pb2, pricing_pb2_grpc)
 
-    backend = SimulatedGpuBackend([GpuInfo(i, f"GPU-{i}", "A100-40GB", 40.0) for i in range(4)])
+    from elastico.hardware import GPU_MEMORY_GIB
+
+    backend = SimulatedGpuBackend([GpuInfo(i, f"GPU-{i}", "A100-40GB", GPU_MEMORY_GIB["A100-40GB"])
+                                   for i in range(4)])
     servers, stubs = [], {}
     # reports kept in memory grow by design (they are the retraining data); give the core a
     # store on disk so that the soak measures the service, not the data it was asked to keep

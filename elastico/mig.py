@@ -58,7 +58,10 @@ on a GPU -- a rule the placer's numpy eligibility does not know, and ElastiCo's 
 inference jobs do not ask for media engines.  :class:`MigGpu`, :func:`check_geometry` and the
 planner handle them; the placer books only :data:`MIG_PROFILES`.
 
-Memory GiB is the profile's nominal size (from its name); the usable memory of an instance is
+The GPUs themselves -- total memory, SMs, whether they support MIG -- are the GPU catalogue's
+(:mod:`elastico.hardware`; every table key is a catalogue name or alias, and each table's
+whole-GPU profile has the catalogue's memory, tested); this module holds only the per-profile
+geometry.  Memory GiB is the profile's nominal size (from its name); the usable memory of an instance is
 slightly less (e.g. ~4.75 GiB for 1g.5gb).  The guide's A100 table prints "1/8" as the memory
 fraction of 1g.10gb, but its ``-lgipp`` line (``{0,2,4,6}:2``), the name and the 80GB table
 (1g.20gb: 1/4) say 2 of 8 slices; we use 2.

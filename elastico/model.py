@@ -32,6 +32,8 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from elastico.errors import InvalidArgument
+from elastico.hardware import gpu_spec
+from elastico.mig import MIG_PROFILES
 
 __all__ = [
     "MAX_PRIORITY",
@@ -71,8 +73,10 @@ class JobKind(str, enum.Enum):
         return self is not JobKind.SERVICE
 
 
-# GPU models with MIG support (NVIDIA MIG user guide, "Supported GPUs").
-MIG_CAPABLE_MODELS = frozenset({"A100-40GB", "A100-80GB", "H100-80GB", "H200", "A30"})
+#: GPU models ElastiCo runs in MIG mode: those with a MIG profile table (:mod:`elastico.mig`)
+#: whose GPU supports MIG by the catalogue (:attr:`elastico.hardware.GpuSpec.mig`; NVIDIA MIG
+#: user guide, "Supported GPUs").
+MIG_CAPABLE_MODELS = frozenset(m for m in MIG_PROFILES if gpu_spec(m).mig)
 
 #: What an MPS-enforceable share is, for error messages (:func:`mps_percentage`).
 MPS_SHARE_ALLOWED = ("a whole percent of a GPU, a multiple of 0.01 in [0.01, 1] (MPS enforces a "

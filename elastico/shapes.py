@@ -68,8 +68,10 @@ from __future__ import annotations
 from typing import Iterable, Mapping, Sequence
 
 from elastico.errors import InvalidArgument
+from elastico.hardware import GPU_MEMORY_GIB
 from elastico.model import WAIT, Configuration, Job, JobKind, Node, ShapeFamily, mps_percentage
 from elastico.perf.throughput import REFERENCE_GPU, ThroughputModel
+from elastico.trace import TRACE_GPU_MODELS
 
 __all__ = [
     "FitsNoModel",
@@ -107,9 +109,10 @@ MAX_REPLICAS_UP = 1
 #: Per-GPU MPS compute shares offered (plus the requested share for single-GPU configs);
 #: whole percent, as MPS enforces them (:func:`elastico.model.mps_percentage`).
 SHARES = (0.25, 0.5, 0.75, 1.0)
-#: GPU memory footprint of a whole-GPU request of the trace workload, GiB (module docstring;
-#: never a live pod's: those take the GPU's real memory).
-FOOTPRINT_GIB = 16.0
+#: GPU memory footprint of a whole-GPU request of the trace workload, GiB: the smallest GPU of
+#: the trace cluster by the GPU catalogue, 16 (module docstring; never a live pod's: those take
+#: the GPU's real memory).
+FOOTPRINT_GIB = min(GPU_MEMORY_GIB[m] for m in TRACE_GPU_MODELS)
 #: Floors for scaled-down CPU (cores) and host memory (GiB); a configuration never gets less
 #: than ``min(request, floor)``.  Engineering choice: one core / 1 GiB keeps a data loader alive.
 CPU_FLOOR_CORES = 1.0

@@ -66,6 +66,8 @@ import numpy as np
 from scipy.optimize import nnls
 
 from elastico.errors import InvalidArgument
+from elastico.hardware import gpu_spec
+from elastico.mig import MIG_GEOMETRY, mig_profiles
 from elastico.paths import data_file
 
 __all__ = [
@@ -74,8 +76,6 @@ __all__ = [
     "GAVEL_TO_MISO",
     "MIG_PROFILES",
     "SPEED_FACTOR_VS_V100",
-    "PEAK_FP32_TFLOPS",
-    "MEMORY_BANDWIDTH_GBS",
     "fit_amdahl",
     "GAVEL_TO_SIA",
     "SIA_CLUSTER_OF",
@@ -124,38 +124,34 @@ SIA_CLUSTER_OF: Mapping[str, str] = MappingProxyType(
 #: (module docstring); ``datasheet`` is the default.
 GPU_SPEED_SENSITIVITIES = ("low", "datasheet", "high")
 
-#: A100 MIG profiles MISO measured -> compute slices g (share g/7).
+#: The GPU MISO measured its MIG slices on, and its compute slices C (share of a profile g/C).
+_MISO_GPU = "A100-40GB"
+_MISO_C = MIG_GEOMETRY[_MISO_GPU][0]
+#: A100 MIG profiles MISO measured -> compute slices g (share g/7), from :mod:`elastico.mig`.
 MIG_PROFILES: Mapping[str, int] = MappingProxyType(
-    {"1g.5gb": 1, "2g.10gb": 2, "3g.20gb": 3, "4g.20gb": 4, "7g.40gb": 7})
-
-#: Peak FP32 TFLOPS from NVIDIA datasheets: V100 SXM2 15.7, T4 8.1, A10 31.2, A100 19.5,
-#: H100 SXM5 67 (NVIDIA H100 Tensor Core GPU datasheet, "FP32 67 teraFLOPS", SXM column).
-PEAK_FP32_TFLOPS: Mapping[str, float] = MappingProxyType(
-    {"V100": 15.7, "T4": 8.1, "A10": 31.2, "A100": 19.5, "H100-SXM5": 67.0})
-#: Memory bandwidth GB/s from NVIDIA datasheets: V100 SXM2 900, T4 320, A10 600,
-#: A100-40GB 1555, A100-80GB (SXM) 2039, H100 SXM5 80GB HBM3 3350 (H100 datasheet,
-#: "GPU memory bandwidth 3.35TB/s", SXM column).
-MEMORY_BANDWIDTH_GBS: Mapping[str, float] = MappingProxyType(
-    {"V100": 900.0, "T4": 320.0, "A10": 600.0, "A100-40GB": 1555.0, "A100-80GB": 2039.0,
-     "H100-80GB": 3350.0})
+    {p: mig_profiles(_MISO_GPU)[p].compute_slices
+     for p in ("1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb")})
 
 
-def _roofline(flops: float, bw: float) -> float:
-    return min(flops / PEAK_FP32_TFLOPS["V100"], bw / MEMORY_BANDWIDTH_GBS["V100"])
+#: ASSUMED speed of the trace's undisclosed models (G2, G3: no datasheet) relative to V100.
+UNDISCLOSED_SPEED_FACTOR = 1.0
 
 
-#: Speed relative to V100 of GPU models Gavel did not measure (see module docstring):
-#: T4 min(8.1/15.7, 320/900) = 0.356; A10 min(31.2/15.7, 600/900) = 0.667;
-#: A100 min(19.5/15.7, ...) = 1.242; H100-80GB (SXM5) min(67/15.7, 3350/900) = 3.722
-#: (bandwidth-bound); G2, G3: ASSUMED 1.0 (undisclosed models).
+def _roofline(gpu_model: str) -> float:
+    """``min(FP32 peak ratio, memory-bandwidth ratio)`` of ``gpu_model`` vs :data:`REFERENCE_GPU`,
+    both from the GPU catalogue (:mod:`elastico.hardware`: NVIDIA datasheets)."""
+    s, ref = gpu_spec(gpu_model), gpu_spec(REFERENCE_GPU)
+    return min(s.peak_tflops["fp32"] / ref.peak_tflops["fp32"], s.hbm_gbps / ref.hbm_gbps)
+
+
+#: Speed relative to V100 of GPU models Gavel did not measure (see module docstring), the
+#: roofline rule on the catalogue's datasheet figures (V100M16: V100 SXM2, FP32 15.7 TFLOPS,
+#: 900 GB/s): T4 min(8.1/15.7, 320/900) = 0.356; A10 min(31.2/15.7, 600/900) = 0.667;
+#: A100 min(19.5/15.7, ...) = 1.242; H100-80GB (the catalogue's H100-SXM) min(67/15.7,
+#: 3350/900) = 3.722 (bandwidth-bound); G2, G3: ASSUMED 1.0 (undisclosed models, no figures).
 SPEED_FACTOR_VS_V100: Mapping[str, float] = MappingProxyType({
-    "T4": _roofline(PEAK_FP32_TFLOPS["T4"], MEMORY_BANDWIDTH_GBS["T4"]),
-    "A10": _roofline(PEAK_FP32_TFLOPS["A10"], MEMORY_BANDWIDTH_GBS["A10"]),
-    "A100-40GB": _roofline(PEAK_FP32_TFLOPS["A100"], MEMORY_BANDWIDTH_GBS["A100-40GB"]),
-    "A100-80GB": _roofline(PEAK_FP32_TFLOPS["A100"], MEMORY_BANDWIDTH_GBS["A100-80GB"]),
-    "H100-80GB": _roofline(PEAK_FP32_TFLOPS["H100-SXM5"], MEMORY_BANDWIDTH_GBS["H100-80GB"]),
-    "G2": 1.0,
-    "G3": 1.0,
+    **{m: _roofline(m) for m in ("T4", "A10", "A100-40GB", "A100-80GB", "H100-80GB")},
+    **{m: UNDISCLOSED_SPEED_FACTOR for m in ("G2", "G3")},
 })
 
 #: GPU model -> Gavel worker type whose measurements it uses.
@@ -264,16 +260,16 @@ class ThroughputModel:
         ps: dict[str, list[float]] = {}
         ratios: dict[tuple[str, str], list[float]] = {}
         for (fam, bs), d in sorted(times.items()):
-            if 7 not in d:
+            if _MISO_C not in d:
                 continue
             for prof, g in MIG_PROFILES.items():
                 if g in d:
-                    ratios.setdefault((fam, prof), []).append(d[7] / d[g])
+                    ratios.setdefault((fam, prof), []).append(d[_MISO_C] / d[g])
             pts = {g: t for g, t in d.items() if not (fam == "deepspeech2" and g == 1)}
             if len(pts) < 2:
                 continue
             g = np.array(sorted(pts), float)
-            a, b = fit_amdahl(g / 7.0, np.array([pts[int(x)] for x in g]))
+            a, b = fit_amdahl(g / float(_MISO_C), np.array([pts[int(x)] for x in g]))
             fits[(fam, bs)] = (a, b)
             ps.setdefault(fam, []).append(a / (a + b))
         parallel = {fam: float(np.median(v)) for fam, v in ps.items()}

@@ -1,23 +1,25 @@
 """Cluster definitions for ``elastico evaluate``: the trace's own GPU mix, or a YAML file.
 
 Who calls it: :mod:`elastico.sim.evaluate` and its CLI.  Whom it calls: PyYAML (safe loader),
-:mod:`elastico.trace` (GPU memory per model, the trace's sub-cluster) and the throughput model
-(which GPU models have a speed).  No clock, no global state.
+:mod:`elastico.hardware` (GPU memory per model, the GPU catalogue), :mod:`elastico.trace` (the
+trace's sub-cluster) and the throughput model (which GPU models have a speed).  No clock, no
+global state.
 
 A cluster definition (e.g. ``data/clusters/a100-mig.yaml``)::
 
     name: a100                       # cluster label prefix: a100-64, a100-512, ...
     description: free text           # optional
     pools:                           # one or more node pools
-      - gpu_model: A100-80GB         # a model known to elastico.trace.GPU_MEMORY_GIB and the
-                                     #   throughput model
+      - gpu_model: A100-80GB         # a model the throughput model knows (its GPU memory:
+                                     #   the catalogue's, elastico.hardware.GPU_MEMORY_GIB)
         gpus_per_node: 8             # integer 1..64
         cpu_cores: 128               # > 0
         mem_gib: 2048                # > 0
         fraction: 0.5                # share of the cluster's GPUs, (0, 1]; pools sum to 1
         gpu_mem_gib: 80              # optional, default GPU_MEMORY_GIB[gpu_model]; must
-                                     #   equal it where the table has the model, required
-                                     #   where it lacks it
+                                     #   equal it where the catalogue has the model (the
+                                     #   bundled files leave it out), required where it
+                                     #   lacks it
         mig_gpus_per_node: 4         # optional, default 0: GPUs of each node (the first ones)
                                      #   the operator puts in MIG mode for a MIG-aware policy
 

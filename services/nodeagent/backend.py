@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
 from elastico.errors import ElasticoError, Infeasible, InvalidArgument, NotFound
+from elastico.hardware import GPU_MEMORY_GIB
 from elastico.model import check_mps_percentage
 from elastico.nodeagent.gpu_models import mig_table_model, simulated_model_names
 from elastico.mig import MigGpu, mig_profile
@@ -308,7 +309,7 @@ class SimulatedGpuBackend(_MpsLimitsOf):
         if isinstance(spec, int) and not isinstance(spec, bool):
             if not 1 <= spec <= 64:
                 raise InvalidArgument("simulated_gpus", spec, "a GPU count in 1..64 or a list")
-            spec = [{"model": "A100-40GB", "memory_gib": 40.0}] * spec
+            spec = [{"model": "A100-40GB", "memory_gib": GPU_MEMORY_GIB["A100-40GB"]}] * spec
         if not isinstance(spec, list) or not spec:
             raise InvalidArgument("simulated_gpus", spec, "a GPU count or a non-empty list of "
                                   "{model, memory_gib[, uuid, mig_mode, healthy]}")

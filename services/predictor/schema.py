@@ -7,7 +7,8 @@ missing value is ``None`` here and NaN in a feature matrix, and the model handle
 
 Who reads it: :mod:`elastico.predictor.profile` (validates a :class:`JobProfile`),
 :mod:`elastico.predictor.observations` (the CSV format), :mod:`elastico.predictor.features`
-(the feature matrix) and the gRPC adapter.  It imports nothing of ElastiCo but the errors.
+(the feature matrix) and the gRPC adapter.  It imports nothing of ElastiCo but the errors and
+the GPU catalogue (:mod:`elastico.hardware`).
 
 Bump :data:`SCHEMA_VERSION` when a field is added, removed or changes meaning; a model file
 records the version it was trained on and is refused by code of another version.
@@ -21,6 +22,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from elastico.errors import InvalidArgument
+from elastico.hardware import gpu_spec
 
 __all__ = [
     "MAX_SLOWDOWN",
@@ -134,33 +136,34 @@ _BY_NAME = {f.name: f for f in JOB_FIELDS}
 
 @dataclass(frozen=True)
 class GpuSpec:
-    """Datasheet numbers of one GPU model (one GPU, not one board): peak FP32 TFLOPS and
-    memory bandwidth GB/s; ``assumed`` when the model is undisclosed and V100-class numbers
-    stand in (as in :mod:`elastico.perf.throughput`)."""
+    """The predictor's view of one GPU model (one GPU, not one board): peak FP32 TFLOPS and
+    memory bandwidth GB/s, read from :mod:`elastico.hardware`; ``assumed`` when the model is
+    undisclosed and V100-class numbers stand in (as in :mod:`elastico.perf.throughput`)."""
 
     fp32_tflops: float
     mem_bw_gbs: float
     assumed: bool = False
 
 
-#: GPU models the predictor knows (NVIDIA datasheets; K80 is one GK210 of the two on a board:
-#: 8.73 TFLOPS boost and 480 GB/s per board halved; P100 PCIe 16 GB: 9.3 TFLOPS, 732 GB/s;
-#: V100 SXM2: 15.7, 900; T4: 8.1, 320; A10: 31.2, 600; A100: 19.5 with 1555 (40GB) or 2039
-#: (80GB SXM) GB/s; H100 SXM: 67, 3350; H200: 67, 4800).  G2, G3 are anonymised in the
-#: Alibaba trace: ASSUMED V100-class, as the throughput model assumes.
+#: GPU models the predictor knows, their figures read from the GPU catalogue
+#: (:mod:`elastico.hardware`, NVIDIA datasheets, one GPU: K80 is one GK210 of the two on a board,
+#: P100 the PCIe 16 GB part, V100M16/V100M32 the SXM2 parts, H100-80GB the SXM part, H200 the
+#: SXM part).  G2, G3 are anonymised in the Alibaba trace (the catalogue has no figures for them):
+#: ASSUMED V100-class (:data:`_STAND_IN`'s figures), as the throughput model assumes.
+_STAND_IN = "V100M16"
+_MODELS = ("K80", "P100", "V100M16", "V100M32", "T4", "A10", "A100-40GB", "A100-80GB", "H100-80GB",
+           "H200")
+
+
+def _from_catalogue(name: str, assumed: bool = False) -> GpuSpec:
+    s = gpu_spec(name)
+    return GpuSpec(s.peak_tflops["fp32"], s.hbm_gbps, assumed=assumed)
+
+
 GPU_SPECS: Mapping[str, GpuSpec] = MappingProxyType({
-    "K80": GpuSpec(4.365, 240.0),
-    "P100": GpuSpec(9.3, 732.0),
-    "V100M16": GpuSpec(15.7, 900.0),
-    "V100M32": GpuSpec(15.7, 900.0),
-    "T4": GpuSpec(8.1, 320.0),
-    "A10": GpuSpec(31.2, 600.0),
-    "A100-40GB": GpuSpec(19.5, 1555.0),
-    "A100-80GB": GpuSpec(19.5, 2039.0),
-    "H100-80GB": GpuSpec(67.0, 3350.0),
-    "H200": GpuSpec(67.0, 4800.0),
-    "G2": GpuSpec(15.7, 900.0, assumed=True),
-    "G3": GpuSpec(15.7, 900.0, assumed=True),
+    **{m: _from_catalogue(m) for m in _MODELS},
+    "G2": _from_catalogue(_STAND_IN, assumed=True),
+    "G3": _from_catalogue(_STAND_IN, assumed=True),
 })
 
 

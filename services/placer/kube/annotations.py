@@ -140,8 +140,8 @@ def parse_pod_annotations(annotations: Mapping[str, str] | None, *, gpu_models: 
                           gpu_memory: Mapping[str, float] = MODEL_GPU_MEMORY_GIB) -> PodSpec:
     """Validate one pod's annotations.  ``gpu_models``: the model names the cluster's
     throughput model knows (exact match); ``job_types``: the known job types;
-    ``gpu_memory``: GiB per GPU of each model (default the hardware table
-    :data:`elastico.trace.GPU_MEMORY_GIB`), which bounds ``gpu-memory-gib`` by the largest
+    ``gpu_memory``: GiB per GPU of each model (default the GPU catalogue's
+    :data:`elastico.hardware.GPU_MEMORY_GIB`), which bounds ``gpu-memory-gib`` by the largest
     allowed model's.  Raises InvalidArgument (field = the annotation key, value = its raw
     text) for the first bad one; unknown keys are checked in sorted order so the message is
     deterministic."""
