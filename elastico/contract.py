@@ -13,6 +13,7 @@ Written by the placer on a pod before its Binding, read by the node agent's devi
 :data:`MIG_START_SLOT` ``mig-start-slot``        memory slice the MIG instance starts at
 ``mps-active-thread-percentage``                 integer 1..100, MPS-shared only
 ``mps-pinned-device-mem-limit-gib``              GiB per GPU (> 0), MPS-shared only
+:data:`TENSOR_PARALLEL` ``tensor-parallel``       GPUs per engine replica, LLM inference only
 :data:`PREDICTED_SLOWDOWN` ``predicted-slowdown``  >= 1, informational
 ===============================================  ================================================
 
@@ -34,7 +35,8 @@ from __future__ import annotations
 __all__ = [
     "PREFIX", "SCHEDULER_NAME", "GPU_RESOURCE", "ROUND_ID", "CONFIGURATION", "GPU_UUIDS",
     "MIG_PROFILE", "MIG_START_SLOT", "MPS_ACTIVE_THREAD_PERCENTAGE", "MPS_PINNED_MEM_LIMIT_GIB",
-    "PREDICTED_SLOWDOWN", "ALLOCATED", "INVENTORY", "MPS_STATUS", "allocated_containers",
+    "PREDICTED_SLOWDOWN", "TENSOR_PARALLEL", "ALLOCATED", "INVENTORY", "MPS_STATUS",
+    "allocated_containers",
 ]
 
 PREFIX = "elastico.io/"
@@ -53,6 +55,9 @@ MIG_START_SLOT = PREFIX + "mig-start-slot"
 MPS_ACTIVE_THREAD_PERCENTAGE = PREFIX + "mps-active-thread-percentage"
 MPS_PINNED_MEM_LIMIT_GIB = PREFIX + "mps-pinned-device-mem-limit-gib"
 PREDICTED_SLOWDOWN = PREFIX + "predicted-slowdown"
+#: An offline LLM inference pod's tensor-parallel degree: the pod's GPUs run ``GPUs / value``
+#: engine replicas of ``value`` GPUs each (docs/annotations.md); absent for other pods.
+TENSOR_PARALLEL = PREFIX + "tensor-parallel"
 
 ALLOCATED = PREFIX + "allocated"
 #: On the Node: a JSON list, one object per GPU (:mod:`elastico.nodeagent.inventory` writes

@@ -27,13 +27,16 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from elastico.errors import InvalidArgument
 from elastico.hardware import gpu_spec
 from elastico.mig import MIG_PROFILES
+
+if TYPE_CHECKING:  # pragma: no cover
+    from elastico.llm_job import LlmJobSpec
 
 __all__ = [
     "MAX_PRIORITY",
@@ -187,7 +190,10 @@ class Configuration:
     ``mig_profile`` names a MIG profile (e.g. ``"3g.20gb"``) instead of an MPS share when set.
     ``cpu`` cores and ``mem_gib`` host memory are totals over the job.  ``throughput`` is the
     solo normalized throughput (1.0 = trace speed).  The ``wait`` configuration uses nothing
-    and makes no progress.
+    and makes no progress.  ``replica_gpus``: GPUs of one replica of an offline-inference
+    configuration, its tensor-parallel degree (an LLM job runs ``num_gpus / replica_gpus``
+    independent replicas, each on one node; :mod:`elastico.llm_shapes`); 1 for everything
+    else (an inference replica per GPU; training ignores it).
     """
 
     name: str
@@ -199,6 +205,12 @@ class Configuration:
     mem_gib: float
     throughput: float
     mig_profile: str | None = None
+    replica_gpus: int = 1
+
+    @property
+    def replicas(self) -> int:
+        """Independent replicas of an inference configuration (``num_gpus / replica_gpus``)."""
+        return self.num_gpus // self.replica_gpus if self.replica_gpus > 0 else self.num_gpus
 
     @property
     def is_wait(self) -> bool:
@@ -324,6 +336,10 @@ class Job:
     #: trace's pod is still Running), so ``work`` is a lower bound of the true work; such a
     #: job is replayed but kept out of JCT and slowdown statistics (docs/metrics.md)
     censored: bool = False
+    #: an offline LLM inference job (kind ``inference``): its model, work in tokens and
+    #: reference speed (:class:`elastico.llm_job.LlmJobSpec`); None for every other job.  Its
+    #: ``work`` is then its tokens over the reference tokens/s (:mod:`elastico.llm_job`)
+    llm: "LlmJobSpec | None" = None
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.work) and self.work >= 0):

@@ -76,6 +76,7 @@ from elastico.trace import TRACE_GPU_MODELS
 __all__ = [
     "FitsNoModel",
     "fits_memory",
+    "fits_on",
     "gpu_memory_gib",
     "memory_need_gib",
     "pareto_prune",
@@ -239,6 +240,17 @@ def _host(job: Job, num_gpus: int, gpus_total: float) -> tuple[float, float]:
     return cpu, mem
 
 
+def fits_on(job: Job, gpu_model: str, gpu_mem_gib: float, *, whole_gpus: bool = False) -> bool:
+    """Whether ``job``'s requested shape fits GPUs of ``gpu_model`` with ``gpu_mem_gib`` GiB:
+    :func:`fits_memory` for every job but an offline LLM one (``job.llm``), whose fit the
+    LLM memory model decides on that GPU model (:func:`elastico.llm_shapes.fits_on`)."""
+    if job.llm is not None:
+        from elastico import llm_shapes
+
+        return llm_shapes.fits_on(job, gpu_model, gpu_mem_gib, whole_gpus=whole_gpus)
+    return fits_memory(job, gpu_mem_gib, whole_gpus=whole_gpus)
+
+
 class FitsNoModel(InvalidArgument):
     """A job's request fits no GPU model of the cluster (allowed models, GPUs per node, GPU
     memory).  A fact about this job on this cluster, not a malformed input: a scheduling
@@ -259,6 +271,8 @@ def _check_job(job: Job, model: ThroughputModel) -> None:
                               "must be >= 1: CPU-only jobs have no shape family")
     # every configuration generated is enforceable: the requested share too
     mps_percentage(job.request.gpu_share, f"job[{job.id}].request.gpu_share")
+    if job.llm is not None:
+        return  # an LLM job's speed comes from its model, not from a job type
     if job.job_type not in model.job_types():
         raise InvalidArgument(f"job[{job.id}].job_type", job.job_type,
                               "must be one of the throughput model's job types")
@@ -281,9 +295,15 @@ def requested_configuration(job: Job, gpu_model: str, gpu_mem_gib: float, *,
     CPU and host memory as requested.  Throughput normalized (1.0 = requested shape on
     REFERENCE_GPU).  Raises InvalidArgument for CPU-only jobs, a share MPS cannot enforce,
     unknown job types or GPU models, or a job that needs more GPU memory than
-    ``gpu_mem_gib`` (:func:`fits_memory`).
+    ``gpu_mem_gib`` (:func:`fits_memory`).  An offline LLM job (``job.llm``):
+    :func:`elastico.llm_shapes.requested_configuration`.
     """
     _check_job(job, model)
+    if job.llm is not None:
+        from elastico import llm_shapes
+
+        return llm_shapes.requested_configuration(job, gpu_model, gpu_mem_gib,
+                                                  whole_gpus=whole_gpus)
     req = job.request
     share = 1.0 if whole_gpus else req.gpu_share
     mem = gpu_mem_gib if whole_gpus else gpu_memory_gib(job, gpu_mem_gib, share)
@@ -305,10 +325,15 @@ def mig_configurations(job: Job, gpu_model: str, gpu_mem_gib: float,
     docstring): [] when the model has no MIG profile table or the throughput model no speed
     for it, and for a service that asks for more than one GPU.  Throughput normalized like
     :func:`build_family`'s; a service only gets profiles at least as fast as its requested
-    shape on ``gpu_model``.  Order: profile table order, then replicas."""
+    shape on ``gpu_model``.  Order: profile table order, then replicas.  An offline LLM job:
+    :func:`elastico.llm_shapes.mig_configurations`."""
     from elastico.mig import MIG_PROFILES as GPU_MIG_PROFILES
 
     _check_job(job, model)
+    if job.llm is not None:
+        from elastico import llm_shapes
+
+        return llm_shapes.mig_configurations(job, gpu_model, gpu_mem_gib)
     table = GPU_MIG_PROFILES.get(gpu_model)
     if table is None or gpu_model not in model.gpu_models():
         return []
@@ -356,6 +381,10 @@ def _candidates(job: Job, gpu_models: Mapping[str, tuple[int, float]], model: Th
                 mig_models: Iterable[str]) -> tuple[list[Configuration], list[Configuration]]:
     """(requested shapes, all candidates incl. the requested ones) of ``job``."""
     _check_job(job, model)
+    if job.llm is not None:  # offline LLM inference: its own family (elastico.llm_shapes)
+        from elastico import llm_shapes
+
+        return llm_shapes.candidates(job, gpu_models, mig_models)
     req = job.request
     allowed = [m for m, (size, mem) in gpu_models.items()
                if (not req.gpu_models or m in req.gpu_models)

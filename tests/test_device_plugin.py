@@ -158,7 +158,9 @@ def test_allocate_mps_pod_gets_limits_pipe_dir_and_devices(env):
         "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": "0=16G,1=16G",
         "CUDA_MPS_PIPE_DIRECTORY": "/run/nvidia-mps",
         "CUDA_MPS_LOG_DIRECTORY": "/var/log/nvidia-mps",
-        "ELASTICO_ROUND_ID": "r-17", "ELASTICO_CONFIGURATION": "mps-30"}
+        "ELASTICO_ROUND_ID": "r-17", "ELASTICO_CONFIGURATION": "mps-30",
+        # the booked memory per GPU (the pinned limit) and its part of the 40 GiB GPU
+        "ELASTICO_GPU_MEMORY_GIB": "16", "ELASTICO_GPU_MEMORY_FRACTION": "0.4"}
     assert [(m.container_path, m.host_path) for m in c.mounts] == [
         ("/run/nvidia-mps", "/run/nvidia-mps"), ("/var/log/nvidia-mps", "/var/log/nvidia-mps")]
     assert [d.host_path for d in c.devices] == [

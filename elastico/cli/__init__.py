@@ -11,6 +11,8 @@ Subcommands register themselves (``register(subparsers)``) so each component own
   (:mod:`elastico.cli.pricing`).
 * ``elastico predictor train|evaluate|retrain|convert-gavel`` -- the interference
   predictor (:mod:`elastico.cli.predictor`).
+* ``elastico llm plan|predict`` -- the offline LLM inference model: a job's shape family,
+  one batch's latency, tokens/s and memory (:mod:`elastico.cli.llm`).
 * ``elastico schedule`` -- the Kubernetes scheduler loop (:mod:`elastico.cli.schedule`, an
   adapter like ``serve``).
 * ``elastico nodeagent`` -- the node-agent DaemonSet process (:mod:`elastico.cli.nodeagent`, an
@@ -42,6 +44,7 @@ def count_of(n: int, one: str, many: str | None = None) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     from elastico.cli import evaluate as evaluate_cli
+    from elastico.cli import llm as llm_cli
     from elastico.cli import nodeagent as nodeagent_cli
     from elastico.cli import predictor as predictor_cli
     from elastico.cli import pricing as pricing_cli
@@ -62,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate_cli.register(sub)
     pricing_cli.register(sub)
     predictor_cli.register(sub)
+    llm_cli.register(sub)
     serve_cli.register(sub)
     schedule_cli.register(sub)
     nodeagent_cli.register(sub)

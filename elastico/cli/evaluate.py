@@ -104,6 +104,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sweep-gpus", default=DEFAULT_SWEEP_GPUS, metavar="N,N",
                    help="cluster sizes of the load sweep, each also in --gpus (default: "
                         "the smallest of --gpus)")
+    p.add_argument("--llm-jobs", default=None, metavar="FILE|demo",
+                   help="also replay offline LLM inference jobs from a jobs file, or demo "
+                        "(as simulate's --llm-jobs); each run's results.json entry lists them "
+                        "under llm_jobs (default: none)")
     p.add_argument("--out", type=_folder, default=Path("docs/evaluation"), metavar="DIR",
                    help="output folder (default: %(default)s)")
     p.add_argument("--jobs", type=int, default=None, metavar="PROCESSES",
@@ -213,10 +217,18 @@ def parse(args: argparse.Namespace):
     load = args.load
     if load is None and arrivals == "continuous":
         load = DEFAULT_CONTINUOUS_LOAD
+    llm_jobs = getattr(args, "llm_jobs", None)
+    if llm_jobs is not None:  # read now: a bad file must not fail after an hour of runs
+        from elastico.sim.llm_workload import load_llm_jobs
+
+        try:
+            load_llm_jobs(llm_jobs)
+        except InvalidArgument as e:
+            raise InvalidArgument(f"--llm-jobs {e.field}", e.value, e.allowed) from None
     settings = Settings(jobs_per_gpu=args.jobs_per_gpu, load=load,
                         restart_s=args.restart_s, utility=args.utility, arrivals=arrivals,
                         window_quantile=quantile, gpu_speed=args.gpu_speed_sensitivity,
-                        remaining_estimate=args.remaining_estimate)
+                        remaining_estimate=args.remaining_estimate, llm_jobs=llm_jobs)
     if args.load is not None and arrivals == "trace":
         _check_load(specs, gpus, seeds, settings)
     return specs, gpus, policies, seeds, settings, args.jobs or os.cpu_count() or 1
@@ -356,6 +368,7 @@ def run(args: argparse.Namespace) -> int:
                            + ", ".join(map(str, sweep_seeds)) + "; GPUs "
                            + ", ".join(map(str, sweep_gpus)) + ")") if sweep_loads else "none",
             "remaining work": settings.remaining_estimate,
+            **({"LLM jobs": settings.llm_jobs} if settings.llm_jobs else {}),
             "GPU speed of unmeasured models": settings.gpu_speed,
             "processes": workers,
             "wall time": f"{wall / 60:.1f} min",

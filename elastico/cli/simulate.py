@@ -62,7 +62,8 @@ _REPLAY_ONLY = (("gpus", "--gpus", 512), ("jobs", "--jobs", None), ("load", "--l
                 ("via_grpc", "--via-grpc", None), ("arrivals", "--arrivals", "trace"),
                 ("gpu_speed_sensitivity", "--gpu-speed-sensitivity", "datasheet"),
                 ("remaining_estimate", "--remaining-estimate", "elapsed"),
-                ("user_estimate_badness", "--user-estimate-badness", 3.0))
+                ("user_estimate_badness", "--user-estimate-badness", 3.0),
+                ("llm_jobs", "--llm-jobs", None), ("llm_load_gbps", "--llm-load-gbps", None))
 
 #: ``--user-estimate-badness`` default: Mu'alem & Feitelson's f-model (IEEE TPDS 12(6), 2001),
 #: a user's estimate of a run of r seconds is uniform in [r, (f + 1) r]; f = 3 is a sensitivity
@@ -155,6 +156,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="--remaining-estimate user: each job's estimate is uniform in "
                         "[work, (F + 1) x work] (Mu'alem & Feitelson's f-model), seeded by "
                         f"--seed; 0..{MAX_BADNESS:g} (default: 3)")
+    p.add_argument("--llm-jobs", default=None, metavar="FILE|demo",
+                   help="also replay offline LLM inference jobs from a JSON jobs file (docs/"
+                        "model.md, \"LLM inference jobs in the simulator\"), or demo: five "
+                        "bundled jobs (Llama-3-8B, Mistral-7B, Mixtral-8x7B, Llama-2-70B, "
+                        "Llama-3-70B fp8) for an A100/H100 cluster such as --cluster "
+                        "a100h100-mig; arrivals are counted from the workload's first; a "
+                        "table of the LLM jobs (tokens, configuration, start-up, JCT) follows "
+                        "the summary (replay)")
+    p.add_argument("--llm-load-gbps", type=float, default=None, metavar="GB/S",
+                   help="weight-loading bandwidth of an LLM job's start-up, GB/s (default: "
+                        "7.877, a PCIe 4.0 x4 NVMe drive's interface; elastico/llm_shapes.py) "
+                        "(replay)")
     p.add_argument("--json", type=Path, default=None, metavar="FILE",
                    help="also write the metrics as JSON: flat for one policy, "
                         "{'runs': [...]} for several")
@@ -165,9 +178,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "on free loopback ports for the run and stopped after it; results "
                         "equal the in-process run's (replay mode)")
     p.epilog = ("--gpus, --jobs, --load, --cluster, --utility, --restart-s, --slowdown-model, "
-                "--gpu-speed-sensitivity, --remaining-estimate, --user-estimate-badness "
-                "and --via-grpc are for --mode replay, --workload for --mode inflation; a flag "
-                "given in the other mode is refused.")
+                "--gpu-speed-sensitivity, --remaining-estimate, --user-estimate-badness, "
+                "--llm-jobs, --llm-load-gbps and --via-grpc are for --mode replay, --workload "
+                "for --mode inflation; a flag given in the other mode is refused.")
     p.add_argument("--no-progress", action="store_true",
                    help="hide the progress bar (shown only on a terminal)")
     p.set_defaults(func=run)
@@ -229,6 +242,19 @@ def _check(args: argparse.Namespace) -> None:
             check_input_file(flag, path, "CSV file")
     if args.json is not None:
         check_output_file("--json", args.json)
+    g = args.llm_load_gbps
+    if g is not None and not (math.isfinite(g) and 0 < g <= 1e4):
+        raise InvalidArgument("--llm-load-gbps", g, "a number of GB/s in (0, 10000]")
+    if args.llm_jobs is not None:
+        from elastico.sim.llm_workload import DEMO
+
+        if args.llm_jobs != DEMO:
+            check_input_file("--llm-jobs", Path(args.llm_jobs), "JSON file (or demo)")
+        if args.via_grpc is not None:
+            raise InvalidArgument("--llm-jobs", args.llm_jobs, "not with --via-grpc (the "
+                                  "placer service's RunRound carries no LLM job)")
+    elif g is not None:
+        raise InvalidArgument("--llm-load-gbps", g, "only with --llm-jobs")
     if getattr(args, "via_grpc", None):  # "" = start the services here
         from elastico.runtime.serve_config import check_address
 
@@ -335,6 +361,9 @@ def run(args: argparse.Namespace) -> int:
     if n_jobs is not None and len(wl.jobs) < n_jobs:
         print(f"note: --jobs {n_jobs} asked, but only {len(wl.jobs)} trace pods are eligible; "
               "replaying all of them", file=sys.stderr)
+    llm = []
+    if args.llm_jobs is not None:
+        wl, llm = _with_llm_jobs(wl, args.llm_jobs)
     if args.load is not None and not math.isfinite(wl.offered_load):
         raise InvalidArgument("--load", args.load,
                               f"cannot be met: the {len(wl.jobs)} sampled pod(s) have fewer "
@@ -346,6 +375,10 @@ def run(args: argparse.Namespace) -> int:
           f"({', '.join(f'{m} {c}' for m, c in _model_mix(nodes))}); "
           f"workload: {count_of(len(wl.jobs), 'job')} ({_kind_mix(wl.jobs)}), "
           f"load {load}, seed {args.seed}", file=sys.stderr)
+    if llm:
+        from elastico.sim.llm_workload import describe
+
+        print(f"with {describe(llm)} from {args.llm_jobs}", file=sys.stderr)
 
     slowdown, truth = slowdown_models(args.slowdown_model)
     via = None
@@ -363,6 +396,8 @@ def run(args: argparse.Namespace) -> int:
     for r in runs:
         r["gpu_utilization_ceiling"] = ceiling
     _print_table(runs)
+    if llm:
+        _print_llm(runs)
     if not any(j.kind.elastic for j in wl.jobs):
         print("note: this workload has no batch job, so the JCT, queueing, makespan and "
               "throughput rows are over its services (docs/metrics.md)")
@@ -403,13 +438,69 @@ def _replay(args, policies, nodes, model, wl, slowdown, truth, tracer, via) -> l
                            activity=lambda j, c, _cat=policy.catalog: _cat.profile(j, c).gpu_activity,
                            progress=progress, truth=truth, tracer=tracer,
                            window=None if win is None else (win.lo, win.hi),
-                           horizon_s=None if win is None else win.horizon)
+                           horizon_s=None if win is None else win.horizon,
+                           llm_load_gbps=args.llm_load_gbps)
         finally:
             bar.close()
         runs.append({"policy": name, "gpus": args.gpus, "seed": args.seed,
                      "load": wl.offered_load, "jobs": len(wl.jobs),
                      "remaining_estimate": args.remaining_estimate, **res.metrics})
+        llm = llm_records(res.records)
+        if llm:
+            runs[-1]["llm_jobs"] = llm
     return runs
+
+
+def _with_llm_jobs(wl, source: str):
+    """``wl`` with the LLM jobs of ``source`` added (arrivals from its first arrival)."""
+    from dataclasses import replace
+
+    from elastico.sim.llm_workload import load_llm_jobs
+    from elastico.sim.workload import offered_load
+
+    try:
+        llm = load_llm_jobs(source, offset_s=min((j.arrival_s for j in wl.jobs), default=0.0))
+    except InvalidArgument as e:
+        raise InvalidArgument(f"--llm-jobs {e.field}", e.value, e.allowed) from None
+    jobs = sorted([*wl.jobs, *llm], key=lambda j: j.arrival_s)  # stable: trace order kept
+    kinds = dict(wl.kinds)
+    kinds["inference"] = kinds.get("inference", 0) + len(llm)
+    load = wl.offered_load if wl.window is not None else offered_load(jobs, wl.cluster_gpus)
+    return replace(wl, jobs=jobs, kinds=kinds, offered_load=load), llm
+
+
+def llm_records(records) -> list[dict]:
+    """The LLM jobs of a run (``JobRecord.tokens`` > 0) as plain dicts: tokens, tokens done,
+    status, last configuration, start-up paid, restarts, JCT (finished jobs)."""
+    out = []
+    for r in records:
+        if r.tokens > 0:
+            out.append({"job": r.job_id, "status": r.status, "tokens": r.tokens,
+                        "tokens_done": r.tokens_done, "config": r.config,
+                        "startup_s": r.startup_s, "restarts": r.restarts,
+                        "arrival_s": r.arrival_s, "first_start_s": r.first_start_s,
+                        "jct_s": (r.finish_s - r.arrival_s) if r.finish_s is not None else None,
+                        "reason": r.reason if r.status != "finished" else ""})
+    return out
+
+
+def _print_llm(runs: list[dict]) -> None:
+    """One table per policy: each LLM job's tokens, configuration, start-up and JCT."""
+    for r in runs:
+        rows = r.get("llm_jobs") or []
+        if not rows:
+            continue
+        print(f"\nLLM inference jobs, {r['policy']}: tokens are prompt + generated; "
+              "start-up = weight loading, every start")
+        head = (f"{'job':<24}{'tokens':>10}{'done':>7}{'status':>11}{'JCT (s)':>10}"
+                f"{'start-up (s)':>13}{'restarts':>9}  last configuration")
+        print(head)
+        print("-" * (len(head) + 10))
+        for x in rows:
+            jct = f"{x['jct_s']:,.0f}" if x["jct_s"] is not None else "-"
+            done = x["tokens_done"] / x["tokens"] if x["tokens"] else 0.0
+            print(f"{x['job'][:23]:<24}{x['tokens']:>10.3g}{done:>7.0%}{x['status']:>11}{jct:>10}"
+                  f"{x['startup_s']:>13,.1f}{x['restarts']:>9}  {x['config'] or x['reason'][:60]}")
 
 
 def _write_json(path: Path | None, runs: list[dict]) -> None:

@@ -50,7 +50,9 @@ class Settings:
     ``"trace"`` (the trace's own arrivals, compressed to the load; ``jobs_per_gpu`` pods) or
     ``"continuous"`` (a Poisson process over a warm-up, a measurement window and a drain
     sized from the trace's batch durations at ``window_quantile``; docs/model.md,
-    "Continuous arrivals"; ``jobs_per_gpu`` is then unused)."""
+    "Continuous arrivals"; ``jobs_per_gpu`` is then unused).  ``llm_jobs``: a jobs file of
+    offline LLM inference jobs (or ``demo``; :mod:`elastico.sim.llm_workload`) replayed
+    beside the trace's, arriving from the workload's first arrival (None: none)."""
 
     jobs_per_gpu: float = 4.0
     load: float | None = None
@@ -60,6 +62,7 @@ class Settings:
     remaining_estimate: str = "elapsed"
     arrivals: str = "trace"
     window_quantile: float = 0.9
+    llm_jobs: str | None = None
 
 
 @dataclass(frozen=True)
@@ -140,11 +143,26 @@ def _workload(spec: ClusterSpec, gpus: int, seed: int, settings: Settings):
         wl = workload.build_continuous_workload(
             pods, nodes, seed=seed, load=1.0 if settings.load is None else settings.load,
             model=model, window=window)
-        return nodes, wl
+        return nodes, _with_llm(wl, settings)
     n_jobs = max(1, int(round(settings.jobs_per_gpu * gpus)))
     wl = workload.build_workload(pods, nodes, seed=seed, load=settings.load, model=model,
                                  jobs=n_jobs)
-    return nodes, wl
+    return nodes, _with_llm(wl, settings)
+
+
+def _with_llm(wl, settings: Settings):
+    """``wl`` with the settings' LLM jobs added (:mod:`elastico.sim.llm_workload`); itself
+    without any."""
+    if settings.llm_jobs is None:
+        return wl
+    from dataclasses import replace
+
+    from elastico.sim.llm_workload import load_llm_jobs
+
+    llm = load_llm_jobs(settings.llm_jobs, offset_s=min((j.arrival_s for j in wl.jobs), default=0.0))
+    kinds = dict(wl.kinds)
+    kinds["inference"] = kinds.get("inference", 0) + len(llm)
+    return replace(wl, jobs=sorted([*wl.jobs, *llm], key=lambda j: j.arrival_s), kinds=kinds)
 
 
 @lru_cache(maxsize=8)
@@ -200,6 +218,12 @@ def run_one(task: Task) -> RunOutput:
            "remaining_estimate": task.settings.remaining_estimate,
            "gpu_utilization_ceiling": _ceiling(task.spec, task.gpus, task.seed, task.settings),
            "wall_s": round(time.perf_counter() - t0, 2)}
+    llm = [{"job": r.job_id, "status": r.status, "tokens": r.tokens, "tokens_done": r.tokens_done,
+            "config": r.config, "startup_s": r.startup_s, "restarts": r.restarts,
+            "jct_s": (r.finish_s - r.arrival_s) if r.finish_s is not None else None}
+           for r in res.records if r.tokens > 0]
+    if llm:  # offline LLM inference jobs (Settings.llm_jobs): tokens, configuration, JCT
+        run["llm_jobs"] = llm
     lo = 0.0 if win is None else win.lo
     hi = math.inf if win is None else win.hi
     counted = [r for r in res.records if r.kind != "service" and r.status == "finished"

@@ -41,6 +41,16 @@ service's recorded slowdown is the larger of its interference slowdown and its r
 shape's speed on the GPU model it runs on over its effective speed (so a service given a
 slice slower than it asked for counts against its bound).
 
+Offline LLM inference jobs (``Job.llm``; :mod:`elastico.llm_job`): progress is tokens --
+``Job.done`` in normalized seconds times the job's reference tokens/s, reported per job as
+``JobRecord.tokens`` -- at their configuration's tokens/s (replicas splitting the requests,
+memory fit decided by the LLM model: :mod:`elastico.llm_shapes`).  Each start of such a job,
+the first one included, costs its replicas' weight loading (``startup(job, config)``, default
+:func:`elastico.llm_shapes.startup_s` at ``llm_load_gbps``) instead of ``restart_s``: no token
+is produced before the weights are on the GPUs.  ASSUMPTION: the requests finished before a
+reconfiguration stay done (an offline batch writes its outputs as they complete), so a restart
+loses the load time only.
+
 Services are not batch work: a service runs until its owner deletes it (the trace's
 ``deletion - scheduled``) and serves the load its request was sized for, however much GPU it
 is given.  So a placed service progresses at rate 1.0 (its lifetime passes in wall time) and
@@ -103,6 +113,12 @@ class JobRecord:
     censored: bool = False         # the trace's lifetime is cut off (Job.censored)
     alone_s: float = 0.0           # run time alone at the requested shape (docs/metrics.md)
     gpus: float = 0.0              # requested GPUs (num_gpus x share), for normalised work
+    # offline LLM inference jobs (Job.llm) only: total tokens (prompt + generated), tokens
+    # processed, start-up seconds paid (weight loading, every start), the last configuration
+    tokens: float = 0.0
+    tokens_done: float = 0.0
+    startup_s: float = 0.0
+    config: str = ""
 
 
 @dataclass
@@ -140,6 +156,10 @@ def _whole_gpu_speed(policy: Policy) -> Callable[[Job, Configuration], float]:
         tm = ThroughputModel.bundled()
 
     def speed(job: Job, config: Configuration) -> float:
+        if job.llm is not None:
+            from elastico.llm_shapes import whole_gpu_throughput
+
+            return whole_gpu_throughput(job, config)
         if config.mig_profile is not None or config.gpu_share >= 1.0 or not job.job_type:
             return config.throughput
         return config.throughput / tm.share_speed(job.job_type, config.gpu_share)
@@ -160,7 +180,9 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
              requested: Callable[[Job, str], float] | None = None,
              window: tuple[float, float] | None = None,
              horizon_s: float | None = None,
-             alone: Callable[[Job], float] | None = None) -> SimResult:
+             alone: Callable[[Job], float] | None = None,
+             startup: Callable[[Job, Configuration], float] | None = None,
+             llm_load_gbps: float | None = None) -> SimResult:
     """Replay ``jobs`` (each with ``arrival_s`` and ``work``) on ``nodes`` under ``policy``.
 
     ``activity(job, config)`` gives the fraction of one GPU's SMs the job keeps busy per GPU
@@ -191,6 +213,11 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
     requested shape alone on the best GPU model it may use (for ``alone_s`` and the
     slowdown; default: from ``policy.catalog``, else 1.0 = the reference GPU).
 
+    ``startup(job, config)``: seconds an offline LLM job (``Job.llm``) produces nothing after
+    each start in ``config`` (default :func:`elastico.llm_shapes.startup_s` at
+    ``llm_load_gbps`` GB/s, default :data:`elastico.llm_shapes.LOAD_GBPS`); other jobs pay
+    ``restart_s`` on a restart and nothing at their first start.
+
     Jobs are not mutated: the simulator works on copies.
     """
     jobs = sorted((Job(**{**j.__dict__, "done": 0.0}) for j in jobs),
@@ -208,10 +235,14 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
     ref_cache: dict[tuple[str, str], float] = {}
     if alone is None:
         alone = _alone_from(policy)
+    if startup is None and any(j.llm is not None for j in jobs):
+        startup = _llm_startup(llm_load_gbps)
     records = {j.id: JobRecord(j.id, j.kind.value, j.arrival_s, j.work,
                                slowdown_bound=j.slowdown_bound, censored=j.censored,
                                alone_s=j.work / max(alone(j), _EPS),
-                               gpus=j.request.gpus_total) for j in jobs}
+                               gpus=j.request.gpus_total,
+                               tokens=(float(j.llm.work.total_tokens) if j.llm is not None
+                                       else 0.0)) for j in jobs}
     live: dict[str, _Live] = {}
     arrivals = list(reversed(jobs))  # pop() from the end = earliest first
     round_ms: list[float] = []
@@ -274,13 +305,23 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
                 continue
             placed = d.status in (Status.PLACED, Status.DEGRADED) and d.config is not None
             if placed:
+                llm = l.job.llm is not None
                 if rec.first_start_s is None:
                     rec.first_start_s = t
                     rec.status = "running"
+                    if llm:  # an LLM job loads its weights before its first token
+                        cost = startup(l.job, d.config)
+                        l.restart_until = t + cost
+                        rec.startup_s += cost
                 elif d.changed or l.was_preempted:
                     # a reconfiguration, a move, or a restart after preemption
-                    l.restart_until = t + restart_s
+                    cost = startup(l.job, d.config) if llm else restart_s
+                    l.restart_until = t + cost
                     rec.restarts += 1
+                    if llm:
+                        rec.startup_s += cost
+                if llm:
+                    rec.config = d.config.name
                 l.was_preempted = False
                 if l.config != d.config:
                     l.activity = activity(l.job, d.config)
@@ -394,12 +435,29 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
         if progress is not None:
             progress(sum(1 for jid in finished if records[jid].kind != "service"), t)
 
+    for j in jobs:
+        if j.llm is not None:  # progress in tokens (module docstring)
+            rec = records[j.id]
+            rec.tokens_done = (j.work if rec.status == "finished" else j.done) \
+                * j.llm.reference_tokens_per_s
     recs = list(records.values())
     span = max(0.0, min(t, w_hi) - w_lo) if recs else 0.0
     metrics = _metrics(recs, span, total_gpus, alloc_int, util_int, round_ms,
                        (w_lo, w_lo + span), win_work)
     metrics["queue_growth"] = backlog_growth(timeline, w_lo, w_lo + span)
     return SimResult(getattr(policy, "name", "?"), total_gpus, metrics, recs, n_rounds, timeline)
+
+
+def _llm_startup(load_gbps: float | None) -> Callable[[Job, Configuration], float]:
+    """:func:`elastico.llm_shapes.startup_s` at ``load_gbps`` (None: its default)."""
+    from elastico.llm_shapes import LOAD_GBPS, startup_s
+
+    gbps = LOAD_GBPS if load_gbps is None else load_gbps
+    # refused before the replay, not at the first LLM job's start
+    if isinstance(gbps, bool) or not isinstance(gbps, (int, float)) or not (math.isfinite(gbps)
+                                                                           and gbps > 0):
+        raise InvalidArgument("llm_load_gbps", gbps, "a finite number of GB/s > 0")
+    return lambda job, config: startup_s(job, config, gbps)
 
 
 def _requested_from(policy: Policy) -> Callable[[Job, str], float] | None:

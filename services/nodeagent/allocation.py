@@ -27,7 +27,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 from elastico.contract import (
     ALLOCATED, CONFIGURATION, GPU_UUIDS, MIG_PROFILE, MIG_START_SLOT,
     MPS_ACTIVE_THREAD_PERCENTAGE, MPS_PINNED_MEM_LIMIT_GIB, PREDICTED_SLOWDOWN, ROUND_ID,
-    SCHEDULER_NAME, allocated_containers)
+    SCHEDULER_NAME, TENSOR_PARALLEL, allocated_containers)
 from elastico.errors import Infeasible, InvalidArgument
 from elastico.model import check_mps_percentage
 from elastico.nodeagent.backend import GpuInfo, pinned_mem_limit_env
@@ -77,6 +77,8 @@ class Decision:
     mps_active_thread_percentage: int | None = None
     mps_pinned_mem_limit_gib: float | None = None
     predicted_slowdown: float | None = None
+    #: an offline LLM inference pod's GPUs per engine replica (None for other pods)
+    tensor_parallel: int | None = None
 
     @property
     def mig(self) -> bool:
@@ -174,7 +176,18 @@ def parse_decision(ann: Mapping[str, str]) -> Decision:
         slowdown = _positive(PREDICTED_SLOWDOWN, ann[PREDICTED_SLOWDOWN], "a number >= 1")
         if slowdown < 1:
             raise InvalidArgument(f"annotation {PREDICTED_SLOWDOWN}", ann[PREDICTED_SLOWDOWN], "a number >= 1")
-    return Decision(round_id, configuration, uuids, prof, start_slot, mps_pct, mps_mem, slowdown)
+    tp = None
+    if TENSOR_PARALLEL in ann:
+        raw_tp = ann[TENSOR_PARALLEL]
+        n = 1 if prof is not None else len(uuids)
+        allowed = f"an integer dividing the pod's {n} GPU(s)"
+        if not re.fullmatch(r"\d{1,3}", str(raw_tp).strip()):
+            raise InvalidArgument(f"annotation {TENSOR_PARALLEL}", raw_tp, allowed)
+        tp = int(str(raw_tp).strip())
+        if tp < 1 or n % tp:
+            raise InvalidArgument(f"annotation {TENSOR_PARALLEL}", raw_tp, allowed)
+    return Decision(round_id, configuration, uuids, prof, start_slot, mps_pct, mps_mem, slowdown,
+                    tp)
 
 
 def _positive(key: str, value: object, allowed: str) -> float:
@@ -249,7 +262,16 @@ def build_allocation(decision: Decision, gpus: Sequence[GpuInfo], *, mig_uuid: s
       (:func:`~elastico.nodeagent.backend.pinned_mem_limit_env`, one entry per visible GPU),
       ``CUDA_MPS_PIPE_DIRECTORY`` and ``CUDA_MPS_LOG_DIRECTORY``, with both host directories
       mounted at the same paths;
-    * always ``ELASTICO_ROUND_ID`` and ``ELASTICO_CONFIGURATION`` (for the job's logs).
+    * always ``ELASTICO_ROUND_ID`` and ``ELASTICO_CONFIGURATION`` (for the job's logs), and
+      the GPU memory the pod booked per GPU: ``ELASTICO_GPU_MEMORY_GIB`` (a whole GPU: its
+      memory; MPS: the pinned limit; MIG: the instance's memory slices of the GPU's memory)
+      and ``ELASTICO_GPU_MEMORY_FRACTION``, that memory over the memory of the device the
+      container sees (1 for a whole GPU or a MIG instance, the limit over the GPU's memory
+      under MPS) -- what an engine's memory setting is scaled by (vLLM
+      ``--gpu-memory-utilization``), so it sizes its KV cache within the booking;
+    * an offline LLM inference pod (``elastico.io/tensor-parallel``):
+      ``ELASTICO_LLM_TENSOR_PARALLEL`` (GPUs per engine replica) and ``ELASTICO_LLM_REPLICAS``
+      (the pod's GPUs over it).
 
     Raises InvalidArgument naming the annotation when a UUID is not on this node, the MIG or
     MPS request does not fit the GPU, and Infeasible when a GPU is unhealthy.
@@ -293,4 +315,32 @@ def build_allocation(decision: Decision, gpus: Sequence[GpuInfo], *, mig_uuid: s
             "CUDA_MPS_LOG_DIRECTORY": mps_log_dir,
         })
         mounts = (Mount(mps_pipe_dir, mps_pipe_dir), Mount(mps_log_dir, mps_log_dir))
+    booked, fraction = _booked_memory(decision, chosen)
+    envs["ELASTICO_GPU_MEMORY_GIB"] = f"{booked:g}"
+    envs["ELASTICO_GPU_MEMORY_FRACTION"] = f"{fraction:.6g}"
+    if decision.tensor_parallel is not None:
+        envs["ELASTICO_LLM_TENSOR_PARALLEL"] = str(decision.tensor_parallel)
+        envs["ELASTICO_LLM_REPLICAS"] = str(
+            (1 if decision.mig else len(chosen)) // decision.tensor_parallel)
     return ContainerAllocation(envs, mounts, device_nodes([g.index for g in chosen], exists))
+
+
+def _booked_memory(decision: Decision, chosen: Sequence[GpuInfo]) -> tuple[float, float]:
+    """(GiB booked per GPU, that over the memory of the device the container sees): the
+    placer books a whole GPU's memory, an MPS share's pinned limit, a MIG instance's memory
+    slices of the GPU's memory (:mod:`elastico.shapes`); the MPS limit is written in whole MiB
+    (:func:`~elastico.nodeagent.backend.pinned_mem_limit_env`), so the same here."""
+    total = min(g.memory_total_gib for g in chosen)
+    if decision.mps:
+        mem = math.floor(decision.mps_pinned_mem_limit_gib * 1024 + 1e-6) / 1024
+        return mem, mem / total
+    if decision.mig:
+        from elastico.mig import MIG_PROFILES
+
+        g = chosen[0]
+        prof = (MIG_PROFILES.get(g.mig_model) or {}).get(decision.mig_profile)
+        if prof is None:
+            raise InvalidArgument(f"annotation {MIG_PROFILE}", decision.mig_profile,
+                                  f"a MIG profile of {g.model}")
+        return g.memory_total_gib * prof.memory_fraction, 1.0
+    return total, 1.0

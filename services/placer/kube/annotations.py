@@ -27,7 +27,7 @@ from typing import Iterable, Mapping, Sequence
 from elastico.contract import (
     ALLOCATED, CONFIGURATION, GPU_RESOURCE, GPU_UUIDS, MIG_PROFILE, MIG_START_SLOT,
     MPS_ACTIVE_THREAD_PERCENTAGE, MPS_PINNED_MEM_LIMIT_GIB, PREDICTED_SLOWDOWN, PREFIX, ROUND_ID,
-    SCHEDULER_NAME)
+    SCHEDULER_NAME, TENSOR_PARALLEL)
 from elastico.errors import InvalidArgument
 from elastico.model import (MAX_PRIORITY, MPS_SHARE_ALLOWED, Configuration, Job, JobKind, Request,
                             mps_percentage)
@@ -36,7 +36,8 @@ from elastico.shapes import config_name, mig_config_name
 
 __all__ = [
     "PREFIX", "SCHEDULER_NAME", "GPU_RESOURCE", "JOB_LABEL", "USER_KEYS", "DECISION_KEYS",
-    "DEFAULTS", "PodSpec", "PodBooking", "parse_pod_annotations", "job_group", "build_job",
+    "DEFAULTS", "LLM_KEYS", "PodSpec", "LlmPod", "PodBooking", "parse_pod_annotations",
+    "job_group", "build_job",
     "split_assignment", "decision_annotations", "clear_decision", "parse_booking",
 ]
 
@@ -55,14 +56,27 @@ WORK = PREFIX + "work"
 JOB_TYPE = PREFIX + "job-type"
 GANG_SIZE = PREFIX + "gang-size"
 RESIZE_POLICY = PREFIX + "resize-policy"
+# offline LLM inference (workload inference): the model, its work, precision and engine
+LLM_MODEL = PREFIX + "llm-model"
+LLM_MODEL_CONFIG = PREFIX + "llm-model-config"
+LLM_REQUESTS = PREFIX + "llm-requests"
+LLM_TOKENS = PREFIX + "llm-tokens"
+LLM_LENGTHS = PREFIX + "llm-lengths"
+LLM_DTYPE = PREFIX + "llm-dtype"
+LLM_KV_DTYPE = PREFIX + "llm-kv-dtype"
+LLM_ENGINE = PREFIX + "llm-engine"
+LLM_TENSOR_PARALLEL = PREFIX + "llm-tensor-parallel"
+LLM_KEYS = (LLM_MODEL, LLM_MODEL_CONFIG, LLM_REQUESTS, LLM_TOKENS, LLM_LENGTHS, LLM_DTYPE,
+            LLM_KV_DTYPE, LLM_ENGINE, LLM_TENSOR_PARALLEL)
 USER_KEYS = (WORKLOAD, GPUS, GPU_FRACTION, GPU_MEMORY_GIB, GPU_MODEL, SHAPE_FAMILY, PRIORITY,
-             SLOWDOWN_BOUND, WORK, JOB_TYPE, GANG_SIZE, RESIZE_POLICY)
+             SLOWDOWN_BOUND, WORK, JOB_TYPE, GANG_SIZE, RESIZE_POLICY) + LLM_KEYS
 
 #: Written by the placer with the decision keys of :mod:`elastico.contract`: the whole booking
 #: as JSON, what a restarted placer rebuilds its book from (the node agent does not read it).
 BOOKING = PREFIX + "booking"
 DECISION_KEYS = (ROUND_ID, CONFIGURATION, GPU_UUIDS, MIG_PROFILE, MIG_START_SLOT,
-                 MPS_ACTIVE_THREAD_PERCENTAGE, MPS_PINNED_MEM_LIMIT_GIB, PREDICTED_SLOWDOWN, BOOKING)
+                 MPS_ACTIVE_THREAD_PERCENTAGE, MPS_PINNED_MEM_LIMIT_GIB, PREDICTED_SLOWDOWN,
+                 TENSOR_PARALLEL, BOOKING)
 _KNOWN = frozenset(USER_KEYS + DECISION_KEYS + (ALLOCATED,))
 
 SHAPE_FAMILIES = ("elastic", "fixed")
@@ -95,6 +109,28 @@ _INT = re.compile(r"[+-]?\d+", re.ASCII)
 _MAX_INT_DIGITS = 40
 
 
+#: Longest ``llm-model-config`` JSON read, characters (a Hugging Face config.json is a few KB).
+MAX_MODEL_CONFIG_CHARS = 65536
+
+
+@dataclass(frozen=True)
+class LlmPod:
+    """An offline LLM inference pod's validated ``llm-*`` annotations: the ``model``
+    (:class:`elastico.perf.llm.LlmModel`), its ``work`` (:class:`elastico.llm_job.LlmWork`),
+    ``dtype``/``kv_dtype``, ``engine``, ``tp`` (GPUs per engine replica; the pod runs
+    ``gpus / tp`` replicas) and the ``reference_gpu`` (with its ``reference_memory_gib``)
+    whose requested-shape speed is the job's throughput 1.0 (:mod:`elastico.llm_job`)."""
+
+    model: object
+    work: object
+    dtype: str
+    kv_dtype: str | None
+    engine: str
+    tp: int
+    reference_gpu: str
+    reference_memory_gib: float
+
+
 @dataclass(frozen=True)
 class PodSpec:
     """A pod's validated ``elastico.io/*`` annotations (defaults filled in).  Units:
@@ -114,6 +150,9 @@ class PodSpec:
     job_type: str
     gang_size: int
     resize_policy: str = "none"
+    #: an offline LLM inference pod (``workload: inference`` naming ``llm-model`` or
+    #: ``llm-model-config``); None for every other pod
+    llm: LlmPod | None = None
 
 
 def _decimal(key: str, raw: str, allowed: str) -> float:
@@ -222,8 +261,141 @@ def parse_pod_annotations(annotations: Mapping[str, str] | None, *, gpu_models: 
             f"'none' unless the pod is a single elastic training or inference pod ({WORKLOAD} "
             f"{workload.value}, {SHAPE_FAMILY} {family}, {GANG_SIZE} {gang}): only such a pod "
             "is ever reshaped"))
+    llm = None
+    if any(k in ann for k in LLM_KEYS):
+        llm = _parse_llm(ann, workload, gpus, frac, mem, models or frozenset(known_models),
+                         known_models, gpu_memory)
     return PodSpec(workload, gpus, frac, mem, models, family, prio, bound, work, jt, gang,
-                   resize_policy=resize)
+                   resize_policy=resize, llm=llm)
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not JSON")  # NaN, Infinity: json.loads would accept them
+
+
+def _reraise(key: str, raw: str, e: InvalidArgument) -> InvalidArgument:
+    """``e`` (a field of the LLM model or work) as an error of annotation ``key``."""
+    return InvalidArgument(key, raw if len(raw) <= 200 else raw[:200] + "...",
+                           f"{e.field}: {e.value!r} is not allowed ({e.allowed})")
+
+
+def _parse_llm(ann: Mapping[str, str], workload: JobKind, gpus: int, frac: float,
+               mem: float | None, allowed_models: frozenset[str], known_models: Sequence[str],
+               gpu_memory: Mapping[str, float]) -> LlmPod:
+    """The ``llm-*`` annotations of an offline LLM inference pod (docs/annotations.md):
+    InvalidArgument naming the annotation, its raw text and what is allowed."""
+    from elastico import llm_job as LJ
+    from elastico.llm_shapes import booked_memory_gib, llm_gpu_known
+    from elastico.perf import llm as P
+
+    present = [k for k in LLM_KEYS if k in ann]
+    if workload is not JobKind.INFERENCE:
+        raise InvalidArgument(present[0], ann[present[0]],
+                              f"only on a pod with {WORKLOAD} inference (offline LLM inference)")
+    for k in (WORK, JOB_TYPE):
+        if k in ann:
+            raise InvalidArgument(k, ann[k], f"absent on an offline LLM inference pod (its work is "
+                                  f"its tokens, {LLM_REQUESTS} or {LLM_TOKENS}; its speed comes "
+                                  f"from {LLM_MODEL})")
+    if (LLM_MODEL in ann) == (LLM_MODEL_CONFIG in ann):
+        k = LLM_MODEL if LLM_MODEL in ann else present[0]
+        raise InvalidArgument(k, ann.get(k), f"exactly one of {LLM_MODEL} (a catalogue name: "
+                              + ", ".join(P.LLM_MODELS) + f") and {LLM_MODEL_CONFIG} (the model's "
+                              "config.json fields as JSON)")
+    if LLM_MODEL in ann:
+        raw = ann[LLM_MODEL]
+        try:
+            model = P.llm_model(raw)
+        except InvalidArgument:
+            raise InvalidArgument(LLM_MODEL, raw, "a model of the catalogue: " + ", ".join(P.LLM_MODELS)
+                                  + f" (or its Hugging Face id); another model: {LLM_MODEL_CONFIG}") from None
+    else:
+        raw = ann[LLM_MODEL_CONFIG]
+        allowed = ("a JSON object of the model's Hugging Face config.json fields (num_hidden_layers, "
+                   "hidden_size, num_attention_heads, num_key_value_heads, vocab_size, "
+                   f"intermediate_size, ...), at most {MAX_MODEL_CONFIG_CHARS} characters")
+        if not isinstance(raw, str) or len(raw) > MAX_MODEL_CONFIG_CHARS:
+            raise InvalidArgument(LLM_MODEL_CONFIG, str(raw)[:200], allowed)
+        try:
+            cfg = json.loads(raw, parse_constant=_no_constant)
+        except (ValueError, RecursionError):
+            raise InvalidArgument(LLM_MODEL_CONFIG, raw[:200], allowed) from None
+        if not isinstance(cfg, dict):
+            raise InvalidArgument(LLM_MODEL_CONFIG, raw[:200], allowed)
+        name = cfg.get("_name_or_path") or "custom"
+        try:
+            model = P.from_hf_config(cfg, name=str(name)[:100])
+        except InvalidArgument as e:
+            raise _reraise(LLM_MODEL_CONFIG, raw, e) from None
+        except (ValueError, OverflowError, TypeError):  # e.g. 1e400 read as inf
+            raise InvalidArgument(LLM_MODEL_CONFIG, raw[:200], allowed + " (finite numbers)") from None
+    if (LLM_REQUESTS in ann) == (LLM_TOKENS in ann):
+        k = LLM_REQUESTS if LLM_REQUESTS in ann else LLM_MODEL if LLM_MODEL in ann else LLM_MODEL_CONFIG
+        raise InvalidArgument(k, ann.get(k), f"its work as exactly one of {LLM_REQUESTS} (request "
+                              f"classes INPUT:OUTPUTxCOUNT, e.g. 512:128x1000) and {LLM_TOKENS} "
+                              f"(a token budget, with {LLM_LENGTHS})")
+    if LLM_LENGTHS in ann and LLM_TOKENS not in ann:
+        raise InvalidArgument(LLM_LENGTHS, ann[LLM_LENGTHS], f"only with {LLM_TOKENS} (a token budget)")
+    try:
+        if LLM_REQUESTS in ann:
+            raw = ann[LLM_REQUESTS]
+            work = LJ.requests_work((i, o, int(n)) for i, o, n in
+                                    LJ.parse_classes(raw, LLM_REQUESTS, counts=True))
+        else:
+            raw = ann[LLM_TOKENS]
+            allowed = f"a decimal number of tokens (prompt + generated) in [1, {LJ.MAX_TOKENS:g}]"
+            tokens = _decimal(LLM_TOKENS, raw, allowed)
+            if not 1 <= tokens <= LJ.MAX_TOKENS:
+                raise InvalidArgument(LLM_TOKENS, raw, allowed)
+            raw = ann.get(LLM_LENGTHS, LJ.LENGTH_DISTRIBUTIONS[0])
+            work = LJ.budget_work(tokens, LJ.length_distribution(raw, LLM_LENGTHS))
+    except InvalidArgument as e:
+        if e.field in (LLM_REQUESTS, LLM_TOKENS, LLM_LENGTHS):
+            raise
+        key = LLM_REQUESTS if LLM_REQUESTS in ann else LLM_TOKENS
+        raise _reraise(key, ann[key], e) from None
+    dtype = ann.get(LLM_DTYPE, "fp16")
+    if dtype not in P.DTYPES:
+        raise InvalidArgument(LLM_DTYPE, dtype, "one of " + ", ".join(P.DTYPES))
+    kv = ann.get(LLM_KV_DTYPE)
+    if kv is not None and kv not in P.KV_DTYPES:
+        raise InvalidArgument(LLM_KV_DTYPE, kv, "one of " + ", ".join(P.KV_DTYPES)
+                              + f" (default: fp8 with {LLM_DTYPE} fp8, else 16-bit)")
+    engine = ann.get(LLM_ENGINE, "vllm")
+    if engine not in P.ENGINES:
+        raise InvalidArgument(LLM_ENGINE, engine, "one of " + ", ".join(P.ENGINES))
+    tp = gpus
+    if LLM_TENSOR_PARALLEL in ann:
+        tp = _integer(LLM_TENSOR_PARALLEL, ann[LLM_TENSOR_PARALLEL], 1, MAX_GPUS)
+        if gpus % tp:
+            raise InvalidArgument(LLM_TENSOR_PARALLEL, ann[LLM_TENSOR_PARALLEL],
+                                  f"a divisor of {GPUS}={gpus} (the pod runs {GPUS} / it replicas)")
+    # the requested shape must be one the model accepts and fit an allowed GPU model: the first
+    # (in the known models' order) where it fits is the job's reference (elastico.llm_job)
+    spec = LJ.LlmJobSpec(model, work, dtype, kv, engine, tp, gpus // tp)
+    req = Request(gpus, frac, 0.0, 0.0, allowed_models, gpu_mem_gib=mem, device_memory=True)
+    why = []
+    for m in known_models:
+        if m not in allowed_models or not llm_gpu_known(m) or m not in gpu_memory:
+            continue
+        share = frac
+        cfg = spec.config(m, tp, gpus // tp, mps_share=share if share < 1.0 else None,
+                          memory_limit_gib=booked_memory_gib(req, gpu_memory[m], share))
+        try:
+            fits = P.memory(model, cfg)
+        except InvalidArgument as e:
+            if e.field == "tp":
+                raise InvalidArgument(LLM_TENSOR_PARALLEL, str(tp), e.allowed) from None
+            raise
+        if fits.fits and LJ.mix_tokens_per_s(model, cfg, work) > 0:
+            return LlmPod(model, work, dtype, kv, engine, tp, m, float(gpu_memory[m]))
+        why.append(f"{m}: {fits.reason or 'a request class does not fit the KV cache'}")
+    key = LLM_MODEL if LLM_MODEL in ann else LLM_MODEL_CONFIG
+    raise InvalidArgument(key, ann[key] if key == LLM_MODEL else model.name,
+                          f"a model whose requested shape ({gpus} GPU(s) at {frac:g}, tensor "
+                          f"parallel {tp}) fits an allowed GPU model; "
+                          + ("; ".join(why) if why else
+                             "no allowed GPU model has LLM figures in the GPU catalogue"))
 
 
 def job_group(pod: Mapping) -> str:
@@ -277,13 +449,26 @@ def build_job(job_id: str, spec: PodSpec, members: int, cpu_per_pod: float,
     if num > 1 and spec.gpu_fraction != 1.0:
         raise InvalidArgument(GPU_FRACTION, f"{spec.gpu_fraction:g}",
                               f"1 for a gang of {members} pods (only a single-GPU pod shares a GPU)")
+    kind = spec.workload if elastic else JobKind.SERVICE
+    reshape = elastic and spec.resize_policy == "restart" and may_resize
+    if spec.llm is not None:  # offline LLM inference: its work in tokens (elastico.llm_job)
+        from elastico.llm_job import llm_job
+
+        L = spec.llm
+        return llm_job(job_id, L.model, L.work, reference_gpu=L.reference_gpu,
+                       reference_memory_gib=L.reference_memory_gib, gpu_models=spec.gpu_models,
+                       tp=L.tp, replicas=num // L.tp, gpu_share=share,
+                       gpu_mem_gib=spec.gpu_memory_gib, dtype=L.dtype, kv_dtype=L.kv_dtype,
+                       engine=L.engine, arrival_s=arrival_s, cpu=cpu_per_pod * members,
+                       mem_gib=mem_gib_per_pod * members, priority=spec.priority,
+                       slowdown_bound=spec.slowdown_bound, reshape=reshape, kind=kind,
+                       fixed_share=True)
     req = Request(num, share, cpu_per_pod * members, mem_gib_per_pod * members, spec.gpu_models,
                   gpu_mem_gib=spec.gpu_memory_gib, device_memory=True)
-    return Job(id=job_id, kind=spec.workload if elastic else JobKind.SERVICE,
+    return Job(id=job_id, kind=kind,
                arrival_s=arrival_s, work=spec.work, request=req, job_type=spec.job_type,
                priority=spec.priority, slowdown_bound=spec.slowdown_bound,
-               fixed_share=True,
-               reshape=elastic and spec.resize_policy == "restart" and may_resize)
+               fixed_share=True, reshape=reshape)
 
 
 @dataclass(frozen=True)
@@ -312,12 +497,16 @@ class PodBooking:
     predicted_slowdown: float = 1.0
     mig_profile: str | None = None
     mig_starts: tuple[int, ...] = ()
+    #: an offline LLM inference pod's tensor-parallel degree (GPUs per engine replica;
+    #: ``elastico.io/tensor-parallel``); 0 for every other pod
+    tensor_parallel: int = 0
 
     def configuration(self) -> Configuration:
         """This pod's part as a configuration (what the round sees while it runs)."""
         return Configuration(self.config_name or "booked", self.gpu_model, len(self.gpu_indices),
                              self.gpu_share, self.gpu_mem_gib, self.cpu, self.mem_gib,
-                             self.throughput, self.mig_profile)
+                             self.throughput, self.mig_profile,
+                             replica_gpus=max(1, self.tensor_parallel))
 
 
 def split_assignment(job: Job, config: Configuration, assignment, pod_names: Sequence[str],
@@ -364,7 +553,8 @@ def split_assignment(job: Job, config: Configuration, assignment, pod_names: Seq
             throughput=config.throughput / n, slowdown_bound=job.slowdown_bound,
             job_type=job.job_type, kind=job.kind.value, round_id=round_id,
             predicted_slowdown=float(slowdown), mig_profile=assignment.mig_profile,
-            mig_starts=tuple(starts)))
+            mig_starts=tuple(starts),
+            tensor_parallel=config.replica_gpus if job.llm is not None else 0))
     return out
 
 
@@ -385,6 +575,7 @@ def decision_annotations(b: PodBooking) -> dict[str, str | None]:
                                        if mps else None),
         MPS_PINNED_MEM_LIMIT_GIB: f"{b.gpu_mem_gib:g}" if mps else None,
         PREDICTED_SLOWDOWN: f"{b.predicted_slowdown:.4f}",
+        TENSOR_PARALLEL: str(b.tensor_parallel) if b.tensor_parallel > 0 else None,
         BOOKING: json.dumps(asdict(b), sort_keys=True, separators=(",", ":")),
     }
 
@@ -405,6 +596,7 @@ def parse_booking(annotations: Mapping[str, str] | None) -> PodBooking | None:
         d["gpu_indices"] = tuple(int(x) for x in d["gpu_indices"])
         d["gpu_uuids"] = tuple(str(x) for x in d["gpu_uuids"])
         d["mig_starts"] = tuple(int(x) for x in d.get("mig_starts", ()))
+        d["tensor_parallel"] = int(d.get("tensor_parallel", 0))
         b = PodBooking(**d)
     except (ValueError, TypeError, KeyError) as e:
         raise InvalidArgument(BOOKING, raw[:200], f"a booking written by the placer ({e})") from None
@@ -412,4 +604,8 @@ def parse_booking(annotations: Mapping[str, str] | None) -> PodBooking | None:
         v = getattr(b, name)
         if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
             raise InvalidArgument(f"{BOOKING}.{name}", v, "a finite number >= 0")
+    tp = b.tensor_parallel
+    if tp < 0 or (tp and len(b.gpu_indices) % tp):
+        raise InvalidArgument(f"{BOOKING}.tensor_parallel", tp,
+                              f"0, or a divisor of the pod's {len(b.gpu_indices)} GPU(s)")
     return b

@@ -59,6 +59,7 @@ from elastico.predictor import JobProfile, SlowdownModel
 
 from .annotations import (ALLOCATED, BOOKING, GPU_UUIDS, MIG_PROFILE, MIG_START_SLOT,
                           MPS_ACTIVE_THREAD_PERCENTAGE, MPS_PINNED_MEM_LIMIT_GIB, SCHEDULER_NAME,
+                          TENSOR_PARALLEL,
                           PodBooking, decision_annotations, parse_booking)
 from .inventory import NodeInventory
 from .mps import mps_user, requests_gpu
@@ -156,7 +157,7 @@ def _fence(book: Book, key: str, node: str, n: int, gpus: tuple[int, ...]) -> No
 
 #: the decision annotations the device plugin enforces (elastico.nodeagent.allocation)
 _ENFORCED = (GPU_UUIDS, MIG_PROFILE, MIG_START_SLOT, MPS_ACTIVE_THREAD_PERCENTAGE,
-             MPS_PINNED_MEM_LIMIT_GIB)
+             MPS_PINNED_MEM_LIMIT_GIB, TENSOR_PARALLEL)
 
 
 def check_enforced(pod: Mapping, b: PodBooking, inv: NodeInventory) -> None:

@@ -12,9 +12,10 @@ from elastico.model import mig_models_of
 from elastico.model import WAIT, Configuration, Job, JobKind, Node, ResourceSpace, ShapeFamily
 from elastico.predictor import JobProfile, SlowdownModel
 from elastico.tracing import NOOP, Tracer
-from elastico.shapes import (FitsNoModel, build_family, fits_memory, memory_need_gib,
+from elastico.shapes import (FitsNoModel, build_family, fits_on, memory_need_gib,
                              mig_configurations, requested_configuration)
 from elastico.perf.throughput import ThroughputModel
+from elastico.llm_job import LLM_JOB_TYPE_PREFIX
 
 from ..placement import ClusterState, FailedShapes
 from ..round import ActiveJob, Decision, RoundInput, RoundResult, Status
@@ -113,7 +114,7 @@ class JobCatalog:
         """Drops the job's cached entries when its kind, job type or request differ from
         what they were built from (everything a family, its arrays and requested shapes
         depend on besides the cluster)."""
-        spec = (job.kind, job.job_type, job.request, job.reshape)
+        spec = (job.kind, job.job_type, job.request, job.reshape, job.llm)
         old = self._specs.get(job.id)
         if old != spec:
             if old is not None:
@@ -176,7 +177,7 @@ class JobCatalog:
                                         model=self.env.throughput)
                 for m, (mx, mem) in self.gpu_models.items()
                 if m in allowed and job.request.num_gpus <= mx
-                and fits_memory(job, mem, whole_gpus=whole_gpus))
+                and fits_on(job, m, mem, whole_gpus=whole_gpus))
             self._requested[key] = out
         return out
 
@@ -186,6 +187,9 @@ class JobCatalog:
         plus what the predictor reads (docs/predictor.md): the GPU model, the MPS share
         (None for a whole GPU) and the solo steps/s on a whole GPU of that model."""
         s = config.gpu_share if config.gpu_share > 0 else 1.0
+        if job.llm is not None or job.job_type.startswith(LLM_JOB_TYPE_PREFIX):
+            # offline LLM inference (also one rebuilt from its booking): no job type
+            return self._llm_profile(job, config, s)
         # a profile depends only on these (not on the job's id), and a round asks for the
         # same few thousand of them again and again: built once, shared (profiles are frozen)
         key = (job.job_type, job.kind, s, config.gpu_mem_gib, config.gpu_model)
@@ -197,6 +201,22 @@ class JobCatalog:
                              gpu_activity=activity, mem_gib=config.gpu_mem_gib,
                              gpu_model=config.gpu_model, mps_share=s if s < 1.0 else None,
                              solo_tput=tm.solo(job.job_type, config.gpu_model))
+            if len(self._profiles) >= _PROFILE_CACHE:
+                self._profiles.clear()
+            self._profiles[key] = out
+        return out
+
+    def _llm_profile(self, job: Job, config: Configuration, s: float) -> JobProfile:
+        """An LLM job's profile: its activity is its compute share
+        (:func:`elastico.llm_shapes.activity`); no solo steps/s (tokens are not steps)."""
+        from elastico.llm_shapes import activity
+
+        key = (job.job_type, job.kind, s, config.gpu_mem_gib, config.gpu_model, "llm")
+        out = self._profiles.get(key)
+        if out is None:
+            out = JobProfile(job_type=job.job_type, kind=job.kind.value,
+                             gpu_activity=activity(config), mem_gib=config.gpu_mem_gib,
+                             gpu_model=config.gpu_model, mps_share=s if s < 1.0 else None)
             if len(self._profiles) >= _PROFILE_CACHE:
                 self._profiles.clear()
             self._profiles[key] = out
@@ -270,9 +290,12 @@ def _memory_needed(catalog: JobCatalog, job: Job, whole_gpus: bool) -> str:
     allowed = job.request.gpu_models or frozenset(catalog.gpu_models)
     have = {m: mem for m, (mx, mem) in catalog.gpu_models.items()
             if m in allowed and job.request.num_gpus <= mx}
-    short = {m: mem for m, mem in have.items() if not fits_memory(job, mem, whole_gpus=whole_gpus)}
+    short = {m: mem for m, mem in have.items() if not fits_on(job, m, mem, whole_gpus=whole_gpus)}
     if not short:
         return ""
+    if job.llm is not None:
+        return (f" where {job.llm.model.name} fits (not on " + ", ".join(
+            f"{m} with {mem:g} GiB" for m, mem in short.items()) + ")")
     need = job.request.gpu_mem_gib if whole_gpus else memory_need_gib(job, min(short.values()))
     return (f" with {need:g} GiB of GPU memory each (the cluster's "
             + ", ".join(f"{m} have {mem:g} GiB" for m, mem in short.items()) + ")")

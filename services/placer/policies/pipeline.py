@@ -622,7 +622,8 @@ def _place_first(a: ActiveJob, state: ClusterState, configs: list[Configuration]
     # nothing, preferring one node, then one topology domain (Gang); they may share a GPU
     replicas = a.job.kind is JobKind.INFERENCE and placing.replica_pods
     for j, c in enumerate(configs):
-        gang = Gang(pods=c.num_gpus, share_gpus=True) if replicas and c.num_gpus > 1 else None
+        # (an LLM replica is a TP group: c.replicas = num_gpus / replica_gpus pods)
+        gang = Gang(pods=c.replicas, share_gpus=True) if replicas and c.replicas > 1 else None
         out = state.place(a.job.id, c, placing.catalog.profile(a.job, c), a.job.slowdown_bound,
                           placing.slowdown, scorer=placing.scorer, gang=gang)
         if out.assignment is not None:

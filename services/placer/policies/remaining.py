@@ -20,6 +20,10 @@ A live scheduler does not know how long a job will run.  The ``jct`` utility's r
 * ``oracle``: the true remaining work ``Job.remaining`` -- only where the simulator's
   ``Job.work`` is the truth, and only as a sensitivity run: no live system has it.
 
+An offline LLM inference job (``Job.llm``) names its work -- its requests' tokens -- so every
+estimate takes its declared work minus progress (:mod:`elastico.llm_job`): what the job told
+the scheduler, not an oracle.
+
 Who calls it: :class:`~elastico.placer.policies.elastico.ElasticoPolicy` builds one; stage 3
 of its round (:func:`elastico.placer.policies.pipeline.value`) calls it.  Pure (the prior is
 read once from the bundled trace and cached).
@@ -108,7 +112,7 @@ class RemainingEstimator:
         return float(suf[i] / (w.size - i) - attained)
 
     def __call__(self, job: Job) -> float:
-        if self.mode == "oracle":
+        if self.mode == "oracle" or job.llm is not None:  # an LLM job declares its tokens
             return job.remaining
         if self.mode == "user":
             est = self.user_estimates.get(job.id, job.work)

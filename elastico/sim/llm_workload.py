@@ -1,0 +1,189 @@
+"""Offline LLM inference jobs for the simulator, from a jobs file (``elastico simulate
+--llm-jobs FILE|demo``), replayed beside the trace's jobs.
+
+Who calls it: ``elastico simulate`` and tests.  Whom it calls: :mod:`elastico.llm_job` (each
+entry becomes :func:`elastico.llm_job.llm_job`), :mod:`elastico.perf.llm` (the model
+catalogue, ``from_hf_config``).  Reads the file once; pure otherwise.
+
+The file is JSON (docs/model.md, "LLM inference jobs in the simulator"): ``{"jobs": [JOB,
+...]}``, each JOB an object with
+
+======================  ==============================================================  =========
+key                     value                                                           default
+======================  ==============================================================  =========
+``id``                  unique job id (text)                                            required
+``model``               a catalogue model (:data:`elastico.perf.llm.LLM_MODELS`) or     one of
+                        its Hugging Face id                                             the two
+``model_config``        instead: the model's Hugging Face ``config.json`` fields
+``requests``            the work as request classes ``"INPUT:OUTPUTxCOUNT,..."``        one of
+``tokens``              instead: a token budget (prompt + generated), with ``lengths``  the two
+``lengths``             ``azure-conv``, ``azure-code`` or ``"INPUT:OUTPUT[xWEIGHT],..."``  azure-conv
+``arrival_s``           seconds after the workload's first arrival                      0
+``gpu_models``          allowed GPU models (list)                                       any
+``reference_gpu``       the GPU whose requested-shape speed is throughput 1.0           required
+``tp``, ``replicas``    the requested shape: TP degree, replicas                        1, 1
+``gpu_fraction``        MPS share of a one-GPU request                                  1
+``dtype``, ``kv_dtype``  weight / KV precision (:data:`elastico.perf.llm.DTYPES`)        fp16
+``engine``              ``vllm``, ``tensorrt-llm``, ``vllm-eager``                      vllm
+``cpu``, ``mem_gib``    host cores and GiB of the requested shape                       8, 64
+``priority``            utility weight, (0, 1e6]                                        1
+======================  ==============================================================  =========
+
+Unknown keys, wrong types and out-of-range values are refused with the entry's path
+(``jobs[2].tp``), the value and what is allowed.  ``demo`` is the bundled
+``data/llm-jobs/demo.json``: five jobs (Llama-3-8B, Mistral-7B at half a GPU, Mixtral-8x7B,
+Llama-2-70B at TP 4, Llama-3-70B in fp8) for an A100/H100 cluster such as ``--cluster
+a100h100-mig``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+from elastico.errors import InvalidArgument
+from elastico.model import MAX_PRIORITY, Job
+
+__all__ = ["load_llm_jobs", "llm_jobs_from", "DEMO", "KEYS"]
+
+#: ``--llm-jobs demo``: the bundled demo file (data/llm-jobs/demo.json).
+DEMO = "demo"
+KEYS = ("id", "model", "model_config", "requests", "tokens", "lengths", "arrival_s",
+        "gpu_models", "reference_gpu", "tp", "replicas", "gpu_fraction", "dtype", "kv_dtype",
+        "engine", "cpu", "mem_gib", "priority")
+_MAX_JOBS = 10_000
+
+
+def _path(source: str | Path) -> Path:
+    if str(source) == DEMO:
+        from elastico.paths import data_file
+
+        return data_file("llm-jobs", "demo.json")
+    return Path(source)
+
+
+def load_llm_jobs(source: str | Path, *, offset_s: float = 0.0) -> list[Job]:
+    """The jobs of a jobs file (module docstring; ``demo`` for the bundled one), each arriving
+    ``offset_s`` + its ``arrival_s``.  InvalidArgument naming the file and the entry's field."""
+    p = _path(source)
+    try:
+        doc = json.loads(p.read_text())
+    except OSError as e:
+        raise InvalidArgument("llm_jobs", str(p), f"a readable JSON file ({e.strerror})") from None
+    except ValueError as e:
+        raise InvalidArgument("llm_jobs", str(p), f"a JSON file ({e})") from None
+    try:
+        return llm_jobs_from(doc, offset_s=offset_s)
+    except InvalidArgument as e:
+        raise InvalidArgument(f"{p}: {e.field}", e.value, e.allowed) from None
+
+
+def _num(where: str, v: Any, lo: float, hi: float, *, integer: bool = False,
+         lo_open: bool = False) -> float:
+    ok = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+    ok = ok and (v > lo if lo_open else v >= lo) and v <= hi and (not integer or v == int(v))
+    if not ok:
+        kind = "an integer" if integer else "a number"
+        raise InvalidArgument(where, v, f"{kind} in {'(' if lo_open else '['}{lo:g}, {hi:g}]")
+    return int(v) if integer else float(v)
+
+
+def _text(where: str, v: Any) -> str:
+    if not isinstance(v, str) or not v.strip():
+        raise InvalidArgument(where, v, "a non-empty string")
+    return v
+
+
+def llm_jobs_from(doc: Any, *, offset_s: float = 0.0) -> list[Job]:
+    """The jobs of a parsed jobs file (module docstring)."""
+    from elastico import llm_job as LJ
+    from elastico.perf import llm as P
+
+    if not isinstance(doc, dict) or set(doc) != {"jobs"} or not isinstance(doc["jobs"], list):
+        raise InvalidArgument("jobs file", type(doc).__name__ if not isinstance(doc, dict)
+                              else sorted(doc), 'an object {"jobs": [...]}')
+    entries = doc["jobs"]
+    if not 1 <= len(entries) <= _MAX_JOBS:
+        raise InvalidArgument("jobs", len(entries), f"1..{_MAX_JOBS} jobs")
+    out: list[Job] = []
+    seen: set[str] = set()
+    for k, e in enumerate(entries):
+        w = f"jobs[{k}]"
+        if not isinstance(e, dict):
+            raise InvalidArgument(w, type(e).__name__, "an object")
+        stray = sorted(set(e) - set(KEYS))
+        if stray:
+            raise InvalidArgument(f"{w}.{stray[0]}", e[stray[0]], "a key of " + ", ".join(KEYS))
+        jid = _text(f"{w}.id", e.get("id"))
+        if jid in seen:
+            raise InvalidArgument(f"{w}.id", jid, "a job id not used by an earlier job")
+        seen.add(jid)
+        if ("model" in e) == ("model_config" in e):
+            raise InvalidArgument(f"{w}.model", e.get("model"), "exactly one of model (a catalogue "
+                                  "name: " + ", ".join(P.LLM_MODELS) + ") and model_config")
+        try:
+            if "model" in e:
+                model = P.llm_model(_text(f"{w}.model", e["model"]))
+            else:
+                cfg = e["model_config"]
+                model = P.from_hf_config(cfg, name=str(cfg.get("_name_or_path") or jid)
+                                         if isinstance(cfg, dict) else jid)
+        except InvalidArgument as err:
+            key = "model" if "model" in e else "model_config"
+            raise InvalidArgument(f"{w}.{key}" + ("" if err.field == "model" else f".{err.field}"),
+                                  err.value, err.allowed) from None
+        if ("requests" in e) == ("tokens" in e):
+            raise InvalidArgument(f"{w}.requests", e.get("requests"),
+                                  "exactly one of requests (INPUT:OUTPUTxCOUNT classes) and tokens")
+        try:
+            if "requests" in e:
+                if "lengths" in e:
+                    raise InvalidArgument(f"{w}.lengths", e["lengths"], "only with tokens")
+                work = LJ.requests_work((i, o, int(n)) for i, o, n in LJ.parse_classes(
+                    e["requests"], f"{w}.requests", counts=True))
+            else:
+                tokens = _num(f"{w}.tokens", e["tokens"], 1, LJ.MAX_TOKENS)
+                lengths = e.get("lengths", "azure-conv")
+                work = LJ.budget_work(tokens, LJ.length_distribution(lengths, f"{w}.lengths"),
+                                      field=f"{w}.tokens")
+        except InvalidArgument as err:
+            if err.field.startswith(w):
+                raise
+            raise InvalidArgument(f"{w}.{err.field}", err.value, err.allowed) from None
+        models = e.get("gpu_models", [])
+        if not isinstance(models, list) or not all(isinstance(m, str) and m for m in models):
+            raise InvalidArgument(f"{w}.gpu_models", models, "a list of GPU model names")
+        ref = _text(f"{w}.reference_gpu", e.get("reference_gpu"))
+        arrival = _num(f"{w}.arrival_s", e.get("arrival_s", 0.0), 0, 1e9)
+        for key in ("dtype", "kv_dtype", "engine"):
+            if key in e:
+                _text(f"{w}.{key}", e[key])
+        try:
+            job = LJ.llm_job(
+                jid, model, work, reference_gpu=ref, gpu_models=models,
+                tp=_num(f"{w}.tp", e.get("tp", 1), 1, 64, integer=True),
+                replicas=_num(f"{w}.replicas", e.get("replicas", 1), 1, 64, integer=True),
+                gpu_share=_num(f"{w}.gpu_fraction", e.get("gpu_fraction", 1.0), 0, 1, lo_open=True),
+                dtype=e.get("dtype", "fp16"), kv_dtype=e.get("kv_dtype"),
+                engine=e.get("engine", "vllm"), arrival_s=offset_s + arrival,
+                cpu=_num(f"{w}.cpu", e.get("cpu", 8.0), 0, 1e4),
+                mem_gib=_num(f"{w}.mem_gib", e.get("mem_gib", 64.0), 0, 1e6),
+                priority=_num(f"{w}.priority", e.get("priority", 1.0), 0, MAX_PRIORITY,
+                              lo_open=True))
+        except InvalidArgument as err:
+            if err.field.startswith(w):
+                raise
+            raise InvalidArgument(f"{w}.{err.field}", err.value, err.allowed) from None
+        except ValueError as err:  # Request's own checks (share with several GPUs, ...)
+            raise InvalidArgument(w, jid, str(err)) from None
+        out.append(job)
+    return out
+
+
+def describe(jobs: Sequence[Job]) -> str:
+    """``"5 LLM jobs (Llama-3-8B, ...), 1.2e+09 tokens"``."""
+    names = ", ".join(dict.fromkeys(j.llm.model.name for j in jobs))
+    tokens = sum(j.llm.work.total_tokens for j in jobs)
+    return f"{len(jobs)} LLM job{'s' if len(jobs) != 1 else ''} ({names}), {tokens:.3g} tokens"

@@ -1,0 +1,142 @@
+"""``elastico llm predict`` and ``elastico llm plan`` (issue 21, deliverable 5): their output
+against values computed by hand from the LLM model, and a plan never offering a configuration
+that does not fit.
+
+Hand-worked: Llama-3-8B fp16 on one A100-80GB, batch 32 of 512 + 128 tokens: weights
+8.030e9 x 2 B = 14.957 GiB; KV cache 32 x 640 tokens x 131,072 B (2 x 32 layers x 8 KV heads
+x 128 x 2 B) = 2.5 GiB; ``tokens_per_s`` = 32 x 640 / ``latency_s``.  Llama-3-70B (70.554e9,
+131.4 GiB in fp16) fits no single 80 GiB GPU and no TP-2 group at a 0.75 share (60 GiB a GPU,
+of which vLLM may use 54; weights 65.7 GiB a GPU).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from elastico.cli import main
+from elastico.perf import llm as P
+
+L8 = P.llm_model("Llama-3-8B")
+GIB = float(1 << 30)
+
+
+def run_json(capsys, argv):
+    code = main(argv)
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return json.loads(out.out)
+
+
+def test_predict_prints_the_models_latency_tokens_per_s_fit_and_memory(capsys):
+    out = run_json(capsys, ["llm", "predict", "--model", "Llama-3-8B", "--gpu", "A100-80GB",
+                            "--tp", "1", "--batch", "32", "--input-tokens", "512",
+                            "--output-tokens", "128", "--json"])
+    cfg = P.LlmConfig("A100-80GB")
+    lat = P.batch_latency_s(L8, cfg, 32, 512, 128)
+    assert out["latency_s"] == pytest.approx(lat)
+    assert out["tokens_per_s"] == pytest.approx(32 * 640 / lat)
+    assert out["fits"] is True
+    assert out["weights_gib"] == pytest.approx(8.030e9 * 2 / GIB) == pytest.approx(14.957, abs=1e-3)
+    assert out["kv_cache_gib"] == pytest.approx(32 * 640 * 131072 / GIB) == pytest.approx(2.5)
+    mem = P.memory(L8, cfg)
+    assert out["memory_gib"] == pytest.approx(mem.weights_gib + mem.workspace_gib + 2.5)
+    assert out["max_batch"] == P.max_batch(L8, cfg, 512, 128)
+
+
+def test_predict_with_a_config_json_equals_the_catalogue_model(capsys, tmp_path):
+    cfg = {"model_type": "llama", "num_hidden_layers": 32, "hidden_size": 4096,
+           "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+           "intermediate_size": 14336, "params_b": 8.030}
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps(cfg))
+    args = ["--gpu", "H100-80GB", "--tp", "2", "--batch", "8", "--input-tokens", "1024",
+            "--output-tokens", "256", "--engine", "tensorrt-llm", "--dtype", "bf16", "--json"]
+    a = run_json(capsys, ["llm", "predict", "--model-config", str(f), *args])
+    b = run_json(capsys, ["llm", "predict", "--model", "Llama-3-8B", *args])
+    for k in ("latency_s", "tokens_per_s", "memory_gib", "fits", "max_batch"):
+        assert a[k] == pytest.approx(b[k]), k
+    lat = P.batch_latency_s(L8, P.LlmConfig("H100-80GB", tp=2, dtype="bf16", engine="tensorrt-llm"),
+                            8, 1024, 256)
+    assert a["latency_s"] == pytest.approx(lat)
+
+
+def test_predict_says_when_a_model_does_not_fit(capsys):
+    out = run_json(capsys, ["llm", "predict", "--model", "Llama-3-70B", "--gpu", "A100-80GB",
+                            "--batch", "1", "--input-tokens", "128", "--output-tokens", "128",
+                            "--json"])
+    assert out["fits"] is False and out["memory_gib"] is None and out["tokens_per_s"] == 0.0
+    assert "weights 131.4 GiB" in out["reason"]
+
+
+@pytest.mark.parametrize("flag, value, allowed", [
+    ("--tp", "3", "a divisor of the model's heads=32"),
+    ("--gpu", "A200", "A100-80GB"),
+    ("--batch", "0", "an integer >= 1"),
+    ("--model", "GPT-9", "Llama-3-8B"),
+])
+def test_predict_refuses_bad_input_naming_the_flag(capsys, flag, value, allowed):
+    argv = {"--model": "Llama-3-8B", "--gpu": "A100-80GB", "--tp": "1", "--batch": "4",
+            "--input-tokens": "64", "--output-tokens": "64"}
+    argv[flag] = value
+    code = main(["llm", "predict", *[x for kv in argv.items() for x in kv], "--json"])
+    err = capsys.readouterr().err
+    shown = value if value.isdigit() else repr(value)      # ints print as ints
+    assert code == 2 and f"{flag}: {shown} is not allowed" in err and allowed in err, err
+
+
+def _fits(model, row_cfg, work) -> bool:
+    if not P.memory(model, row_cfg).fits:
+        return False
+    return all(P.max_batch(model, row_cfg, i, o) >= 1 for i, o in work)
+
+
+def test_plan_never_offers_a_configuration_that_does_not_fit(capsys):
+    out = run_json(capsys, ["llm", "plan", "--model", "Llama-3-70B", "--tokens", "1e8",
+                            "--gpu", "A100-80GB", "--gpu", "H100-80GB", "--gpu", "A100-40GB",
+                            "--mig", "--json"])
+    m = P.llm_model("Llama-3-70B")
+    from elastico.llm_job import length_distribution
+
+    classes = [(i, o) for i, o, _ in length_distribution("azure-conv")]
+    rows = out["configurations"]
+    # hand-checked: 131.4 GiB of weights fit no whole GPU at TP 1; TP 2 at 0.75 (54 of 60 GiB
+    # usable, 65.7 GiB of weights per GPU) does not fit either
+    for r in rows:
+        if r["tp"] == 1 and r["mig_profile"] is None:
+            assert not r["fits"] and "weights 131.4 GiB" in r["reason"]
+        if r["tp"] == 2 and r["share"] == 0.75 and r["gpu"] != "A100-40GB":
+            assert not r["fits"] and "exceed the 54.0 GiB" in r["reason"]
+    family = out["family"]
+    assert family
+    for c in family:
+        cfg = P.LlmConfig(c["gpu"], tp=c["tp"], replicas=c["replicas"],
+                          mps_share=c["share"] if c["share"] < 1 and not c["mig_profile"] else None,
+                          mig_profile=c["mig_profile"], memory_limit_gib=c["memory_gib_per_gpu"])
+        assert _fits(m, cfg, classes), c
+        # and it is one of the rows that fit, with the same per-GPU memory
+        assert any(r["fits"] and r["gpu"] == c["gpu"] and r["tp"] == c["tp"]
+                   and r["memory_gib_per_gpu"] == c["memory_gib_per_gpu"] for r in rows), c
+    assert not any(c["gpu"] == "A100-40GB" and c["tp"] < 4 for c in family)
+    assert out["job"]["tp"] == 2 and out["job"]["reference_gpu"] == "A100-80GB"
+
+
+def test_plan_prints_tables_and_tokens_per_s_from_the_model(capsys):
+    assert main(["llm", "plan", "--model", "Llama-3-8B", "--requests", "512:128x1000",
+                 "--gpu", "A100-80GB"]) == 0
+    text = capsys.readouterr().out
+    assert "shape family" in text and "A100-80GB x1 @1.00 tp1" in text
+    assert "requested tp 1 x 1 replica(s), reference A100-80GB" in text
+    t = P.batch_latency_s(L8, P.LlmConfig("A100-80GB", memory_limit_gib=80.0), 1000, 512, 128)
+    assert f"{1000 * 640 / t:,.0f} tokens/s" in text
+
+
+def test_plan_refuses_bad_work_naming_the_flag(capsys):
+    assert main(["llm", "plan", "--model", "Llama-3-8B", "--gpu", "A100-80GB"]) == 2
+    assert "--tokens" in capsys.readouterr().err
+    assert main(["llm", "plan", "--model", "Llama-3-8B", "--tokens", "1e6",
+                 "--lengths", "azure-chat"]) == 2
+    assert "--lengths: 'azure-chat' is not allowed" in capsys.readouterr().err
+    assert main(["llm", "plan", "--model", "Llama-3-8B", "--tokens", "1e6", "--gpu", "G2"]) == 2
+    assert "--gpu: 'G2' is not allowed" in capsys.readouterr().err
