@@ -32,8 +32,9 @@ The model (docs/model.md, "LLM inference", has the worked numbers and the source
   ``S`` the activation bytes all-reduced.  ``L * t_layer`` is the host's kernel-launch time,
   overlapped with the GPU (it binds only in eager mode); ``t_fixed`` is the per-step
   overhead and ``t_seq`` the host's work per sequence per step (scheduling, sampling,
-  detokenising) for a batch of ``b`` sequences.  Prefill: one step over ``batch * input`` tokens (FLOPs
-  ``2 P_body`` per token + causal attention ``2 input^2 heads head_dim L`` per sequence).
+  detokenising) for a batch of ``b`` sequences.  Prefill: one step over ``batch * input``
+  tokens (FLOPs ``2 P_body`` per token + causal attention ``2 input^2 heads head_dim L`` per
+  sequence).
   Decode: one step per output token; attention reads the whole KV cache (linear in the
   context), MoE reads the experts the batch's tokens touch (``E (1 - (1 - k/E)^b)``).  A
   batch larger than the KV cache holds runs in waves.
@@ -42,8 +43,8 @@ The model (docs/model.md, "LLM inference", has the worked numbers and the source
   A MIG instance gets ``compute_slices / C`` of the SMs, ``memory_slices / M`` of the memory
   bandwidth and its profile's memory (NVIDIA MIG user guide: a GPU instance owns its memory
   slices, i.e. their DRAM, L2 slices and memory controllers); no NVLink, so tp = 1.
-* **Efficiencies** ``eta_flops, eta_hbm, t_fixed, t_layer, t_seq`` per (GPU generation, engine) are
-  fitted (``bench/llm_model.py --fit``) to the bundled measurements; ``alpha, eta_link`` per
+* **Efficiencies** ``eta_flops, eta_hbm, t_fixed, t_layer, t_seq`` per (GPU generation,
+  engine) are fitted (``bench/llm_model.py --fit``) to the bundled measurements; ``alpha, eta_link`` per
   generation to Vidur's measured NCCL all-reduce times.  Without fitted constants for the
   generation the engine's constants pooled over generations are used, and without those the
   pure roofline (efficiency 1, no overhead) -- :func:`efficiency` says which.
@@ -68,7 +69,7 @@ __all__ = [
     "LlmModel", "LLM_MODELS", "llm_model", "from_hf_config",
     "LlmConfig", "LlmMemory", "Efficiency", "ENGINES", "DTYPES",
     "memory", "max_batch", "prefill_s", "decode_step_s", "batch_latency_s", "tokens_per_s",
-    "efficiency", "ROOFLINE", "LlmGrid", "evaluate_grid",
+    "efficiency", "ROOFLINE", "LlmGrid", "evaluate_grid", "LLM_MODEL_ALIASES",
 ]
 
 GIB = float(1 << 30)
@@ -904,6 +905,9 @@ def evaluate_grid(models, cfgs, input_tokens, output_tokens) -> LlmGrid:
     (no error); a malformed configuration raises InvalidArgument."""
     models = list(models)
     cfgs = list(cfgs)
+    if not models or not cfgs:
+        shape = (len(models), len(cfgs))
+        return LlmGrid(np.zeros(shape), np.zeros(shape, int), np.zeros(shape, bool), np.zeros(shape), np.zeros(shape))
     for j, mdl in enumerate(models):
         if not isinstance(mdl, LlmModel):
             raise InvalidArgument(f"models[{j}]", type(mdl).__name__, "an LlmModel")
