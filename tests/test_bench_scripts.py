@@ -33,6 +33,7 @@ def _bench():
     ("placement_round", ["--jobs", "0"], "--jobs: '0': an integer >= 1"),
     ("placement_round", ["--repeat", "0"], "--repeat: '0': an integer >= 1"),
     ("placement_round", ["--gpus", "7000"], "--gpus: 7000 is more than the trace's 6212 GPUs"),
+    ("llm_model", ["--jobs", "0"], "--jobs: 0: an integer >= 1"),
 ])
 def test_bad_input_is_an_argparse_error(script, args, needle, capsys):
     with pytest.raises(SystemExit) as e:

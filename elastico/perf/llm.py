@@ -25,14 +25,16 @@ The model (docs/model.md, "LLM inference", has the worked numbers and the source
       t_gemm = max(F_gemm / (eta_flops P), W / (eta_hbm BW))        weights' matmuls
       t_attn = max(F_attn / (eta_flops P), KV / (eta_hbm BW))       attention (KV read/write)
       t_comm = 2 L (alpha + 2 (tp-1)/tp * S / (eta_link B_link))    two all-reduces per layer
-      t_step = max(t_gemm + t_attn + t_comm, L * t_layer) + t_fixed
+      t_step = max(t_gemm + t_attn + t_comm, L * t_layer) + t_fixed + b * t_seq
 
   ``P`` peak dense FLOP/s of the compute precision, ``BW`` HBM bandwidth, ``B_link`` NVLink
   bandwidth per direction (half the catalogue's bidirectional figure; PCIe without NVLink),
   ``S`` the activation bytes all-reduced.  ``L * t_layer`` is the host's kernel-launch time,
   overlapped with the GPU (it binds only in eager mode); ``t_fixed`` is the per-step
-  scheduling/sampling overhead.  Prefill: one step over ``batch * input`` tokens (FLOPs
-  ``2 P_body`` per token + causal attention ``2 input^2 heads head_dim L`` per sequence).
+  overhead and ``t_seq`` the host's work per sequence per step (scheduling, sampling,
+  detokenising) for a batch of ``b`` sequences.  Prefill: one step over ``batch * input``
+  tokens (FLOPs ``2 P_body`` per token + causal attention ``2 input^2 heads head_dim L`` per
+  sequence).
   Decode: one step per output token; attention reads the whole KV cache (linear in the
   context), MoE reads the experts the batch's tokens touch (``E (1 - (1 - k/E)^b)``).  A
   batch larger than the KV cache holds runs in waves.
@@ -41,8 +43,8 @@ The model (docs/model.md, "LLM inference", has the worked numbers and the source
   A MIG instance gets ``compute_slices / C`` of the SMs, ``memory_slices / M`` of the memory
   bandwidth and its profile's memory (NVIDIA MIG user guide: a GPU instance owns its memory
   slices, i.e. their DRAM, L2 slices and memory controllers); no NVLink, so tp = 1.
-* **Efficiencies** ``eta_flops, eta_hbm, t_fixed, t_layer`` per (GPU generation, engine) are
-  fitted (``bench/llm_model.py --fit``) to the bundled measurements; ``alpha, eta_link`` per
+* **Efficiencies** ``eta_flops, eta_hbm, t_fixed, t_layer, t_seq`` per (GPU generation,
+  engine) are fitted (``bench/llm_model.py --fit``) to the bundled measurements; ``alpha, eta_link`` per
   generation to Vidur's measured NCCL all-reduce times.  Without fitted constants for the
   generation the engine's constants pooled over generations are used, and without those the
   pure roofline (efficiency 1, no overhead) -- :func:`efficiency` says which.
@@ -67,7 +69,7 @@ __all__ = [
     "LlmModel", "LLM_MODELS", "llm_model", "from_hf_config",
     "LlmConfig", "LlmMemory", "Efficiency", "ENGINES", "DTYPES",
     "memory", "max_batch", "prefill_s", "decode_step_s", "batch_latency_s", "tokens_per_s",
-    "efficiency", "ROOFLINE",
+    "efficiency", "ROOFLINE", "LlmGrid", "evaluate_grid", "LLM_MODEL_ALIASES",
 ]
 
 GIB = float(1 << 30)
@@ -380,7 +382,8 @@ class Efficiency:
     """The fitted constants of one (GPU generation, engine): achieved fraction of peak dense
     FLOP/s (``eta_flops``) and of HBM bandwidth (``eta_hbm``), a fixed per-step overhead
     (``t_fixed_s``), the host's launch time per layer (``t_layer_s``, overlapped with the GPU),
-    per generation the all-reduce latency per call (``alpha_s``) and achieved fraction of the
+    the host's time per sequence per step (``t_seq_s``: scheduling, sampling, detokenising), per
+    generation the all-reduce latency per call (``alpha_s``) and achieved fraction of the
     link bandwidth (``eta_link``); ``origin``: where they come from."""
 
     eta_flops: float = 1.0
@@ -389,6 +392,7 @@ class Efficiency:
     t_layer_s: float = 0.0
     alpha_s: float = 0.0
     eta_link: float = 1.0
+    t_seq_s: float = 0.0
     origin: str = "roofline"
 
 
@@ -396,7 +400,8 @@ class Efficiency:
 ROOFLINE = Efficiency()
 
 CONSTANTS_FILE = Path(__file__).with_name("llm_constants.json")
-_EFF_FIELDS = ("eta_flops", "eta_hbm", "t_fixed_s", "t_layer_s")
+_EFF_FIELDS = ("eta_flops", "eta_hbm", "t_fixed_s", "t_layer_s", "t_seq_s")
+_ALL_FIELDS = ("eta_flops", "eta_hbm", "t_fixed_s", "t_layer_s", "alpha_s", "eta_link", "t_seq_s")
 _LINK_FIELDS = ("alpha_s", "eta_link")
 
 
@@ -428,46 +433,86 @@ def efficiency(generation: str, engine: str, constants: Mapping[str, Any] | None
 
 
 # --------------------------------------------------------------------------------------------
-# the resources one replica's GPU gets
+# models and configurations as arrays (every computation below is vectorised: a quantity may
+# be a float or a numpy array; a row-aligned set of (model, config) pairs and a grid of jobs x
+# configurations use the same code)
 # --------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class _Gpu:
-    """What one GPU of the TP group gives the job after MPS/MIG partitioning."""
+class _ModelArrays:
+    """Per-model numbers of :class:`LlmModel` (floats, or arrays over models)."""
 
-    flops: float          # peak dense FLOP/s of the compute precision
-    hbm: float            # bytes/s
-    link: float           # bytes/s per direction between the TP group's GPUs (0: tp = 1)
-    memory_gib: float     # memory the job may use
-    generation: str
+    params: Any         # total parameters
+    layers: Any
+    hidden: Any
+    heads: Any
+    kv_heads: Any
+    head_dim: Any
+    inter_active: Any   # MLP width a token passes through (intermediate x experts_active)
+    body: Any           # matmul parameters per token without the LM head
+    head: Any           # LM head parameters (vocab x hidden)
+    unread: Any         # parameters a step never reads whole (the untied input embedding)
+    mlp: Any            # all experts' MLP parameters
+    experts: Any
+    active: Any
+    vocab: Any
 
 
-def _check_cfg(model: LlmModel, cfg: LlmConfig) -> tuple[Any, EngineSpec, float, float]:
-    """Validate ``cfg`` for ``model``; the GPU spec, engine, weight and KV bytes."""
-    if not isinstance(model, LlmModel):
-        raise InvalidArgument("model", type(model).__name__, "an LlmModel (llm_model(name) or from_hf_config)")
+@lru_cache(maxsize=4096)
+def _model_row(model: LlmModel) -> tuple[float, ...]:
+    return (model.params_b * 1e9, float(model.layers), float(model.hidden), float(model.heads),
+            float(model.kv_heads), float(model.head_dim), float(model.intermediate * model.experts_active),
+            model.body_params, model.head_params,
+            0.0 if model.tied_embeddings else float(model.vocab) * model.hidden,
+            model._mlp_params(), float(model.experts), float(model.experts_active), float(model.vocab))
+
+
+def _model_arrays(models, shape: tuple[int, ...] | None = None) -> _ModelArrays:
+    if isinstance(models, LlmModel):
+        return _ModelArrays(*_model_row(models))
+    cols = np.array([_model_row(m) for m in models], dtype=float).T
+    if shape is not None:
+        cols = cols.reshape((cols.shape[0], *shape))
+    return _ModelArrays(*cols)
+
+
+@dataclass(frozen=True)
+class _CfgArrays:
+    """Per-configuration numbers: what one GPU of the TP group gives the job after MPS/MIG
+    partitioning, the engine's memory rules and the efficiencies (floats, or arrays)."""
+
+    tp: Any
+    replicas: Any
+    flops: Any          # peak dense FLOP/s of the compute precision (x MPS share / MIG slices)
+    hbm: Any            # bytes/s (x MIG memory slices)
+    link: Any           # bytes/s per direction between the TP group's GPUs (0 when tp = 1)
+    memory_gib: Any     # memory per GPU the job may use
+    wb: Any             # bytes per weight
+    kvb: Any            # bytes per KV element
+    frac: Any           # engine memory fraction
+    of_free: Any        # 1.0: the fraction applies to memory left after weights (TensorRT-LLM)
+    chunk: Any          # tokens whose activations the workspace holds
+    cap: Any            # most sequences in flight (cfg.max_batch or the engine's max)
+    eff: Efficiency     # fields floats or arrays
+
+
+def _check_cfg(cfg: LlmConfig) -> None:
+    """Validate a configuration on its own (the model-dependent checks: :func:`_check_pair`)."""
     if not isinstance(cfg, LlmConfig):
         raise InvalidArgument("config", type(cfg).__name__, "an LlmConfig")
     if cfg.engine not in ENGINES:
         raise InvalidArgument("engine", cfg.engine, "one of " + ", ".join(ENGINES))
     if cfg.dtype not in DTYPE_BYTES:
         raise InvalidArgument("dtype", cfg.dtype, "one of " + ", ".join(DTYPES))
-    kv = _kv_dtype(cfg)
-    if kv not in KV_DTYPES:
+    if _kv_dtype(cfg) not in KV_DTYPES:
         raise InvalidArgument("kv_dtype", cfg.kv_dtype, "one of " + ", ".join(KV_DTYPES))
     for f in ("tp", "replicas"):
         v = getattr(cfg, f)
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
             raise InvalidArgument(f, v, "an integer >= 1")
-    if model.heads % cfg.tp:
-        raise InvalidArgument("tp", cfg.tp, f"a divisor of the model's heads={model.heads}")
-    if cfg.tp > model.kv_heads and cfg.tp % model.kv_heads:
-        raise InvalidArgument("tp", cfg.tp, f"a divisor or multiple of the model's kv_heads={model.kv_heads}")
-    if cfg.tp < model.kv_heads and model.kv_heads % cfg.tp:
-        raise InvalidArgument("tp", cfg.tp, f"a divisor of the model's kv_heads={model.kv_heads}")
-    if cfg.max_batch is not None and (isinstance(cfg.max_batch, bool) or not isinstance(cfg.max_batch, (int, np.integer))
-                                      or cfg.max_batch < 1):
-        raise InvalidArgument("max_batch", cfg.max_batch, "an integer >= 1, or None (the engine's limit)")
+    mb = cfg.max_batch
+    if mb is not None and (isinstance(mb, bool) or not isinstance(mb, (int, np.integer)) or mb < 1):
+        raise InvalidArgument("max_batch", mb, "an integer >= 1, or None (the engine's limit)")
     if cfg.mps_share is not None and cfg.mig_profile is not None:
         raise InvalidArgument("mps_share", cfg.mps_share, "None when mig_profile is set (MPS or MIG, not both)")
     s = cfg.mps_share
@@ -477,10 +522,28 @@ def _check_cfg(model: LlmModel, cfg: LlmConfig) -> tuple[Any, EngineSpec, float,
     if lim is not None and (isinstance(lim, bool) or not isinstance(lim, (int, float))
                             or not math.isfinite(lim) or lim <= 0):
         raise InvalidArgument("memory_limit_gib", lim, "a finite number of GiB > 0, or None")
-    spec = _gpu_spec(cfg.gpu)
     if cfg.mig_profile is not None and cfg.tp != 1:
         raise InvalidArgument("tp", cfg.tp, "1 with a MIG profile (MIG instances have no NVLink/P2P between them)")
-    return spec, ENGINES[cfg.engine], DTYPE_BYTES[cfg.dtype], DTYPE_BYTES[kv]
+
+
+def _pair_problem(model: LlmModel, tp: int) -> tuple[str, int, str] | None:
+    """Why ``model`` cannot be split over ``tp`` GPUs (field, value, allowed), or None."""
+    if model.heads % tp:
+        return ("tp", tp, f"a divisor of the model's heads={model.heads}")
+    if tp > model.kv_heads and tp % model.kv_heads:
+        return ("tp", tp, f"a divisor or multiple of the model's kv_heads={model.kv_heads}")
+    if tp < model.kv_heads and model.kv_heads % tp:
+        return ("tp", tp, f"a divisor of the model's kv_heads={model.kv_heads}")
+    return None
+
+
+def _check_pair(model: LlmModel, cfg: LlmConfig) -> None:
+    if not isinstance(model, LlmModel):
+        raise InvalidArgument("model", type(model).__name__, "an LlmModel (llm_model(name) or from_hf_config)")
+    _check_cfg(cfg)
+    p = _pair_problem(model, cfg.tp)
+    if p is not None:
+        raise InvalidArgument(*p)
 
 
 def _kv_dtype(cfg: LlmConfig) -> str:
@@ -494,11 +557,14 @@ def _gpu_spec(name: str):
         return hardware.gpu_spec(name)
     except InvalidArgument as e:
         raise InvalidArgument("gpu", name, e.allowed) from None
-    except (KeyError, LookupError):
+    except LookupError:
         raise InvalidArgument("gpu", name, "one of " + ", ".join(getattr(hardware, "GPUS", {}))) from None
 
 
 def _peak_flops(spec, dtype: str) -> float:
+    """Dense peak FLOP/s of ``dtype``'s matmuls; a GPU without that Tensor Core precision (fp8
+    before Ada/Hopper, int8 where the datasheet lists none) runs them as weight-only
+    quantisation at the 16-bit rate."""
     peaks = spec.peak_tflops
     v = peaks.get(_COMPUTE_KEY[dtype]) or 0.0
     if not v:  # no such tensor-core precision (e.g. fp8 before Hopper): weight-only, 16-bit math
@@ -507,9 +573,12 @@ def _peak_flops(spec, dtype: str) -> float:
 
 
 def _mig_profile(spec, profile: str) -> mig.MigProfile:
-    if not getattr(spec, "mig", False):
+    """The MIG profile ``profile`` of ``spec``'s GPU (the MIG tables use the catalogue's name or
+    one of its :data:`elastico.hardware.ALIASES`, e.g. H100-80GB for H100-SXM)."""
+    if not spec.mig:
         raise InvalidArgument("mig_profile", profile, f"None: {spec.name} has no MIG")
-    for key in (spec.name, *getattr(spec, "mig_names", ())):
+    names = (spec.name, *sorted(a for a, k in hardware.ALIASES.items() if k == spec.name))
+    for key in names:
         if key in mig.MIG_PROFILES:
             profiles = mig.MIG_PROFILES[key]
             if profile not in profiles:
@@ -518,8 +587,15 @@ def _mig_profile(spec, profile: str) -> mig.MigProfile:
     raise InvalidArgument("mig_profile", profile, f"None: no MIG geometry known for {spec.name}")
 
 
-def _resources(spec, cfg: LlmConfig) -> _Gpu:
+@lru_cache(maxsize=4096)
+def _cfg_row(cfg: LlmConfig) -> tuple[tuple[float, ...], Efficiency]:
+    _check_cfg(cfg)
+    spec = _gpu_spec(cfg.gpu)
+    eng = ENGINES[cfg.engine]
     flops = _peak_flops(spec, cfg.dtype)
+    if not flops or not spec.hbm_gbps:
+        raise InvalidArgument("gpu", cfg.gpu, "a GPU whose catalogue entry has its peak FLOP/s and memory "
+                                              "bandwidth (undisclosed models such as G2/G3 have neither)")
     hbm = float(spec.hbm_gbps) * 1e9
     mem = float(spec.memory_gib)
     if cfg.mig_profile is not None:
@@ -533,61 +609,94 @@ def _resources(spec, cfg: LlmConfig) -> _Gpu:
         mem = min(mem, float(cfg.memory_limit_gib))
     link = 0.0
     if cfg.tp > 1:
-        bidir = spec.nvlink_gbps if spec.nvlink_gbps else spec.pcie_gbps
+        bidir = spec.nvlink_gbps or spec.pcie_gbps
+        if not bidir:
+            raise InvalidArgument("tp", cfg.tp, f"1 on {spec.name}: the catalogue gives it no NVLink or host link bandwidth")
         link = float(bidir) * 1e9 / 2.0
-    return _Gpu(flops, hbm, link, mem, str(spec.generation))
+    cap = eng.max_seqs if cfg.max_batch is None else int(cfg.max_batch)
+    row = (float(cfg.tp), float(cfg.replicas), flops, hbm, link, mem, DTYPE_BYTES[cfg.dtype],
+           DTYPE_BYTES[_kv_dtype(cfg)], eng.memory_fraction, float(eng.memory_of_free),
+           float(eng.prefill_chunk_tokens), float(cap))
+    return row, efficiency(str(spec.generation), cfg.engine)
+
+
+def _cfg_arrays(cfgs, shape: tuple[int, ...] | None = None, eff: Efficiency | None = None) -> _CfgArrays:
+    """Arrays of ``cfgs`` (one config: floats).  ``eff`` overrides the bundled efficiencies."""
+    if isinstance(cfgs, LlmConfig):
+        row, e = _cfg_row(cfgs)
+        return _CfgArrays(*row, eff=e if eff is None else eff)
+    rows = [_cfg_row(c) for c in cfgs]
+    cols = np.array([r for r, _ in rows], dtype=float).T
+    if eff is None:
+        eff = Efficiency(**{f: np.array([getattr(e, f) for _, e in rows], dtype=float) for f in _ALL_FIELDS},
+                         origin="per configuration")
+    if shape is not None:
+        cols = cols.reshape((cols.shape[0], *shape))
+        eff = Efficiency(**{f: np.reshape(getattr(eff, f), shape) if np.ndim(getattr(eff, f)) else getattr(eff, f)
+                            for f in _ALL_FIELDS}, origin=eff.origin)
+    return _CfgArrays(*cols, eff=eff)
 
 
 # --------------------------------------------------------------------------------------------
 # memory
 # --------------------------------------------------------------------------------------------
 
-def _activation_gib(model: LlmModel, tp: int, tokens: int) -> float:
-    """Peak activations of one forward pass over ``tokens`` tokens, per GPU, 16-bit: the
-    residual stream and the attention block (about 4 hidden per token) plus the MLP's widest
-    tensors (2 intermediate / tp, the gate and up projections) -- ASSUMPTION: a forward pass
-    keeps about that much alive at once (inference frees each layer's activations)."""
-    per_token = (4.0 * model.hidden + 2.0 * model.intermediate * model.experts_active / tp) * 2.0
-    return tokens * per_token / GIB
+def _kv_local(m: _ModelArrays, c: _CfgArrays):
+    """KV heads one GPU holds: kv_heads / tp, at least 1 (replicated when tp > kv_heads)."""
+    return np.maximum(1.0, np.floor(m.kv_heads / c.tp))
+
+
+def _compatible(m: _ModelArrays, c: _CfgArrays):
+    """tp divides the heads, and divides or is a multiple of the KV heads."""
+    kv_ok = np.where(c.tp <= m.kv_heads, np.mod(m.kv_heads, c.tp) == 0, np.mod(c.tp, m.kv_heads) == 0)
+    return (np.mod(m.heads, c.tp) == 0) & kv_ok
+
+
+def _memory_arrays(m: _ModelArrays, c: _CfgArrays):
+    """(weights, KV GiB per token, workspace, available for KV, KV tokens, weights fit) per GPU.
+
+    Workspace = :data:`RUNTIME_RESERVE_GIB` + the activations of one forward pass over the
+    engine's chunk of tokens: per token about 4 hidden (residual stream, attention block) + 2
+    intermediate / tp (the MLP's gate and up projections), 16-bit -- ASSUMPTION: what a
+    forward pass keeps alive at once (inference frees each layer's activations)."""
+    weights = m.params * c.wb / c.tp / GIB
+    kv_tok = 2.0 * m.layers * _kv_local(m, c) * m.head_dim * c.kvb / GIB
+    work = RUNTIME_RESERVE_GIB + c.chunk * (4.0 * m.hidden + 2.0 * m.inter_active / c.tp) * 2.0 / GIB
+    usable = np.where(c.of_free > 0, c.memory_gib, c.frac * c.memory_gib)
+    avail = np.where(c.of_free > 0, c.frac * (c.memory_gib - weights - work), c.frac * c.memory_gib - weights - work)
+    fit_w = weights + work <= usable
+    tokens = np.where(fit_w & (avail > 0), np.floor(np.maximum(avail, 0.0) / kv_tok), 0.0)
+    return weights, kv_tok, work, avail, tokens, fit_w, usable
 
 
 def memory(model: LlmModel, cfg: LlmConfig) -> LlmMemory:
     """Memory of one replica per GPU of its TP group, and how many KV tokens fit."""
-    spec, eng, wb, kvb = _check_cfg(model, cfg)
-    res = _resources(spec, cfg)
-    return _memory(model, cfg, eng, wb, kvb, res.memory_gib)
-
-
-def _memory(model: LlmModel, cfg: LlmConfig, eng: EngineSpec, wb: float, kvb: float,
-            mem_gib: float) -> LlmMemory:
-    tp = cfg.tp
-    weights = model.params_b * 1e9 * wb / tp / GIB
-    kv_local = max(1, model.kv_heads // tp)
-    kv_tok = 2.0 * model.layers * kv_local * model.head_dim * kvb / GIB
-    work = RUNTIME_RESERVE_GIB + _activation_gib(model, tp, eng.prefill_chunk_tokens)
-    if eng.memory_of_free:
-        avail = eng.memory_fraction * (mem_gib - weights - work)
-    else:
-        avail = eng.memory_fraction * mem_gib - weights - work
-    tokens = int(math.floor(avail / kv_tok)) if avail > 0 else 0
-    if weights + work > mem_gib * (1.0 if eng.memory_of_free else eng.memory_fraction):
+    _check_pair(model, cfg)
+    m, c = _model_arrays(model), _cfg_arrays(cfg)
+    weights, kv_tok, work, avail, tokens, fit_w, usable = (float(x) for x in _memory_arrays(m, c))
+    if not fit_w:
         reason = (f"weights {weights:.1f} GiB + workspace {work:.1f} GiB per GPU exceed the "
-                  f"{mem_gib * (1.0 if eng.memory_of_free else eng.memory_fraction):.1f} GiB {eng.name} may use")
+                  f"{usable:.1f} GiB {cfg.engine} may use on {cfg.gpu}"
+                  + (f" {cfg.mig_profile}" if cfg.mig_profile else ""))
         return LlmMemory(weights, kv_tok, work, avail, 0, False, reason)
     if tokens < 1:
         return LlmMemory(weights, kv_tok, work, avail, 0, False, "no room left for the KV cache")
-    return LlmMemory(weights, kv_tok, work, avail, tokens, True, "")
+    return LlmMemory(weights, kv_tok, work, avail, int(tokens), True, "")
+
+
+def _concurrency(m: _ModelArrays, c: _CfgArrays, input_tokens, output_tokens):
+    """Most sequences whose whole KV cache fits at once, capped; 0 where none fits."""
+    tokens = _memory_arrays(m, c)[4]
+    b = np.minimum(c.cap, np.floor(tokens / (np.asarray(input_tokens, float) + output_tokens)))
+    return np.where(_compatible(m, c), b, 0.0)
 
 
 def max_batch(model: LlmModel, cfg: LlmConfig, input_tokens: int, output_tokens: int) -> int:
     """The most sequences of ``input_tokens + output_tokens`` whose whole KV cache fits at once,
     capped by ``cfg.max_batch`` and the engine's limit; 0 when not even one fits."""
     _check_tokens(input_tokens, output_tokens)
-    m = memory(model, cfg)
-    if not m.fits:
-        return 0
-    cap = ENGINES[cfg.engine].max_seqs if cfg.max_batch is None else int(cfg.max_batch)
-    return int(min(cap, m.kv_tokens // (input_tokens + output_tokens)))
+    _check_pair(model, cfg)
+    return int(_concurrency(_model_arrays(model), _cfg_arrays(cfg), input_tokens, output_tokens))
 
 
 def _check_tokens(input_tokens: int, output_tokens: int, output_min: int = 1) -> None:
@@ -602,7 +711,7 @@ def _check_batch(batch: int) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# time (vectorised: every quantity may be a numpy array of rows)
+# time
 # --------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -611,13 +720,11 @@ class _Step:
     independent of the efficiencies.  Prefill: one step.  Decode: ``steps`` steps whose context
     runs from ``ctx0`` to ``ctx0 + steps - 1``; attention terms are per context token."""
 
-    # prefill
     p_gemm_flops: Any
     p_weight_bytes: Any
     p_attn_flops: Any
     p_kv_bytes: Any
     p_ar_bytes: Any
-    # decode, per step
     d_gemm_flops: Any
     d_weight_bytes: Any
     d_attn_flops_per_ctx: Any
@@ -625,7 +732,7 @@ class _Step:
     d_ar_bytes: Any
     ctx0: Any
     steps: Any
-    # shared
+    b: Any
     layers: Any
     tp: Any
     flops: Any
@@ -633,49 +740,40 @@ class _Step:
     link: Any
 
 
-def _moe_weight_bytes(model: LlmModel, tokens, wb: float, tp: int):
-    """Weight bytes a step over ``tokens`` tokens reads per GPU (MoE: only touched experts;
-    tokens routed uniformly at random: ``E (1 - (1 - k/E)^tokens)`` distinct experts)."""
-    total = model.params_b * 1e9
-    # the input embedding is a lookup, not read whole (unless it is also the LM head)
-    emb = 0.0 if model.tied_embeddings else float(model.vocab) * model.hidden
-    if model.experts == 1:
-        return (total - emb) * wb / tp + 0.0 * tokens
-    e, k = model.experts, model.experts_active
-    touched = e * (1.0 - (1.0 - k / e) ** np.asarray(tokens, dtype=float))
-    mlp = model._mlp_params()
-    return (total - emb - mlp + mlp * touched / e) * wb / tp
+def _weight_bytes(m: _ModelArrays, c: _CfgArrays, tokens):
+    """Weight bytes a step over ``tokens`` tokens reads per GPU.  MoE: only the experts touched,
+    tokens routed uniformly at random: ``E (1 - (1 - k/E)^tokens)`` distinct experts per layer."""
+    e, k = m.experts, m.active
+    touched = e * (1.0 - np.power(1.0 - k / e, np.asarray(tokens, dtype=float)))
+    mlp_read = np.where(e > 1, m.mlp * touched / e, m.mlp)
+    return (m.params - m.unread - m.mlp + mlp_read) * c.wb / c.tp
 
 
-def _step_physics(model: LlmModel, cfg: LlmConfig, b, input_tokens, output_tokens, res: _Gpu,
-                  wb: float, kvb: float) -> _Step:
-    tp = cfg.tp
+def _step_physics(m: _ModelArrays, c: _CfgArrays, b, input_tokens, output_tokens) -> _Step:
     b = np.asarray(b, dtype=float)
     i = np.asarray(input_tokens, dtype=float)
-    o = np.asarray(output_tokens, dtype=float)
-    hd = float(model.heads) * model.head_dim
-    kv_local = max(1, model.kv_heads // tp)
-    kv_tok = 2.0 * model.layers * kv_local * model.head_dim * kvb      # bytes per token per GPU
+    hd = m.heads * m.head_dim
+    kv_tok = 2.0 * m.layers * _kv_local(m, c) * m.head_dim * c.kvb      # bytes per token per GPU
     n_pre = b * i
     return _Step(
-        p_gemm_flops=2.0 * (model.body_params * n_pre + model.head_params * b) / tp,
-        p_weight_bytes=_moe_weight_bytes(model, n_pre, wb, tp),
-        p_attn_flops=2.0 * b * i * i * hd * model.layers / tp,
+        p_gemm_flops=2.0 * (m.body * n_pre + m.head * b) / c.tp,
+        p_weight_bytes=_weight_bytes(m, c, n_pre),
+        p_attn_flops=2.0 * b * i * i * hd * m.layers / c.tp,
         p_kv_bytes=n_pre * kv_tok,
-        p_ar_bytes=n_pre * model.hidden * 2.0,
-        d_gemm_flops=2.0 * (model.body_params + model.head_params) * b / tp,
-        d_weight_bytes=_moe_weight_bytes(model, b, wb, tp),
-        d_attn_flops_per_ctx=4.0 * b * hd * model.layers / tp,
+        p_ar_bytes=n_pre * m.hidden * 2.0,
+        d_gemm_flops=2.0 * (m.body + m.head) * b / c.tp,
+        d_weight_bytes=_weight_bytes(m, c, b),
+        d_attn_flops_per_ctx=4.0 * b * hd * m.layers / c.tp,
         d_kv_bytes_per_ctx=b * kv_tok,
-        d_ar_bytes=b * model.hidden * 2.0,
-        ctx0=i, steps=o,
-        layers=float(model.layers), tp=float(tp), flops=res.flops, hbm=res.hbm, link=res.link,
+        d_ar_bytes=b * m.hidden * 2.0,
+        ctx0=i, steps=np.asarray(output_tokens, dtype=float), b=b,
+        layers=m.layers, tp=c.tp, flops=c.flops, hbm=c.hbm, link=c.link,
     )
 
 
 def _comm(s: _Step, ar_bytes, eff: Efficiency):
-    if np.all(np.asarray(s.tp) <= 1):
-        return 0.0 * np.asarray(ar_bytes, dtype=float)
+    """Two all-reduces per layer of ``ar_bytes`` each (ring: 2 (tp-1)/tp of the bytes cross
+    each GPU's link), plus a latency per call."""
     tp = np.asarray(s.tp, dtype=float)
     link = np.where(np.asarray(s.link) > 0, s.link, 1.0)
     t = 2.0 * s.layers * (eff.alpha_s + 2.0 * (tp - 1) / tp * ar_bytes / (eff.eta_link * link))
@@ -683,57 +781,53 @@ def _comm(s: _Step, ar_bytes, eff: Efficiency):
 
 
 def _prefill_time(s: _Step, eff: Efficiency):
-    f, m = eff.eta_flops * s.flops, eff.eta_hbm * s.hbm
-    gpu = (np.maximum(s.p_gemm_flops / f, s.p_weight_bytes / m)
-           + np.maximum(s.p_attn_flops / f, s.p_kv_bytes / m) + _comm(s, s.p_ar_bytes, eff))
-    return np.maximum(gpu, s.layers * eff.t_layer_s) + eff.t_fixed_s
+    f, mb = eff.eta_flops * s.flops, eff.eta_hbm * s.hbm
+    gpu = (np.maximum(s.p_gemm_flops / f, s.p_weight_bytes / mb)
+           + np.maximum(s.p_attn_flops / f, s.p_kv_bytes / mb) + _comm(s, s.p_ar_bytes, eff))
+    return np.maximum(gpu, s.layers * eff.t_layer_s) + eff.t_fixed_s + s.b * eff.t_seq_s
 
 
 def _decode_parts(s: _Step, eff: Efficiency):
-    """Per decode step ``max(a + k c, cpu) + t_fixed`` at context c: (a, k, cpu)."""
-    f, m = eff.eta_flops * s.flops, eff.eta_hbm * s.hbm
-    a = np.maximum(s.d_gemm_flops / f, s.d_weight_bytes / m) + _comm(s, s.d_ar_bytes, eff)
-    k = np.maximum(s.d_attn_flops_per_ctx / f, s.d_kv_bytes_per_ctx / m)
+    """A decode step at context c takes ``max(a + k c, cpu) + t_fixed``: (a, k, cpu)."""
+    f, mb = eff.eta_flops * s.flops, eff.eta_hbm * s.hbm
+    a = np.maximum(s.d_gemm_flops / f, s.d_weight_bytes / mb) + _comm(s, s.d_ar_bytes, eff)
+    k = np.maximum(s.d_attn_flops_per_ctx / f, s.d_kv_bytes_per_ctx / mb)
     return a, k, s.layers * eff.t_layer_s
 
 
 def _decode_total(s: _Step, eff: Efficiency):
-    """Sum over the decode steps (context ctx0 .. ctx0+steps-1) of the step time, exact:
-    ``max(a + k c, cpu)`` is linear in c above the crossing and flat below it."""
+    """Sum of the decode steps' times (contexts ctx0 .. ctx0+steps-1), exact: ``max(a + k c,
+    cpu)`` is flat below the crossing and linear above it."""
     a, k, cpu = _decode_parts(s, eff)
     c0, n = np.asarray(s.ctx0, dtype=float), np.asarray(s.steps, dtype=float)
-    kk = np.where(k > 0, k, 1e-300)
-    # first step index j at which a + k (c0 + j) >= cpu
-    j = np.clip(np.ceil((cpu - a) / kk - c0), 0.0, n)
+    kk = np.where(k > 0, k, 1.0)
+    j = np.clip(np.ceil((cpu - a) / kk - c0), 0.0, n)  # first step with a + k c >= cpu
     j = np.where(k > 0, j, np.where(a >= cpu, 0.0, n))
-    flat = j * cpu
-    m = n - j  # steps above the crossing, contexts c0+j .. c0+n-1
-    lin = m * a + k * (m * (c0 + j) + m * (m - 1) / 2.0)
-    return flat + lin + n * eff.t_fixed_s
+    rest = n - j
+    lin = rest * a + k * (rest * (c0 + j) + rest * (rest - 1) / 2.0)
+    return j * cpu + lin + n * (eff.t_fixed_s + s.b * eff.t_seq_s)
 
 
 def _decode_step(s: _Step, eff: Efficiency, ctx):
     a, k, cpu = _decode_parts(s, eff)
-    return np.maximum(a + k * np.asarray(ctx, dtype=float), cpu) + eff.t_fixed_s
+    return np.maximum(a + k * np.asarray(ctx, dtype=float), cpu) + eff.t_fixed_s + s.b * eff.t_seq_s
 
 
 def _wave_latency(s: _Step, eff: Efficiency):
     return _prefill_time(s, eff) + _decode_total(s, eff)
 
 
-def _prepare(model: LlmModel, cfg: LlmConfig):
-    spec, eng, wb, kvb = _check_cfg(model, cfg)
-    res = _resources(spec, cfg)
-    return spec, eng, wb, kvb, res, efficiency(res.generation, cfg.engine)
+def _scalar(model: LlmModel, cfg: LlmConfig) -> tuple[_ModelArrays, _CfgArrays]:
+    _check_pair(model, cfg)
+    return _model_arrays(model), _cfg_arrays(cfg)
 
 
 def prefill_s(model: LlmModel, cfg: LlmConfig, batch: int, input_tokens: int) -> float:
     """Seconds to prefill ``batch`` prompts of ``input_tokens`` tokens (one engine step)."""
     _check_batch(batch)
     _check_tokens(input_tokens, 0, output_min=0)
-    _, _, wb, kvb, res, eff = _prepare(model, cfg)
-    s = _step_physics(model, cfg, batch, input_tokens, 1, res, wb, kvb)
-    return float(_prefill_time(s, eff))
+    m, c = _scalar(model, cfg)
+    return float(_prefill_time(_step_physics(m, c, batch, input_tokens, 0), c.eff))
 
 
 def decode_step_s(model: LlmModel, cfg: LlmConfig, batch: int, context_tokens: int) -> float:
@@ -741,15 +835,24 @@ def decode_step_s(model: LlmModel, cfg: LlmConfig, batch: int, context_tokens: i
     tokens each (prompt + tokens generated so far)."""
     _check_batch(batch)
     _check_tokens(context_tokens, 0, output_min=0)
-    _, _, wb, kvb, res, eff = _prepare(model, cfg)
-    s = _step_physics(model, cfg, batch, context_tokens, 1, res, wb, kvb)
-    return float(_decode_step(s, eff, context_tokens))
+    m, c = _scalar(model, cfg)
+    return float(_decode_step(_step_physics(m, c, batch, context_tokens, 1), c.eff, context_tokens))
 
 
-def _waves(batch: int, concurrency: int) -> list[tuple[int, int]]:
-    """(sequences, how many such waves) for ``batch`` sequences at most ``concurrency`` at once."""
-    full, rest = divmod(batch, concurrency)
-    return [(concurrency, full)] * (full > 0) + [(rest, 1)] * (rest > 0)
+def _batch_latency(m: _ModelArrays, c: _CfgArrays, batch, input_tokens, output_tokens, conc=None):
+    """Seconds to run ``batch`` sequences in waves of at most ``conc`` (default: the largest
+    batch that fits) at once; inf where none fits."""
+    batch = np.asarray(batch, dtype=float)
+    if conc is None:
+        conc = _concurrency(m, c, input_tokens, output_tokens)
+    conc = np.minimum(np.asarray(conc, dtype=float), batch)
+    ok = conc >= 1
+    w = np.where(ok, conc, 1.0)
+    full, rest = np.floor(batch / w), np.mod(batch, w)
+    t_full = _wave_latency(_step_physics(m, c, w, input_tokens, output_tokens), c.eff)
+    t_rest = _wave_latency(_step_physics(m, c, np.maximum(rest, 1.0), input_tokens, output_tokens), c.eff)
+    t = full * t_full + np.where(rest > 0, t_rest, 0.0)
+    return np.where(ok, t, np.inf)
 
 
 def batch_latency_s(model: LlmModel, cfg: LlmConfig, batch: int, input_tokens: int, output_tokens: int) -> float:
@@ -758,23 +861,18 @@ def batch_latency_s(model: LlmModel, cfg: LlmConfig, batch: int, input_tokens: i
     fits.  ``inf`` when not even one sequence fits."""
     _check_batch(batch)
     _check_tokens(input_tokens, output_tokens)
-    _, eng, wb, kvb, res, eff = _prepare(model, cfg)
-    conc = _concurrency(model, cfg, eng, wb, kvb, res, input_tokens, output_tokens)
-    if conc == 0:
-        return math.inf
-    total = 0.0
-    for b, times in _waves(batch, conc):
-        s = _step_physics(model, cfg, b, input_tokens, output_tokens, res, wb, kvb)
-        total += times * float(_wave_latency(s, eff))
-    return total
+    m, c = _scalar(model, cfg)
+    return float(_batch_latency(m, c, batch, input_tokens, output_tokens))
 
 
-def _concurrency(model, cfg, eng, wb, kvb, res, input_tokens, output_tokens) -> int:
-    m = _memory(model, cfg, eng, wb, kvb, res.memory_gib)
-    if not m.fits:
-        return 0
-    cap = eng.max_seqs if cfg.max_batch is None else int(cfg.max_batch)
-    return int(min(cap, m.kv_tokens // (input_tokens + output_tokens)))
+def _tokens_per_s(m: _ModelArrays, c: _CfgArrays, input_tokens, output_tokens, batch=None):
+    b = _concurrency(m, c, input_tokens, output_tokens)
+    if batch is not None:
+        b = np.minimum(b, batch)
+    ok = b >= 1
+    bb = np.where(ok, b, 1.0)
+    lat = _wave_latency(_step_physics(m, c, bb, input_tokens, output_tokens), c.eff)
+    return np.where(ok, c.replicas * bb * (np.asarray(input_tokens, float) + output_tokens) / lat, 0.0), b
 
 
 def tokens_per_s(model: LlmModel, cfg: LlmConfig, input_tokens: int, output_tokens: int) -> float:
@@ -782,9 +880,46 @@ def tokens_per_s(model: LlmModel, cfg: LlmConfig, input_tokens: int, output_toke
     counts), all replicas, at the largest batch that fits (or ``cfg.max_batch``); 0.0 when it
     does not fit."""
     _check_tokens(input_tokens, output_tokens)
-    _, eng, wb, kvb, res, eff = _prepare(model, cfg)
-    b = _concurrency(model, cfg, eng, wb, kvb, res, input_tokens, output_tokens)
-    if b == 0:
-        return 0.0
-    s = _step_physics(model, cfg, b, input_tokens, output_tokens, res, wb, kvb)
-    return float(cfg.replicas * b * (input_tokens + output_tokens) / _wave_latency(s, eff))
+    m, c = _scalar(model, cfg)
+    return float(_tokens_per_s(m, c, input_tokens, output_tokens)[0])
+
+
+@dataclass(frozen=True)
+class LlmGrid:
+    """Jobs x configurations, evaluated at once (:func:`evaluate_grid`); arrays of shape
+    (jobs, configurations).  ``batch``: sequences in flight (0: does not fit);
+    ``tokens_per_s`` as :func:`tokens_per_s`; ``memory_gib``: per GPU, weights + workspace +
+    the KV cache of ``batch`` sequences (what a booking needs); ``fits``."""
+
+    tokens_per_s: np.ndarray
+    batch: np.ndarray
+    fits: np.ndarray
+    weights_gib: np.ndarray
+    memory_gib: np.ndarray
+
+
+def evaluate_grid(models, cfgs, input_tokens, output_tokens) -> LlmGrid:
+    """Every job (``models[j]`` with ``input_tokens[j]`` / ``output_tokens[j]`` per sequence)
+    in every configuration ``cfgs[c]``, vectorised -- what building a round's shape families
+    needs.  A model that cannot be split over a configuration's TP degree does not fit there
+    (no error); a malformed configuration raises InvalidArgument."""
+    models = list(models)
+    cfgs = list(cfgs)
+    if not models or not cfgs:
+        shape = (len(models), len(cfgs))
+        return LlmGrid(np.zeros(shape), np.zeros(shape, int), np.zeros(shape, bool), np.zeros(shape), np.zeros(shape))
+    for j, mdl in enumerate(models):
+        if not isinstance(mdl, LlmModel):
+            raise InvalidArgument(f"models[{j}]", type(mdl).__name__, "an LlmModel")
+    i = np.asarray(input_tokens, dtype=float).reshape(-1, 1)
+    o = np.asarray(output_tokens, dtype=float).reshape(-1, 1)
+    for f, v in (("input_tokens", i), ("output_tokens", o)):
+        if v.shape[0] != len(models) or not np.all(np.isfinite(v)) or np.any(v < 1) or np.any(v != np.floor(v)):
+            raise InvalidArgument(f, v.ravel()[:8].tolist(), f"{len(models)} integers >= 1 (one per model)")
+    m = _model_arrays(models, (len(models), 1))
+    c = _cfg_arrays(cfgs, (1, len(cfgs)))
+    tps, b = _tokens_per_s(m, c, i, o)
+    weights, kv_tok, work, _, _, _, _ = _memory_arrays(m, c)
+    mem = weights + work + b * (i + o) * kv_tok
+    fits = b >= 1
+    return LlmGrid(tps, b.astype(int), fits, np.broadcast_to(weights, fits.shape), np.where(fits, mem, 0.0))
