@@ -302,7 +302,7 @@ public:
                 throw std::invalid_argument("mig_cs: GPU " + std::to_string(f) + " has no compute slices");
             row[f - lo] = elastico::gpu_free_milli(ok[f], mig[f], cs[f], comp[f], used[f]);
         }
-        // round(free cores * 1000), half to even, as _frag_touch
+        // round(free cores * 1000), half to even, as FragIndex.touch
         const int64_t cpu = static_cast<int64_t>(std::nearbyint(cpu_free_cores * 1000.0));
         elastico::frag_update(pods_, nodes_, node, row.data(), cpu);
     }

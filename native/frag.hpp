@@ -4,7 +4,7 @@
 // Fragmentation Gradient Descent", USENIX ATC 2023; simulator hkust-adsl/
 // kubernetes-scheduler-simulator, pkg/utils/frag.go (GetNodePodFrag, NodeGpuShareFragAmount).
 // The reference is the plain-Python path of services/placer/fragmentation.py (NodeSummaries:
-// update, node_increase) and services/placer/placement.py (_frag_touch, _cached_deltas); this
+// update, node_increase) and services/placer/placement/frag_cache.py (touch, cached_deltas); this
 // file reproduces it bit for bit: the same integer summaries, the same float64 operations in
 // the same order (sequential sums in typical-pod order), the same rounding to 1e-9.  Build
 // with -ffp-contract=off so no multiply-add is fused.
@@ -73,7 +73,7 @@ void frag_update(const FragPods& pods, const FragNodes& nodes, int64_t node, con
 void frag_node_increase(const FragPods& pods, const FragNodes& nodes, int64_t node, int64_t m,
                         int64_t cpu_m, double* out);
 
-// The per-shape increase cache of ClusterState._cached_deltas for `n` candidate nodes.  A node
+// The per-shape increase cache of FragIndex.cached_deltas for `n` candidate nodes.  A node
 // is stale when seen[node] != version[node].  If more than max_stale nodes are stale, changes
 // nothing and returns their number (the caller takes its batched path).  Otherwise, for every
 // stale node and each of its GPUs f in [offsets[node], offsets[node+1]) (GPU j = f -
@@ -83,9 +83,10 @@ int64_t frag_refresh(const FragPods& pods, const FragNodes& nodes, const int64_t
                      int64_t* seen, const int64_t* version, const int64_t* offsets, int64_t m,
                      int64_t cpu_m, double* d_all, int64_t* new_all, int64_t max_stale);
 
-// The elastico scorer's candidate order (services/placer/placement.py, _place_elastico) over
-// n eligible GPUs idx[0..n) (flat indices, ascending: each node's GPUs form one run, in node
-// order), node_of[i] = node of GPU idx[i]; d_all / new_all as frag_refresh writes them.
+// The elastico scorer's candidate order (services/placer/placement/elastico_scorer.py,
+// _rank) over n eligible GPUs idx[0..n) (flat indices, ascending: each node's GPUs form one
+// run, in node order), node_of[i] = node of GPU idx[i]; d_all / new_all as frag_refresh
+// writes them.
 // Outputs, R = number of runs: uniq[R] (the runs' nodes), first[R], counts[R] (where each run
 // starts in idx, how many GPUs it has); d_gpu[n] = d_all[idx[i]], new_gpu[n] = new_all[idx[i]];
 // order[n]: positions into idx by (node, d, new, position), as np.lexsort((new, d, node));

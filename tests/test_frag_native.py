@@ -20,7 +20,8 @@ from elastico import trace
 from elastico.errors import InvalidArgument
 from elastico.model import Configuration
 from elastico.placer.fragmentation import MILLI, FragmentationModel, NodeSummaries, typical_pods
-from elastico.placer.placement import ClusterState, _round9
+from elastico.placer.placement import ClusterState
+from elastico.placer.placement.frag_cache import _round9
 from elastico.predictor import AnalyticSlowdown, JobProfile
 
 from test_placement_frag_cache import run_steps, shapes, steps

@@ -391,7 +391,8 @@ class NodeSummaries:
         ``used_share`` float64, all [flat GPUs]): free milli-GPU 0 if unhealthy, else
         ``round((mig_cs - mig_comp) / mig_cs * 1000)`` on a MIG-mode GPU and
         ``round((1 - used_share) * 1000)`` otherwise (half to even, padding 0), and
-        ``round(cpu_free_cores * 1000)`` milli-CPU -- ``ClusterState._frag_touch``'s numbers."""
+        ``round(cpu_free_cores * 1000)`` milli-CPU -- the numbers of ``FragIndex.touch``
+        (:mod:`elastico.placer.placement.frag_cache`)."""
         if self._native is None:
             raise InvalidArgument("native", False, "NodeSummaries(..., native=True) for update_from_gpus")
         self._native.update_from_gpus(n, lo, hi, healthy, is_mig, mig_cs, mig_comp, used_share, cpu_free_cores)
@@ -399,7 +400,7 @@ class NodeSummaries:
 
     def refresh(self, nodes: np.ndarray, seen: np.ndarray, version: np.ndarray, offsets: np.ndarray,
                 m: int, cpu_m: int, d_all: np.ndarray, new_all: np.ndarray, max_stale: int) -> int:
-        """Native only: the placer's per-shape increase cache (``ClusterState._cached_deltas``)
+        """Native only: the placer's per-shape increase cache (``FragIndex.cached_deltas``)
         for candidate ``nodes`` [n] int64.  A node is stale when ``seen[node] !=
         version[node]`` (both [B] int64).  If more than ``max_stale`` are stale, changes nothing
         and returns their number; otherwise, for each stale node and each of its flat GPUs f in
@@ -421,9 +422,9 @@ class NodeSummaries:
         their GPUs, first [R] where each node's run starts in idx, order [n] positions into
         idx by (node, d, new, position), d_gpu [n] = d_all[idx], new_gpu [n] =
         new_all[idx], opt_key [R] = round(least d of the node + consolidation x node, 9)
-        (GPUs), visit [R] nodes' runs by (opt_key, node))`` -- what ``ClusterState._place_elastico``
-        works out with numpy (``np.lexsort``, ``np.minimum.reduceat``, ``np.round``) on the
-        Python path."""
+        (GPUs), visit [R] nodes' runs by (opt_key, node))`` -- what the ``elastico`` scorer
+        (:mod:`elastico.placer.placement.elastico_scorer`) works out with numpy
+        (``np.lexsort``, ``np.minimum.reduceat``, ``np.round``) on the Python path."""
         if self._native is None:
             raise InvalidArgument("native", False, "NodeSummaries(..., native=True) for plan")
         return self._native.plan(idx, gpu_node, seen, version, offsets, m, cpu_m, d_all, new_all,
