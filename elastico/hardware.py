@@ -52,6 +52,10 @@ Sources (titles + URLs; the product pages carry the datasheet's specification ta
   ; SMs: "NVIDIA Tesla V100 GPU Architecture" whitepaper,
   https://images.nvidia.com/content/volta-architecture/pdf/volta-architecture-whitepaper.pdf
 * NVIDIA T4 Tensor Core GPU datasheet -- https://www.nvidia.com/en-us/data-center/tesla-t4/
+* NVIDIA Quadro RTX 6000 datasheet (the actively cooled card; the passive server card is
+  clocked lower) -- https://www.nvidia.com/en-us/design-visualization/quadro/rtx-6000/
+* NVIDIA Turing GPU Architecture whitepaper (GeForce RTX 2080 Ti, Appendix A, Table 1) --
+  https://images.nvidia.com/aem-dam/en-zz/Solutions/design-visualization/technologies/turing-architecture/NVIDIA-Turing-Architecture-Whitepaper.pdf
 * NVIDIA A10 / A30 / A40 datasheets -- https://www.nvidia.com/en-us/data-center/products/a10-gpu/,
   https://www.nvidia.com/en-us/data-center/products/a30-gpu/, https://www.nvidia.com/en-us/data-center/a40/
 * NVIDIA A100 Tensor Core GPU datasheet -- https://www.nvidia.com/en-us/data-center/a100/ ; SMs:
@@ -134,6 +138,12 @@ _V100 = ("NVIDIA V100 Tensor Core GPU datasheet, https://images.nvidia.com/conte
          " whitepaper")
 _T4 = ("NVIDIA T4 Tensor Core GPU datasheet, https://www.nvidia.com/en-us/data-center/tesla-t4/;"
        " SMs: NVIDIA Turing GPU Architecture whitepaper (64 FP32 cores per SM)")
+_RTX6000 = ("NVIDIA Quadro RTX 6000 datasheet (active card),"
+            " https://www.nvidia.com/en-us/design-visualization/quadro/rtx-6000/;"
+            " SMs: NVIDIA Turing GPU Architecture whitepaper (64 FP32 cores per SM)")
+_RTX2080TI = ("NVIDIA Turing GPU Architecture whitepaper, Appendix A Table 1 (GeForce RTX 2080 Ti, reference"
+              " board: 1545 MHz boost), https://images.nvidia.com/aem-dam/en-zz/Solutions/"
+              "design-visualization/technologies/turing-architecture/NVIDIA-Turing-Architecture-Whitepaper.pdf")
 _A10 = ("NVIDIA A10 Tensor Core GPU datasheet, https://www.nvidia.com/en-us/data-center/products/a10-gpu/;"
         " SMs: NVIDIA Ampere GA102 GPU Architecture whitepaper (128 FP32 cores per SM)")
 _A30 = ("NVIDIA A30 Tensor Core GPU datasheet, https://www.nvidia.com/en-us/data-center/products/a30-gpu/;"
@@ -187,6 +197,12 @@ _SPECS = (
             _V100, "PCIe", ("Tesla V100S-PCIE-32GB",)),
     GpuSpec("T4", 16.0, 40, _p(fp32=8.1, fp16=65, int8=130), 320.0, None, 32.0, "turing", False, _T4,
             "PCIe", ("Tesla T4",)),
+    # Sia's (SOSP'23) two workstation GPUs: measured training speeds (elastico.perf.training)
+    GpuSpec("RTX6000", 24.0, 72, _p(fp32=16.3, fp16=130.5), 672.0, 100.0, 32.0, "turing", False,
+            _RTX6000, "PCIe", ("Quadro RTX 6000",)),
+    # GeForce: FP16 Tensor with FP32 accumulate runs at half rate (53.8; 107.6 with FP16 accumulate)
+    GpuSpec("RTX2080Ti", 11.0, 68, _p(fp32=13.4, fp16=53.8), 616.0, 100.0, 32.0, "turing", False,
+            _RTX2080TI, "PCIe", ("NVIDIA GeForce RTX 2080 Ti", "GeForce RTX 2080 Ti")),
     GpuSpec("A10", 24.0, 72, _p(fp32=31.2, tf32=62.5, fp16=125, bf16=125, int8=250), 600.0, None,
             64.0, "ampere", False, _A10, "PCIe", ("NVIDIA A10",)),
     GpuSpec("A30", 24.0, 56, _p(fp32=10.3, tf32=82, fp16=165, bf16=165, int8=330), 933.0, 200.0,

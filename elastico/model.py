@@ -43,6 +43,8 @@ __all__ = [
     "JobKind",
     "ResourceSpace",
     "Configuration",
+    "Provenance",
+    "PROVENANCE_KINDS",
     "WAIT",
     "ShapeFamily",
     "Request",
@@ -181,6 +183,30 @@ class ResourceSpace:
         return self.cpu_index + 1
 
 
+#: :attr:`Provenance.kind` values.
+PROVENANCE_KINDS = ("measured", "model")
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where one factor of a configuration's throughput comes from (docs/model.md 2.).
+
+    ``kind`` ``"measured"``: ``source`` names the dataset (``gavel``, ``sia``, ``miso``) and
+    ``detail`` the measured point; ``"model"``: ``source`` names the model (e.g.
+    ``roofline-per-job``, ``pollux-sync``, ``amdahl-miso``) and ``detail`` its fit and inputs
+    (an assumption says ``ASSUMPTION``).  ``factor``: which factor of the throughput it backs --
+    ``speed`` (one whole GPU of the model), ``scale-out`` (n GPUs over one), ``share`` (an MPS
+    compute share over the whole GPU), ``mig`` (a MIG instance over the whole GPU)."""
+
+    kind: str
+    source: str
+    detail: str
+    factor: str = "speed"
+
+    def __str__(self) -> str:
+        return f"{self.factor}: {self.kind} {self.source} [{self.detail}]"
+
+
 @dataclass(frozen=True)
 class Configuration:
     """One feasible way to run a job (an element of its shape family).
@@ -206,6 +232,10 @@ class Configuration:
     throughput: float
     mig_profile: str | None = None
     replica_gpus: int = 1
+    #: where ``throughput`` comes from, one :class:`Provenance` per factor (training and
+    #: job-type inference configurations; empty for wait and for the LLM model's configurations,
+    #: whose speed the LLM performance model gives).  Not part of equality.
+    provenance: tuple[Provenance, ...] = field(default=(), compare=False)
 
     @property
     def replicas(self) -> int:

@@ -14,10 +14,13 @@ finishes in its trace duration.  Configuration c on model m:
 independent; never more replicas than requested, ``r_c <= n_req``: no measurement says how a
 job's throughput grows with replicas it did not ask for, :data:`MAX_REPLICAS_UP`).
 
-No configuration is faster than what was measured for its GPU count: a gang of n GPUs gets
-Gavel's measured n-GPU throughput of its job type (:meth:`ThroughputModel.speedup`, at most
-linear), on one node as Gavel measured it, and job types Gavel did not measure on several GPUs
-(:meth:`ThroughputModel.multi_gpu_measured`) keep their requested GPU count.
+No speed-up without a measurement or a cited model behind it: a gang of n GPUs on one node
+gets its job type's scale-out (:meth:`ThroughputModel.speedup`): Gavel's measured n-GPU
+throughput on the models Gavel measured (at most linear), Pollux's model fitted to Sia's
+measured placements elsewhere; job types Gavel did not measure on several GPUs
+(:meth:`ThroughputModel.multi_gpu_measured`) keep their requested GPU count.  Every training
+and job-type inference configuration carries its :class:`elastico.model.Provenance` per factor
+(:meth:`ThroughputModel.provenance`).
 
 Resources of a configuration (units of :mod:`elastico.model`):
 
@@ -311,12 +314,11 @@ def requested_configuration(job: Job, gpu_model: str, gpu_mem_gib: float, *,
         need = req.gpu_mem_gib if whole_gpus else memory_need_gib(job, gpu_mem_gib)
         raise InvalidArgument("gpu_mem_gib", gpu_mem_gib,
                               f"must be >= the GPU memory the job needs, {need:g} GiB")
-    if job.kind is JobKind.INFERENCE:
-        x = req.num_gpus * model.solo(job.job_type, gpu_model, 1, share)
-    else:
-        x = model.solo(job.job_type, gpu_model, req.num_gpus, share)
+    n = 1 if job.kind is JobKind.INFERENCE else req.num_gpus
+    x = (req.num_gpus // n) * model.solo(job.job_type, gpu_model, n, share)
     return Configuration(config_name(gpu_model, req.num_gpus, share), gpu_model, req.num_gpus,
-                         share, mem, req.cpu, req.mem_gib, x / _reference(job, model))
+                         share, mem, req.cpu, req.mem_gib, x / _reference(job, model),
+                         provenance=model.provenance(job.job_type, gpu_model, n, share))
 
 
 def mig_configurations(job: Job, gpu_model: str, gpu_mem_gib: float,
@@ -358,10 +360,12 @@ def mig_configurations(job: Job, gpu_model: str, gpu_mem_gib: float,
         one = model.mig(job.job_type, name, gpu_model) / ref
         if floor is not None and one < floor - _EPS:
             continue
+        prov = model.provenance(job.job_type, gpu_model, mig_profile=name)
         for r in counts:
             cpu, hmem = _host(job, r, r * prof.share)
             out.append(Configuration(mig_config_name(gpu_model, r, name), gpu_model, r,
-                                     prof.share, mem, cpu, hmem, r * one, mig_profile=name))
+                                     prof.share, mem, cpu, hmem, r * one, mig_profile=name,
+                                     provenance=prov))
     return out
 
 
@@ -415,14 +419,14 @@ def _candidates(job: Job, gpu_models: Mapping[str, tuple[int, float]], model: Th
                 if n == 1 or job.kind is JobKind.INFERENCE:
                     shares.add(req.gpu_share)
                 for s in sorted(shares):
-                    if job.kind is JobKind.TRAINING:
-                        x = model.solo(job.job_type, m, n, s)
-                    else:
-                        x = n * model.solo(job.job_type, m, 1, s)
+                    gang = n if job.kind is JobKind.TRAINING else 1
+                    x = (n // gang) * model.solo(job.job_type, m, gang, s)
                     cpu, mem = _host(job, n, n * s)
                     cands.append(Configuration(config_name(m, n, s), m, n, s,
                                                gpu_memory_gib(job, gpu_models[m][1], s), cpu,
-                                               mem, x / ref))
+                                               mem, x / ref,
+                                               provenance=model.provenance(job.job_type, m,
+                                                                           gang, s)))
     return requested, cands
 
 
@@ -437,8 +441,8 @@ def build_family(job: Job, gpu_models: Mapping[str, tuple[int, float]],
 
     * training: gang of n in {1,2,4,8}, n <= min(2 x requested, node size) (only the
       requested count for job types Gavel did not measure on several GPUs), each gang at
-      Gavel's measured n-GPU throughput; per-GPU share in {0.25,0.5,0.75,1.0} (+ the
-      requested share when n = 1);
+      its measured or modelled n-GPU throughput (:meth:`ThroughputModel.speedup`); per-GPU
+      share in {0.25,0.5,0.75,1.0} (+ the requested share when n = 1);
     * inference: r in 1..MAX_REPLICAS_UP (1) x requested independent replicas (no more than
       requested), each one GPU at a share in {0.25,0.5,0.75,1.0} + the requested share;
     * service: the requested shape on each allowed model only;

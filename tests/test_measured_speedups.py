@@ -4,11 +4,12 @@
   replica family, no 4x linear growth; a gang of n GPUs gets exactly Gavel's measured n-GPU
   throughput (no smoothing that credits a speed never measured); job types Gavel never ran on
   several GPUs keep their GPU count.
-* T4 and A100 speeds per job type are Sia's measured ratios to V100; the expected values
-  below are computed here from the rows of Sia's profiles (the best single-GPU row of each
-  file, transcribed from ../shared/data/sia-training-throughput: the V100 and A100 files are
-  not ours to ship) and, for T4, recomputed from the bundled Apache-2.0 T4 files.
-* GPU models without measurement take the datasheet factor x a sensitivity multiplier.
+* T4 and A100 speeds per job type come from the per-job roofline model
+  (elastico.perf.training; tests/test_training_speed.py works examples by hand); the Sia
+  best rows it is checked against are transcribed here from
+  ../shared/data/sia-training-throughput (the V100 and A100 files are not ours to ship) and,
+  for T4, recomputed from the bundled Apache-2.0 T4 files.
+* Model-predicted speeds move with the GPU-speed sensitivity; measured ones do not.
 * Trace pods that ended Failed or were still Running are flagged ``censored``.
 
 Expected numbers are Gavel's raw JSON values and Sia's raw rows, never the model's output.
@@ -19,6 +20,7 @@ from __future__ import annotations
 import csv
 import json
 
+import numpy as np
 import pytest
 
 from elastico.errors import InvalidArgument
@@ -163,21 +165,31 @@ def _ratio(job, gpu):
     return (b / t) / (b0 / t0)
 
 
-def test_t4_and_a100_speeds_are_sias_measured_ratios_per_job_type(model):
-    # e.g. ResNet-18 on T4: (725 / 0.49612) / (2901 / 0.61226) = 1461.35 / 4738.18 = 0.3084 of
-    # its V100 speed, on A100-40GB 10062.6 / 4738.18 = 2.124 (datasheet rule: 0.356 and 1.242).
+def test_the_derived_ratio_table_is_sias_best_rows():
+    # data/sia-gpu-speed/gpu_speed_vs_v100.csv (derive.py) holds exactly these ratios, e.g.
+    # cifar10 on T4: (725 / 0.49612) / (2901 / 0.61226) = 1461.35 / 4738.18 = 0.3084 of its V100
+    # speed, on A100-40GB 10062.6 / 4738.18 = 2.124
     assert _ratio("cifar10", "T4") == pytest.approx(0.30842, abs=1e-5)
     assert _ratio("bert", "A100-40GB") == pytest.approx(3.3252, abs=1e-4)
     assert _ratio("deepspeech2", "A100-40GB") == pytest.approx(0.96017, abs=1e-5)
+    with open(data_file("sia-gpu-speed", "gpu_speed_vs_v100.csv"), newline="") as fh:
+        rows = {(r["sia_job"], r["gpu_model"]): float(r["ratio_vs_v100"]) for r in csv.DictReader(fh)}
+    for job in SIA_BEST:
+        for gpu in ("T4", "A100-40GB"):
+            assert rows[(job, gpu)] == pytest.approx(_ratio(job, gpu), rel=1e-5)
+
+
+def test_the_models_t4_and_a100_speeds_stay_near_the_stand_ins_measured_ratios(model):
+    # Not the same job (a Gavel job type at its fixed batch vs its Sia stand-in at the batch
+    # that suits each GPU), so not equal: the model's ratio to V100 is within a factor of 2
+    # of the stand-in's measured best ratio, and A100/T4 keeps the measured order of the
+    # families (the attention model gains most from the A100; docs/model.md 2. lists them)
     for jt, sia in MAPPED.items():
-        for gpu in ("T4", "A100-40GB", "A100-80GB"):
-            src = "A100-40GB" if gpu == "A100-80GB" else gpu  # 80GB: the 40GB's (assumption)
+        for gpu in ("T4", "A100-40GB"):
             got = model.solo(jt, gpu) / model.solo(jt, V100)
-            assert got == pytest.approx(_ratio(sia, src), rel=1e-5), (jt, gpu)
-    # A100/T4 runs from 2.2x (deepspeech2 <- LM) to 10.8x (bert <- Transformer)
-    lm, tr = "LM (batch size 20)", "Transformer (batch size 32)"
-    assert model.solo(lm, "A100-40GB") / model.solo(lm, "T4") == pytest.approx(2.173, abs=1e-3)
-    assert model.solo(tr, "A100-40GB") / model.solo(tr, "T4") == pytest.approx(10.785, abs=1e-3)
+            assert 0.5 < got / _ratio(sia, gpu) < 2.0, (jt, gpu, got, _ratio(sia, gpu))
+    gain = {jt: model.solo(jt, "A100-40GB") / model.solo(jt, "T4") for jt in MAPPED}
+    assert max(gain, key=gain.get) == "Transformer (batch size 32)"
 
 
 def test_the_bundled_t4_files_give_the_same_best_rows():
@@ -189,25 +201,25 @@ def test_the_bundled_t4_files_give_the_same_best_rows():
 
 
 def test_unmeasured_models_scale_with_the_gpu_speed_sensitivity():
-    # No measurement: G2/G3 (assumed V100-class, 1.0), H100 (datasheet 3350/900 = 3.722),
-    # and T4/A100 for families without a Sia counterpart (A3C, Recommendation).  low / high
-    # multiply the datasheet factor by the smallest / largest measured/datasheet ratio over
-    # Sia's (job, GPU) pairs: deepspeech2 on A100 0.96017 / 1.24204 = 0.77306 and bert on A100
-    # 3.32522 / 1.24204 = 2.67723 (A100 datasheet: min(19.5/15.7, 1555/900) = 1.24204).
-    a100 = min(19.5 / 15.7, 1555 / 900)
-    low = _ratio("deepspeech2", "A100-40GB") / a100
-    high = _ratio("bert", "A100-40GB") / a100
-    assert (low, high) == (pytest.approx(0.77306, abs=1e-5), pytest.approx(2.67723, abs=1e-5))
+    # Model-predicted one-GPU speeds (the roofline model: T4, A100, H100, ...; the assumed
+    # G2/G3) are multiplied by the setting's factor: low / high = the 10th / 90th percentile of
+    # measured / predicted over the model's 25 leave-one-GPU-out points on Sia's jobs (how far
+    # the model was off where it can be checked); measured (Gavel) speeds do not move.
+    from elastico.perf.training import TrainingSpeedModel, leave_one_gpu_out_sia
+
+    r = np.array([p.measured / p.predicted
+                  for p in leave_one_gpu_out_sia(TrainingSpeedModel.bundled())])
+    low, high = np.percentile(r, 10), np.percentile(r, 90)
+    assert len(r) == 25 and low < 1.0 < high
     jt = "A3C"
+    ref = ThroughputModel.bundled("datasheet")
     for setting, mult in (("low", low), ("datasheet", 1.0), ("high", high)):
         m = ThroughputModel.bundled(setting)
-        base = m.solo(jt, V100)
-        assert m.solo(jt, "G2") / base == pytest.approx(1.0 * mult, rel=1e-5), setting
-        assert m.solo(jt, "H100-80GB") / base == pytest.approx(3350 / 900 * mult, rel=1e-5)
-        assert m.solo(jt, "T4") / base == pytest.approx(320 / 900 * mult, rel=1e-5)
-        # measured pairs do not move with the setting
-        assert m.solo("ResNet-18 (batch size 64)", "T4") / m.solo("ResNet-18 (batch size 64)", V100) \
-            == pytest.approx(_ratio("cifar10", "T4"), rel=1e-5)
+        assert m.sensitivity[setting] == pytest.approx(mult, rel=1e-12)
+        for gpu in ("G2", "H100-80GB", "T4", "A100-40GB"):
+            assert m.solo(jt, gpu) == pytest.approx(ref.solo(jt, gpu) * mult, rel=1e-12), gpu
+        assert m.solo(jt, V100) == ref.solo(jt, V100)  # measured
+        assert m.solo(jt, "P100") == ref.solo(jt, "P100")
     with pytest.raises(InvalidArgument, match="gpu_speed.*one of low, datasheet, high"):
         ThroughputModel.bundled("optimistic")
 

@@ -12,9 +12,8 @@ Sources (all bundled, see data/README.md and the PROVENANCE.md files):
 * **MISO** ``data/miso-a100-mig-slices/derived/mig_slice_batch_time_summary.csv`` (Li et al.,
   SoCC'22, MIT): median per-batch time of 8 model families x batch sizes on A100-40GB MIG
   slices 1g/2g/3g/4g/7g.
-* **Sia** ``data/sia-gpu-speed/gpu_speed_vs_v100.csv`` (derived from Jayaram Subramanya et al.,
-  SOSP'23, and Pollux, OSDI'21; PROVENANCE.md there): per job, the best single-GPU throughput on
-  T4, V100 and A100-40GB and its ratio to V100's.
+* **Sia / Pollux** ``data/sia-gpu-speed/`` (Jayaram Subramanya et al., SOSP'23; Qiao et al.,
+  OSDI'21): the derived one-GPU lines and scale-out points :mod:`elastico.perf.training` fits.
 
 Model (docs/model.md walks through it):
 
@@ -25,37 +24,29 @@ Model (docs/model.md walks through it):
   fraction ``p`` is the median over batch sizes of ``A/(A+B)``.  Normalized speed at share s:
   ``f(s) = 1 / (p/s + 1 - p)`` (f(1) = 1).  deepspeech2's 1g.5gb timings are left out of the
   fit (MISO PROVENANCE: non-monotone in batch size, heavy variance, likely memory pressure).
-* GPU model speed.  P100 and V100 (V100M16, V100M32) use Gavel's measured p100 / v100
-  values per job type.  T4 and A100 (40GB measured; 80GB ASSUMED to take the 40GB ratio, same
-  GA100 compute) use the Sia-measured ratio to V100 of the Sia job that stands for the job
-  type's family (:data:`GAVEL_TO_SIA`): speed = v100 x ratio.  Everything else -- A10, H100,
-  the undisclosed G2/G3, and T4/A100 for families with no Sia counterpart -- has no
-  measurement: speed = v100 x :data:`SPEED_FACTOR_VS_V100` (a roofline rule ``min(FP32 peak
-  ratio, memory-bandwidth ratio)`` vs V100; G2/G3 ASSUMED V100-class, 1.0) x the
-  sensitivity multiplier of ``gpu_speed`` (:data:`GPU_SPEED_SENSITIVITIES`): ``datasheet``
-  1.0, ``low`` / ``high`` the smallest / largest ratio ``Sia-measured / roofline factor``
-  over the measured (job, GPU) pairs -- how far the datasheet rule was off where it can be
-  checked.
+* GPU model speed and scale-out: :class:`elastico.perf.training.TrainingSpeedModel` --
+  Gavel's measured values where Gavel measured the pair (K80, P100, V100), elsewhere the
+  per-job roofline model (compute- vs bandwidth-bound share fitted per job on Sia's five GPUs,
+  scale fitted on the job type's own Gavel points, the GPU catalogue's figures) and Pollux's
+  scale-out model fitted to Sia's measured placements.  The trace's undisclosed G2/G3 are
+  ASSUMED to run as the reference V100.  The ``gpu_speed`` sensitivity
+  (:data:`GPU_SPEED_SENSITIVITIES`) multiplies every model-predicted one-GPU speed:
+  ``datasheet`` 1.0 (the model as fitted), ``low`` / ``high`` the 10th / 90th percentile of
+  measured / predicted over the model's leave-one-GPU-out points on Sia's jobs -- how far the
+  model was off where it can be checked.
 * MIG instances (:meth:`ThroughputModel.mig`).  A100-40GB: MISO's measured speed of the
   profile relative to 7g.40gb.  A100-80GB: the same measured ratio of the A100-40GB profile
   with as many compute slices (same GA100 silicon, same SM slices; ASSUMPTION: the larger
   memory slice does not change the relative speed).  Other MIG models (H100-80GB): no
   measurement, the Amdahl share_speed(g/7) with the MISO-fitted p (ASSUMPTION).
-* Multi-GPU scaling.  speedup(n) = tput(n)/tput(1) from Gavel on the same worker type (p100 for
-  P100, v100 for everything else), exactly as measured (a non-monotone measurement stays
-  non-monotone), clipped to at most linear (n; a superlinear measurement is not credited);
-  between measured counts (1, 2, 4, 8) linear interpolation.  Job types Gavel never ran
-  multi-GPU (A3C, CycleGAN, Recommendation) use the median speedup of the measured types at
-  that n on that worker -- only to price a multi-GPU shape such a job *requested*: the shape
-  families never grow or shrink their GPU count (:meth:`ThroughputModel.multi_gpu_measured`).
+* Every configuration's throughput comes with its provenance (:meth:`ThroughputModel.provenance`,
+  one :class:`elastico.model.Provenance` per factor: speed, scale-out, share, MIG).
 """
 
 from __future__ import annotations
 
 import csv
-import json
 import math
-import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -66,25 +57,23 @@ import numpy as np
 from scipy.optimize import nnls
 
 from elastico.errors import InvalidArgument
-from elastico.hardware import gpu_spec
 from elastico.mig import MIG_GEOMETRY, mig_profiles
+from elastico.model import Provenance
 from elastico.paths import data_file
+from elastico.perf.training import (ASSUMED_AS, GAVEL_GPU_COUNTS, GAVEL_TO_SIA, GAVEL_WORKERS,
+                                    REFERENCE_GPU, TrainingSpeedModel, family_of,
+                                    leave_one_gpu_out_sia)
 
 __all__ = [
     "ThroughputModel",
     "REFERENCE_GPU",
     "GAVEL_TO_MISO",
-    "MIG_PROFILES",
-    "SPEED_FACTOR_VS_V100",
-    "fit_amdahl",
     "GAVEL_TO_SIA",
-    "SIA_CLUSTER_OF",
+    "MIG_PROFILES",
+    "fit_amdahl",
     "GPU_SPEED_SENSITIVITIES",
+    "SCHEDULER_GPU_MODELS",
 ]
-
-#: The reference GPU model: normalized throughput 1.0 = a job's requested shape on it.  V100
-#: is the one model both Gavel (measured) and the trace (V100M16/V100M32 nodes) have.
-REFERENCE_GPU = "V100M16"
 
 #: Gavel family (job-type name before " (batch size") -> MISO family.
 #: ResNet-18/50 -> resnet, Transformer -> transformer, CycleGAN -> cyclegan and
@@ -102,27 +91,16 @@ GAVEL_TO_MISO: Mapping[str, str] = MappingProxyType({
     "A3C": "mobilenet",
 })
 
-#: Gavel family -> the Sia job (data/sia-gpu-speed) whose measured T4/A100 speed vs V100 it
-#: takes (docs/model.md 2. says why).  ResNet-18 -> cifar10 (Pollux's cifar10 job *is*
-#: ResNet-18 on CIFAR-10) and ResNet-50 -> imagenet (ResNet-50 on ImageNet) are the same
-#: models; Transformer -> bert (the only attention model Sia profiled); LM -> deepspeech2
-#: (the only recurrent model, as for MISO); CycleGAN -> yolov3 (GUESS: both are large-
-#: activation convolutional nets on high-resolution images at small per-GPU batches).  No
-#: counterpart: Recommendation (Sia's ncf has an unusable V100 profile, PROVENANCE) and A3C
-#: (a tiny conv net bound by CPU environment steps): they keep the datasheet factor.
-GAVEL_TO_SIA: Mapping[str, str] = MappingProxyType({
-    "ResNet-18": "cifar10",
-    "ResNet-50": "imagenet",
-    "Transformer": "bert",
-    "LM": "deepspeech2",
-    "CycleGAN": "yolov3",
-})
-#: GPU model -> the Sia GPU whose measured ratio it takes (A100-80GB: ASSUMPTION, the 40GB's).
-SIA_CLUSTER_OF: Mapping[str, str] = MappingProxyType(
-    {"T4": "T4", "A100-40GB": "A100-40GB", "A100-80GB": "A100-40GB"})
-#: ``gpu_speed`` settings: multiplier of the datasheet factor of unmeasured (model, type) pairs
-#: (module docstring); ``datasheet`` is the default.
+#: ``gpu_speed`` settings: multiplier of every model-predicted one-GPU speed (module
+#: docstring); ``datasheet`` (the model as fitted) is the default.
 GPU_SPEED_SENSITIVITIES = ("low", "datasheet", "high")
+
+#: The GPU models the scheduler places on (:meth:`ThroughputModel.gpu_models`): the trace's
+#: (P100, T4, V100M16, V100M32, A10 measured or predicted; G2, G3 by assumption) and the MIG
+#: clusters' (A100-40GB, A100-80GB, H100-80GB).  The training model predicts any catalogue GPU
+#: with a compute peak and a bandwidth; this list is what the scheduler's pools are named by.
+SCHEDULER_GPU_MODELS = ("P100", "V100M16", "V100M32", "T4", "A10", "A100-40GB", "A100-80GB",
+                        "H100-80GB", "G2", "G3")
 
 #: The GPU MISO measured its MIG slices on, and its compute slices C (share of a profile g/C).
 _MISO_GPU = "A100-40GB"
@@ -131,33 +109,6 @@ _MISO_C = MIG_GEOMETRY[_MISO_GPU][0]
 MIG_PROFILES: Mapping[str, int] = MappingProxyType(
     {p: mig_profiles(_MISO_GPU)[p].compute_slices
      for p in ("1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb")})
-
-
-#: ASSUMED speed of the trace's undisclosed models (G2, G3: no datasheet) relative to V100.
-UNDISCLOSED_SPEED_FACTOR = 1.0
-
-
-def _roofline(gpu_model: str) -> float:
-    """``min(FP32 peak ratio, memory-bandwidth ratio)`` of ``gpu_model`` vs :data:`REFERENCE_GPU`,
-    both from the GPU catalogue (:mod:`elastico.hardware`: NVIDIA datasheets)."""
-    s, ref = gpu_spec(gpu_model), gpu_spec(REFERENCE_GPU)
-    return min(s.peak_tflops["fp32"] / ref.peak_tflops["fp32"], s.hbm_gbps / ref.hbm_gbps)
-
-
-#: Speed relative to V100 of GPU models Gavel did not measure (see module docstring), the
-#: roofline rule on the catalogue's datasheet figures (V100M16: V100 SXM2, FP32 15.7 TFLOPS,
-#: 900 GB/s): T4 min(8.1/15.7, 320/900) = 0.356; A10 min(31.2/15.7, 600/900) = 0.667;
-#: A100 min(19.5/15.7, ...) = 1.242; H100-80GB (the catalogue's H100-SXM) min(67/15.7,
-#: 3350/900) = 3.722 (bandwidth-bound); G2, G3: ASSUMED 1.0 (undisclosed models, no figures).
-SPEED_FACTOR_VS_V100: Mapping[str, float] = MappingProxyType({
-    **{m: _roofline(m) for m in ("T4", "A10", "A100-40GB", "A100-80GB", "H100-80GB")},
-    **{m: UNDISCLOSED_SPEED_FACTOR for m in ("G2", "G3")},
-})
-
-#: GPU model -> Gavel worker type whose measurements it uses.
-_MEASURED = {"P100": "p100", "V100M16": "v100", "V100M32": "v100"}
-_GPU_COUNTS = (1, 2, 4, 8)
-_KEY = re.compile(r"^\('(.+)', (\d+)\)$")
 
 
 def fit_amdahl(shares: np.ndarray, times: np.ndarray) -> tuple[float, float]:
@@ -172,75 +123,51 @@ def fit_amdahl(shares: np.ndarray, times: np.ndarray) -> tuple[float, float]:
     return float(a), float(b)
 
 
-def _family_of(job_type: str) -> str:
-    return job_type.split(" (batch size")[0]
-
-
 @dataclass(frozen=True, eq=False)
 class ThroughputModel:
     """Immutable throughput model; build with :meth:`bundled` or :meth:`from_files`.
 
-    ``isolated[worker][(job_type, n)]`` steps/s (Gavel), ``fits[(miso_family, batch)] = (A, B)``
-    seconds, ``parallel[miso_family] = p``, ``mig_speed[(miso_family, profile)]`` = measured
-    speed on the profile relative to 7g.40gb (median over batch sizes),
-    ``curves[worker][job_type]`` = measured speedup at 1/2/4/8 GPUs (at most linear).
+    ``training``: GPU speed and scale-out (:class:`elastico.perf.training.TrainingSpeedModel`);
+    ``fits[(miso_family, batch)] = (A, B)`` seconds, ``parallel[miso_family] = p``,
+    ``mig_speed[(miso_family, profile)]`` = measured speed on the profile relative to 7g.40gb
+    (median over batch sizes); ``sensitivity[gpu_speed]`` the multiplier of model-predicted
+    one-GPU speeds at the ``gpu_speed`` setting.
     """
 
-    isolated: Mapping[str, Mapping[tuple[str, int], float]]
+    training: TrainingSpeedModel
     fits: Mapping[tuple[str, int], tuple[float, float]]
     parallel: Mapping[str, float]
     mig_speed: Mapping[tuple[str, str], float]
-    _types: tuple[str, ...] = field(default=())
-    curves: Mapping[str, Mapping[str, tuple[float, ...]]] = field(default_factory=dict)
-    #: ``sia_ratio[(sia_job, sia_gpu)]`` = measured best single-GPU throughput / V100's
-    sia_ratio: Mapping[tuple[str, str], float] = field(default_factory=dict)
-    #: one of :data:`GPU_SPEED_SENSITIVITIES`; ``sensitivity[gpu_speed]`` its multiplier
     gpu_speed: str = "datasheet"
     sensitivity: Mapping[str, float] = field(default_factory=lambda: {"datasheet": 1.0})
 
     def __repr__(self) -> str:
-        return (f"ThroughputModel({len(self._types)} job types, "
+        return (f"ThroughputModel({len(self.job_types())} job types, gpu_speed={self.gpu_speed}, "
                 f"p={ {k: round(v, 3) for k, v in sorted(self.parallel.items())} })")
 
     # ------------------------------------------------------------------ construction
     @staticmethod
     def bundled(gpu_speed: str = "datasheet") -> "ThroughputModel":
-        """The model built from the bundled Gavel JSON, MISO summary CSV and Sia ratios
-        (cached), with unmeasured GPU speed factors at ``gpu_speed`` (one of
+        """The model built from the bundled Gavel JSON, Sia figures and MISO summary CSV
+        (cached), model-predicted speeds at ``gpu_speed`` (one of
         :data:`GPU_SPEED_SENSITIVITIES`; InvalidArgument otherwise)."""
         _check_gpu_speed(gpu_speed)
         return _bundled(gpu_speed)
 
     @classmethod
     def from_files(cls, gavel_json: str | Path, miso_csv: str | Path,
-                   sia_csv: str | Path | None = None, *,
+                   sia_single_csv: str | Path | None = None,
+                   sia_scale_csv: str | Path | None = None, *,
                    gpu_speed: str = "datasheet") -> "ThroughputModel":
-        """Build from a Gavel ``simulation_throughputs.json``, MISO summary CSV and,
-        optionally, the Sia ratio CSV (``data/sia-gpu-speed/gpu_speed_vs_v100.csv``; without
-        it every non-Gavel model uses its datasheet factor).  ``gpu_speed`` as in
-        :meth:`bundled`.  Raises InvalidArgument on malformed files."""
+        """Build from a Gavel ``simulation_throughputs.json``, the MISO summary CSV and the Sia
+        figures (``single_gpu.csv``, ``scale_out.csv``; the bundled ones when None).
+        ``gpu_speed`` as in :meth:`bundled`.  Raises InvalidArgument on malformed files."""
         _check_gpu_speed(gpu_speed)
-        raw = json.loads(Path(gavel_json).read_text())
-        isolated: dict[str, dict[tuple[str, int], float]] = {}
-        for worker in ("p100", "v100"):
-            if worker not in raw:
-                raise InvalidArgument(f"{Path(gavel_json).name}: {worker}", None,
-                                      "worker type missing")
-            table: dict[tuple[str, int], float] = {}
-            for key, entry in raw[worker].items():
-                m = _KEY.match(key)
-                if not m:
-                    raise InvalidArgument(f"{Path(gavel_json).name}: {worker}", key,
-                                          "key must look like \"('<job>', <scale>)\"")
-                v = float(entry["null"])
-                if not (math.isfinite(v) and v >= 0):
-                    raise InvalidArgument(f"{Path(gavel_json).name}: {worker}.{key}", v,
-                                          "isolated throughput must be finite and >= 0")
-                table[(m.group(1), int(m.group(2)))] = v
-            isolated[worker] = table
-        types = tuple(j for (j, n) in isolated["v100"] if n == 1)
-        for j in types:
-            if _family_of(j) not in GAVEL_TO_MISO:
+        training = TrainingSpeedModel.from_files(
+            gavel_json, sia_single_csv or data_file("sia-gpu-speed", "single_gpu.csv"),
+            sia_scale_csv or data_file("sia-gpu-speed", "scale_out.csv"))
+        for j in training.job_types():
+            if family_of(j) not in GAVEL_TO_MISO:
                 raise InvalidArgument("gavel job type", j, "no MISO family mapping")
 
         times: dict[tuple[str, int], dict[int, float]] = {}
@@ -277,37 +204,35 @@ class ThroughputModel:
             if fam not in parallel:
                 raise InvalidArgument("miso family", fam, "no timings to fit")
         mig_speed = {k: float(np.median(v)) for k, v in ratios.items()}
-        curves = {w: _curves(isolated[w], types) for w in isolated}
-        sia = _read_sia(sia_csv) if sia_csv is not None else {}
-        return cls(
-            MappingProxyType({w: MappingProxyType(t) for w, t in isolated.items()}),
-            MappingProxyType(fits), MappingProxyType(parallel), MappingProxyType(mig_speed),
-            types, MappingProxyType(curves), MappingProxyType(sia), gpu_speed,
-            MappingProxyType(_sensitivity(sia)))
+        return cls(training, MappingProxyType(fits), MappingProxyType(parallel),
+                   MappingProxyType(mig_speed), gpu_speed,
+                   MappingProxyType(_sensitivity(training)))
 
     # ------------------------------------------------------------------ queries
     def job_types(self) -> tuple[str, ...]:
         """The 26 Gavel job types measured at scale factor 1, in file order."""
-        return self._types
+        return self.training.job_types()
 
     def multi_gpu_job_types(self) -> tuple[str, ...]:
-        """Job types Gavel measured at scale factors 2, 4 and 8 on v100 (19)."""
-        v = self.isolated["v100"]
-        return tuple(j for j in self._types if all((j, n) in v for n in (2, 4, 8)))
+        """Job types Gavel measured at scale factors 2, 4 and 8 on one p100 and v100 server (19)."""
+        return tuple(j for j in self.job_types() if self.training.multi_gpu_measured(j))
 
     def gpu_models(self) -> tuple[str, ...]:
-        """GPU models the model knows a speed for."""
-        return tuple(_MEASURED) + tuple(SPEED_FACTOR_VS_V100)
+        """The GPU models the scheduler places on (:data:`SCHEDULER_GPU_MODELS`)."""
+        return SCHEDULER_GPU_MODELS
 
     def _check_type(self, job_type: str) -> None:
-        if job_type not in self._types:
-            raise InvalidArgument("job_type", job_type,
-                                  "one of the Gavel job types: " + ", ".join(self._types))
+        self.training.check_type(job_type)
+
+    def _check_model(self, gpu_model: str) -> None:
+        if gpu_model not in SCHEDULER_GPU_MODELS:
+            raise InvalidArgument("gpu_model", gpu_model,
+                                  "one of " + ", ".join(SCHEDULER_GPU_MODELS))
 
     def miso_family(self, job_type: str) -> str:
         """The MISO family whose MIG timings stand in for ``job_type`` (GAVEL_TO_MISO)."""
         self._check_type(job_type)
-        return GAVEL_TO_MISO[_family_of(job_type)]
+        return GAVEL_TO_MISO[family_of(job_type)]
 
     def parallel_fraction(self, job_type: str) -> float:
         """Amdahl parallel fraction p in (0, 1) of ``job_type`` (its MISO family's)."""
@@ -315,89 +240,106 @@ class ThroughputModel:
 
     def share_speed(self, job_type: str, gpu_share: float) -> float:
         """Normalized speed at compute share s: ``1/(p/s + 1 - p)``; 1.0 at s = 1."""
-        if not (isinstance(gpu_share, (int, float)) and 0.0 < gpu_share <= 1.0):
+        if isinstance(gpu_share, bool) or not (isinstance(gpu_share, (int, float))
+                                               and 0.0 < gpu_share <= 1.0):
             raise InvalidArgument("gpu_share", gpu_share, "must be in (0, 1]")
         p = self.parallel_fraction(job_type)
         if gpu_share == 1.0:
             return 1.0
         return 1.0 / (p / gpu_share + 1.0 - p)
 
-    def speed_factor(self, gpu_model: str, job_type: str | None = None) -> float | None:
-        """Speed relative to V100 on models Gavel did not measure; None for P100 and V100.
-        With ``job_type``: the Sia-measured ratio of its family's Sia job on that model when
-        there is one (:meth:`measured_speed_ratio`), else the datasheet factor x the
-        ``gpu_speed`` sensitivity multiplier.  Without: the datasheet factor x multiplier.
-        Raises InvalidArgument for an unknown model."""
-        if gpu_model in _MEASURED:
-            return None
-        if gpu_model not in SPEED_FACTOR_VS_V100:
-            raise InvalidArgument("gpu_model", gpu_model,
-                                  "one of " + ", ".join(self.gpu_models()))
-        if job_type is not None:
-            r = self.measured_speed_ratio(job_type, gpu_model)
-            if r is not None:
-                return r
-        return SPEED_FACTOR_VS_V100[gpu_model] * self.sensitivity[self.gpu_speed]
+    def base(self, job_type: str, gpu_model: str) -> tuple[float, Provenance]:
+        """Steps/s of ``job_type`` alone on one whole GPU of ``gpu_model`` and its provenance;
+        a model-predicted speed is multiplied by the ``gpu_speed`` sensitivity."""
+        if type(job_type) is str and type(gpu_model) is str:
+            return _cached_base(self, job_type, gpu_model)
+        return self._base(job_type, gpu_model)
 
-    def measured_speed_ratio(self, job_type: str, gpu_model: str) -> float | None:
-        """The Sia-measured speed of ``job_type`` on ``gpu_model`` relative to V100 (best
-        single-GPU samples/s over V100's, data/sia-gpu-speed), or None where nothing was
-        measured (no Sia counterpart of the family, or a model Sia did not run)."""
-        self._check_type(job_type)
-        sia_job = GAVEL_TO_SIA.get(_family_of(job_type))
-        sia_gpu = SIA_CLUSTER_OF.get(gpu_model)
-        if sia_job is None or sia_gpu is None:
-            return None
-        return self.sia_ratio.get((sia_job, sia_gpu))
+    def _base(self, job_type: str, gpu_model: str) -> tuple[float, Provenance]:
+        self._check_model(gpu_model)
+        v, prov = self.training.base(job_type, gpu_model)
+        mult = self.sensitivity[self.gpu_speed]
+        if prov.kind == "model" and mult != 1.0:
+            v *= mult
+            prov = Provenance(prov.kind, prov.source,
+                              f"{prov.detail}; x {mult:.4g} (gpu_speed={self.gpu_speed})",
+                              prov.factor)
+        return v, prov
+
+    def speed_factor(self, gpu_model: str, job_type: str) -> float:
+        """Speed of ``job_type`` on one ``gpu_model`` GPU relative to the reference V100."""
+        return self.base(job_type, gpu_model)[0] / self.base(job_type, REFERENCE_GPU)[0]
 
     def multi_gpu_measured(self, job_type: str) -> bool:
         """Whether Gavel measured ``job_type`` on 2, 4 and 8 GPUs (p100 and v100): only then
         may a shape family give it a GPU count other than the one it requested."""
+        return self.training.multi_gpu_measured(job_type)
+
+    def speedup(self, job_type: str, gpu_model: str, num_gpus: int, nodes: int = 1) -> float:
+        """Throughput on ``num_gpus`` GPUs over ``nodes`` nodes relative to one GPU, the
+        per-GPU batch fixed (:meth:`elastico.perf.training.TrainingSpeedModel.speedup`): never
+        above ``num_gpus``, below 1 where more GPUs were measured slower."""
+        return self._speedup(job_type, gpu_model, num_gpus, nodes)[0]
+
+    def _speedup(self, job_type: str, gpu_model: str, num_gpus: int,
+                 nodes: int = 1) -> tuple[float, Provenance]:
+        if type(num_gpus) is int and type(nodes) is int and type(job_type) is str \
+                and type(gpu_model) is str:
+            return _cached_speedup(self, job_type, gpu_model, num_gpus, nodes)
+        return self._speedup_uncached(job_type, gpu_model, num_gpus, nodes)
+
+    def _speedup_uncached(self, job_type: str, gpu_model: str, num_gpus: int,
+                          nodes: int = 1) -> tuple[float, Provenance]:
         self._check_type(job_type)
-        return all((job_type, n) in self.isolated[w] for w in ("p100", "v100")
-                   for n in _GPU_COUNTS[1:])
-
-    def _worker(self, gpu_model: str) -> str:
-        return _MEASURED.get(gpu_model, "v100")
-
-    def speedup(self, job_type: str, gpu_model: str, num_gpus: int) -> float:
-        """Multi-GPU speedup over one GPU (see module docstring): Gavel's measured ratio, at most
-        num_gpus (below 1 where more GPUs measured slower)."""
-        self._check_type(job_type)
-        self.speed_factor(gpu_model)  # validates the model
-        if isinstance(num_gpus, bool) or not isinstance(num_gpus, (int, np.integer)) \
-                or not 1 <= num_gpus <= 8:
-            raise InvalidArgument("num_gpus", num_gpus,
-                                  "must be an integer in 1..8 (Gavel measured up to 8)")
-        curve = self._speedup_curve(job_type, self._worker(gpu_model))
-        if num_gpus in _GPU_COUNTS:
-            return curve[_GPU_COUNTS.index(num_gpus)]
-        return float(np.interp(num_gpus, _GPU_COUNTS, curve))
-
-    def _speedup_curve(self, job_type: str, worker: str) -> tuple[float, ...]:
-        return self.curves[worker][job_type]
+        self._check_model(gpu_model)
+        if num_gpus == 1 and nodes == 1:
+            return 1.0, Provenance("model", "identity", "one GPU", "scale-out")
+        if self.gpu_speed == "datasheet" or GAVEL_WORKERS.get(ASSUMED_AS.get(gpu_model, gpu_model)):
+            return self.training.speedup(job_type, gpu_model, num_gpus, nodes)
+        # a model-predicted scale-out uses the job's one-GPU step time there, so it follows
+        # the sensitivity setting of that speed
+        return _scaled_speedup(self, job_type, gpu_model, num_gpus, nodes)
 
     def solo(self, job_type: str, gpu_model: str, num_gpus: int = 1,
              gpu_share: float = 1.0) -> float:
-        """Solo throughput in steps/s of ``job_type`` on ``num_gpus`` GPUs of ``gpu_model``,
-        each giving it ``gpu_share`` of its compute (gang, data parallel).
-
-        = base(job_type, model) x speedup(num_gpus) x share_speed(gpu_share); base is Gavel's
-        measured scale-1 value for P100/V100 (exact), v100 x :meth:`speed_factor` otherwise
-        (the Sia-measured ratio of the job type where there is one).
-        """
-        self._check_type(job_type)
-        factor = self.speed_factor(gpu_model, job_type)
-        base = self.isolated[self._worker(gpu_model)][(job_type, 1)]
-        if factor is not None:
-            base *= factor
-        if num_gpus == 1:
-            up = 1.0
-        else:
-            up = self.speedup(job_type, gpu_model, num_gpus)
+        """Solo throughput in steps/s of ``job_type`` on ``num_gpus`` GPUs of ``gpu_model``
+        (one node), each giving it ``gpu_share`` of its compute (gang, data parallel, per-GPU
+        batch fixed): base(job_type, model) x speedup(num_gpus) x share_speed(gpu_share)."""
+        base, _ = self.base(job_type, gpu_model)
+        up = 1.0 if num_gpus == 1 else self._speedup(job_type, gpu_model, num_gpus)[0]
         if gpu_share == 1.0:
             return base * up
         return base * up * self.share_speed(job_type, gpu_share)
+
+    def provenance(self, job_type: str, gpu_model: str, num_gpus: int = 1,
+                   gpu_share: float = 1.0, *, mig_profile: str | None = None
+                   ) -> tuple[Provenance, ...]:
+        """Where :meth:`solo` (or :meth:`mig` with ``mig_profile``) gets each factor of its
+        value: the one-GPU speed, the scale-out (``num_gpus`` > 1), the MPS share
+        (``gpu_share`` < 1) or the MIG instance.  Raises like :meth:`solo` / :meth:`mig`."""
+        if type(job_type) is str and type(gpu_model) is str and type(num_gpus) is int \
+                and type(gpu_share) in (int, float) and (mig_profile is None
+                                                        or type(mig_profile) is str):
+            return _cached_provenance(self, job_type, gpu_model, num_gpus, gpu_share,
+                                      mig_profile)
+        return self._provenance(job_type, gpu_model, num_gpus, gpu_share, mig_profile)
+
+    def _provenance(self, job_type: str, gpu_model: str, num_gpus: int, gpu_share: float,
+                    mig_profile: str | None) -> tuple[Provenance, ...]:
+        out = [self.base(job_type, gpu_model)[1]]
+        if mig_profile is not None:
+            out.append(self._mig(job_type, mig_profile, gpu_model)[1])
+            return tuple(out)
+        if num_gpus != 1:
+            out.append(self._speedup(job_type, gpu_model, num_gpus)[1])
+        if gpu_share != 1.0:
+            self.share_speed(job_type, gpu_share)  # validates the share
+            fam = self.miso_family(job_type)
+            out.append(Provenance(
+                "model", "amdahl-miso",
+                f"1/(p/s + 1 - p), p={self.parallel[fam]:.3f} fitted on miso {fam}'s "
+                f"A100-40GB MIG slice times (median over batch sizes); s={gpu_share:g}", "share"))
+        return tuple(out)
 
     def mig(self, job_type: str, profile: str, gpu_model: str = "A100-40GB") -> float:
         """Solo throughput in steps/s of ``job_type`` on one MIG instance of ``profile`` of a
@@ -410,6 +352,11 @@ class ThroughputModel:
         it; else (other models, deepspeech2's 1g) the Amdahl share_speed(g / C) of g of the
         GPU's C compute slices.  The instance never beats the whole GPU it is part of.
         """
+        whole = self.solo(job_type, gpu_model) if gpu_model in SCHEDULER_GPU_MODELS else None
+        rel, _ = self._mig(job_type, profile, gpu_model)
+        return whole * rel
+
+    def _mig(self, job_type: str, profile: str, gpu_model: str) -> tuple[float, Provenance]:
         from elastico.mig import MIG_PROFILES as GPU_MIG_PROFILES
 
         table = GPU_MIG_PROFILES.get(gpu_model)
@@ -420,15 +367,24 @@ class ThroughputModel:
         if prof is None:
             raise InvalidArgument("profile", profile,
                                   f"one of {gpu_model}'s MIG profiles: " + ", ".join(table))
-        whole = self.solo(job_type, gpu_model)  # validates job_type and the model's speed
-        rel = None
-        if gpu_model in _MISO_MEASURED and prof.compute_slices in _MISO_BY_SLICES:
-            fam = self.miso_family(job_type)
-            if not (fam == "deepspeech2" and prof.compute_slices == 1):
-                rel = self.mig_speed.get((fam, _MISO_BY_SLICES[prof.compute_slices]))
-        if rel is None:
-            rel = self.share_speed(job_type, prof.share)
-        return whole * min(rel, 1.0)
+        self._check_model(gpu_model)
+        fam = self.miso_family(job_type)
+        if gpu_model in _MISO_MEASURED and prof.compute_slices in _MISO_BY_SLICES \
+                and not (fam == "deepspeech2" and prof.compute_slices == 1):
+            miso = _MISO_BY_SLICES[prof.compute_slices]
+            rel = self.mig_speed.get((fam, miso))
+            if rel is not None:
+                same = gpu_model == _MISO_GPU and profile == miso
+                detail = (f"miso {fam} on {_MISO_GPU} {miso} over 7g.40gb (median over batch "
+                          f"sizes)" + ("" if same else
+                                       f"; ASSUMPTION: {gpu_model} {profile} has the same "
+                                       f"{prof.compute_slices} GA100 compute slices"))
+                return min(rel, 1.0), Provenance("measured", "miso", detail, "mig")
+        return (min(self.share_speed(job_type, prof.share), 1.0),
+                Provenance("model", "amdahl-miso",
+                           f"1/(p/s + 1 - p), p={self.parallel[fam]:.3f} (miso {fam}), "
+                           f"s={prof.compute_slices}/{round(prof.compute_slices / prof.share)} "
+                           "compute slices; ASSUMPTION: no measurement of this instance", "mig"))
 
 
 #: GPU models whose MIG speeds use MISO's A100-40GB measurements (same GA100 silicon).
@@ -437,18 +393,31 @@ _MISO_MEASURED = frozenset({"A100-40GB", "A100-80GB"})
 _MISO_BY_SLICES = {g: p for p, g in MIG_PROFILES.items()}
 
 
-def _curves(table: Mapping[tuple[str, int], float],
-            types: tuple[str, ...]) -> Mapping[str, tuple[float, ...]]:
-    """Measured speedup at 1/2/4/8 GPUs per job type from one worker's table, at most linear
-    (``min(n, tput(n)/tput(1))``, nothing else smoothed); types without measurements get the
-    median curve of the measured ones (for requested shapes only; module docstring)."""
-    measured: dict[str, list[float]] = {}
-    for j in types:
-        base = table[(j, 1)]
-        if base > 0 and all((j, n) in table and table[(j, n)] > 0 for n in _GPU_COUNTS[1:]):
-            measured[j] = [min(float(n), table[(j, n)] / base) for n in _GPU_COUNTS]
-    med = [float(np.median([c[i] for c in measured.values()])) for i in range(len(_GPU_COUNTS))]
-    return MappingProxyType({j: tuple(measured.get(j, med)) for j in types})
+@lru_cache(maxsize=65536)
+def _cached_base(model: ThroughputModel, job_type: str, gpu_model: str) -> tuple[float, Provenance]:
+    return model._base(job_type, gpu_model)
+
+
+@lru_cache(maxsize=65536)
+def _cached_provenance(model: ThroughputModel, job_type: str, gpu_model: str, num_gpus: int,
+                       gpu_share: float, mig_profile: str | None) -> tuple[Provenance, ...]:
+    return model._provenance(job_type, gpu_model, num_gpus, gpu_share, mig_profile)
+
+
+@lru_cache(maxsize=65536)
+def _cached_speedup(model: ThroughputModel, job_type: str, gpu_model: str, num_gpus: int,
+                    nodes: int) -> tuple[float, Provenance]:
+    return model._speedup_uncached(job_type, gpu_model, num_gpus, nodes)
+
+
+def _scaled_speedup(model: ThroughputModel, job_type: str, gpu_model: str, num_gpus: int,
+                    nodes: int) -> tuple[float, Provenance]:
+    """The training model's scale-out at a sensitivity other than ``datasheet``: a modelled
+    scale-out takes the job's one-GPU step time at that setting (Gavel's curves do not move)."""
+    tg = 1.0 / model.base(job_type, gpu_model)[0]
+    x, prov = model.training.speedup(job_type, gpu_model, num_gpus, nodes, t_grad=tg)
+    return x, Provenance(prov.kind, prov.source,
+                         f"{prov.detail}; T_grad at gpu_speed={model.gpu_speed}", prov.factor)
 
 
 def _check_gpu_speed(gpu_speed: str) -> None:
@@ -457,39 +426,13 @@ def _check_gpu_speed(gpu_speed: str) -> None:
                               "one of " + ", ".join(GPU_SPEED_SENSITIVITIES))
 
 
-_SIA_COLUMNS = ("sia_job", "gpu_model", "ratio_vs_v100")
-
-
-def _read_sia(path: str | Path) -> dict[tuple[str, str], float]:
-    """``{(sia_job, gpu_model): ratio_vs_v100}`` from the derived Sia CSV; InvalidArgument
-    naming ``file:line: column`` for a missing column or a ratio that is not finite and > 0."""
-    name = Path(path).name
-    out: dict[tuple[str, str], float] = {}
-    with open(path, newline="") as fh:
-        reader = csv.DictReader(fh)
-        missing = [c for c in _SIA_COLUMNS if c not in (reader.fieldnames or ())]
-        if missing:
-            raise InvalidArgument(f"{name}: columns", reader.fieldnames,
-                                  "must include " + ", ".join(missing))
-        for line, row in enumerate(reader, start=2):
-            try:
-                r = float(row["ratio_vs_v100"])
-            except (TypeError, ValueError):
-                r = math.nan
-            if not (math.isfinite(r) and r > 0):
-                raise InvalidArgument(f"{name}:{line}: ratio_vs_v100", row["ratio_vs_v100"],
-                                      "a finite number > 0")
-            out[(row["sia_job"], row["gpu_model"])] = r
-    return out
-
-
-def _sensitivity(sia: Mapping[tuple[str, str], float]) -> dict[str, float]:
-    """Multipliers of the datasheet factor: ``low`` / ``high`` = min / max over the Sia-measured
-    (job, GPU) pairs of a GPU with a datasheet factor of ``measured ratio / factor``."""
-    errs = [r / SPEED_FACTOR_VS_V100[g] for (_, g), r in sia.items() if g in SPEED_FACTOR_VS_V100]
-    if not errs:
-        return {"low": 1.0, "datasheet": 1.0, "high": 1.0}
-    return {"low": min(errs), "datasheet": 1.0, "high": max(errs)}
+def _sensitivity(training: TrainingSpeedModel) -> dict[str, float]:
+    """Multipliers of model-predicted speeds: ``low`` / ``high`` = the 10th / 90th percentile
+    of measured / predicted over the leave-one-GPU-out points of Sia's jobs."""
+    pts = leave_one_gpu_out_sia(training)
+    r = np.array([p.measured / p.predicted for p in pts])
+    return {"low": float(np.percentile(r, 10)), "datasheet": 1.0,
+            "high": float(np.percentile(r, 90))}
 
 
 @lru_cache(maxsize=len(GPU_SPEED_SENSITIVITIES))
@@ -497,4 +440,4 @@ def _bundled(gpu_speed: str = "datasheet") -> ThroughputModel:
     return ThroughputModel.from_files(
         data_file("gavel-throughputs", "simulation_throughputs.json"),
         data_file("miso-a100-mig-slices", "derived", "mig_slice_batch_time_summary.csv"),
-        data_file("sia-gpu-speed", "gpu_speed_vs_v100.csv"), gpu_speed=gpu_speed)
+        gpu_speed=gpu_speed)
