@@ -43,6 +43,8 @@ _ROWS = [
     ("services_never_placed", "services never placed", "{:,.0f}"),
     ("gpu_allocation", "GPU allocation", "{:.1%}"),
     ("gpu_utilization", "GPU utilization", "{:.1%}"),
+    ("dcgm_sm_active", "SM activity (DCGM)", "{:.1%}"),
+    ("dcgm_gpu_util", "GPU util (DCGM)", "{:.1%}"),
     ("restarts", "reconfigurations", "{:,.0f}"),
     ("round_ms_p50", "round p50 (ms)", "{:,.2f}"),
     ("round_ms_p99", "round p99 (ms)", "{:,.2f}"),

@@ -76,6 +76,7 @@ from elastico.model import Configuration, Job, JobKind, Node, mig_gpus_of
 from elastico.placer.placement import ClusterState
 from elastico.placer.round import ActiveJob, Policy, RoundInput, Status, run_round
 from elastico.predictor import SlowdownModel
+from elastico.sim.utilisation import UtilisationMeter
 from elastico.tracing import NOOP, Tracer
 
 __all__ = ["JobRecord", "SimResult", "simulate", "METRIC_KEYS", "backlog_growth", "slowdown_models",
@@ -129,6 +130,8 @@ class SimResult:
     records: list[JobRecord]
     rounds: int
     timeline: dict[str, list[float]] = field(default_factory=dict)
+    #: per GPU ("<node>/<gpu>") its DCGM-style time averages over the window (docs/metrics.md)
+    gpu_activity: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 @dataclass
@@ -182,7 +185,8 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
              horizon_s: float | None = None,
              alone: Callable[[Job], float] | None = None,
              startup: Callable[[Job, Configuration], float] | None = None,
-             llm_load_gbps: float | None = None) -> SimResult:
+             llm_load_gbps: float | None = None,
+             meter: UtilisationMeter | None = None) -> SimResult:
     """Replay ``jobs`` (each with ``arrival_s`` and ``work``) on ``nodes`` under ``policy``.
 
     ``activity(job, config)`` gives the fraction of one GPU's SMs the job keeps busy per GPU
@@ -218,6 +222,10 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
     ``llm_load_gbps`` GB/s, default :data:`elastico.llm_shapes.LOAD_GBPS`); other jobs pay
     ``restart_s`` on a restart and nothing at their first start.
 
+    ``meter``: what measures SM activity, GPU utilisation and DRAM activity as DCGM defines
+    them (:mod:`elastico.sim.utilisation`; default: activity seed 0) -- the metrics
+    ``dcgm_sm_active``, ``dcgm_gpu_util``, ``dcgm_dram_active`` and ``SimResult.gpu_activity``.
+
     Jobs are not mutated: the simulator works on copies.
     """
     jobs = sorted((Job(**{**j.__dict__, "done": 0.0}) for j in jobs),
@@ -231,6 +239,8 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
     if requested is None:
         requested = _requested_from(policy)
     time_sliced = _time_sliced(policy)
+    if meter is None:
+        meter = UtilisationMeter(nodes, time_sliced=time_sliced)
     whole_speed = _whole_gpu_speed(policy) if time_sliced else None
     ref_cache: dict[tuple[str, str], float] = {}
     if alone is None:
@@ -410,6 +420,7 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
             busy_int += busy * in_run
             if l.job.kind.elastic:
                 win_work += r * in_run * records[jid].gpus
+        meter.interval(t, next_t, (w_lo, w_hi), state, live, rates, slow, duty)
         timeline["busy"].append(busy_int / in_win if in_win > 0 else 0.0)
         timeline["busy_all"].append(busy_all / (next_t - t) if next_t > t else 0.0)
         alloc_int += alloc_now * in_win
@@ -445,7 +456,9 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
     metrics = _metrics(recs, span, total_gpus, alloc_int, util_int, round_ms,
                        (w_lo, w_lo + span), win_work)
     metrics["queue_growth"] = backlog_growth(timeline, w_lo, w_lo + span)
-    return SimResult(getattr(policy, "name", "?"), total_gpus, metrics, recs, n_rounds, timeline)
+    metrics.update(meter.metrics(span))
+    return SimResult(getattr(policy, "name", "?"), total_gpus, metrics, recs, n_rounds, timeline,
+                     meter.per_gpu(span))
 
 
 def _llm_startup(load_gbps: float | None) -> Callable[[Job, Configuration], float]:
