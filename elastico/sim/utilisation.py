@@ -70,7 +70,8 @@ class UtilisationMeter:
 
     Incremental: a GPU's reading is recomputed only when one of its residents changes
     (placed, released, reconfigured, moved, its slowdown or load fraction changed, a restart
-    ended); in between its rates are integrated lazily, so an event costs what it changes."""
+    ended); in between its rates are integrated lazily, and intervals outside the window are
+    skipped, so an event costs a look at each placed job and what it changes."""
 
     def __init__(self, nodes: Sequence[Node], *, seed: int = 0, time_sliced: bool = False,
                  record: bool = False):
@@ -86,7 +87,6 @@ class UtilisationMeter:
         self._since = [0.0] * n
         self._res: list[dict[str, list[Resident]]] = [{} for _ in range(n)]
         self._svc: list[bool] = [False] * n
-        self._mech: list[str] = ["mps"] * n
         self._jobs: dict[str, _Entry] = {}
         self._pending: list[tuple[float, str]] = []
         self._window = (0.0, math.inf)
@@ -95,7 +95,6 @@ class UtilisationMeter:
         self.samples: list[tuple[float, float, float, bool, tuple[str, ...]]] | None = \
             [] if record else None
         self._profiles: dict[tuple, ActivityProfile] = {}
-        self._residents: dict[tuple, Resident] = {}
         self._combined: dict[tuple, GpuActivity] = {}
 
     @property
@@ -129,17 +128,12 @@ class UtilisationMeter:
     def resident(self, job: Job, config: Configuration, nodes: int, fraction: float,
                  mig: bool) -> Resident:
         """The job on one of its GPUs (module docstring): ``fraction`` scales its time."""
-        key = (job.id, config, nodes, fraction, mig)
-        r = self._residents.get(key)
-        if r is None:
-            p = self.profile(job, config, nodes)
-            capped = mig or not self.time_sliced
-            level = min(p.level, config.gpu_share) if capped else p.level
-            scale = level / p.level if p.level > 0 else 0.0
-            f = min(1.0, max(0.0, fraction))
-            r = self._residents[key] = Resident(level, p.dram_level * scale, p.compute * f,
-                                                p.kernel * f)
-        return r
+        p = self.profile(job, config, nodes)
+        capped = mig or not self.time_sliced
+        level = min(p.level, config.gpu_share) if capped else p.level
+        scale = level / p.level if p.level > 0 else 0.0
+        f = min(1.0, max(0.0, fraction))
+        return Resident(level, p.dram_level * scale, p.compute * f, p.kernel * f)
 
     # -- one event interval ------------------------------------------------------------------
     def interval(self, t0: float, t1: float, window: tuple[float, float], state,
@@ -151,7 +145,12 @@ class UtilisationMeter:
         placement state after the round (its
         :meth:`~elastico.placer.placement.ClusterState.assignment` and ``is_mig``).  Only
         ``window`` (lo, hi) is integrated."""
-        self._window = (float(window[0]), float(window[1]))
+        lo, hi = self._window = (float(window[0]), float(window[1]))
+        if t1 <= lo or t0 >= hi:
+            # nothing before or after the window is integrated: the next call that reaches
+            # into it brings the residents up to date (everything it releases or attaches
+            # before lo integrates nothing)
+            return
         self._state = state
         self._activate_until(t0)
         jobs = self._jobs
