@@ -48,7 +48,7 @@ METRIC_KEYS = ("dcgm_sm_active", "dcgm_gpu_util", "dcgm_dram_active")
 
 
 class _Entry:
-    """What the meter last saw of a placed job (identity-compared with the next round's)."""
+    """What the meter last saw of a placed job (compared with the next round's)."""
 
     __slots__ = ("config", "assignment", "frac", "start", "resident", "flats", "service",
                  "active")
@@ -169,9 +169,11 @@ class UtilisationMeter:
             else:
                 frac = 1.0
             e = jobs.get(jid)
-            if e is not None and e.config is config and e.assignment is a and e.frac == frac \
-                    and e.start == start:
-                continue
+            if e is not None and e.frac == frac and e.start == start \
+                    and (e.config is config or e.config == config) \
+                    and (e.assignment is a or e.assignment == a):
+                continue  # unchanged (equal, not only the same object: a remote placer's
+                # decoded configurations are new objects every round)
             if e is not None:
                 dirty.update(self._remove(jid, t0, recompute=False))
             nodes = len(a.node_indices)
