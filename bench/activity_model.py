@@ -97,6 +97,19 @@ def simulator_check(cluster: str, gpus: int, seeds: list[int]) -> dict:
             "ks": round(act.ks_distance(values, seren, weights), 4)}
 
 
+def sm_active_ks(jobs: int = 20_000, seed: int = 0, simulate: bool = True,
+                 sim_cluster: str = "trace", sim_gpus: int = 512,
+                 sim_seeds: tuple[int, ...] = (0, 1, 2)) -> list[dict]:
+    """Every ``sm_active_ks`` result (the rows above), as ``bench/training_model.py``'s checks
+    return them: a list of ``{"check", "dataset", "points", "ks"}``."""
+    rows = model_checks(jobs, seed)
+    if simulate:
+        t0 = time.perf_counter()
+        rows.append(simulator_check(sim_cluster, sim_gpus, list(sim_seeds)))
+        print(f"simulator check: {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    return rows
+
+
 def fit(jobs: int, seed: int) -> dict:
     """Refit LEVEL_MIX (see the module docstring)."""
     from scipy.optimize import minimize
@@ -138,12 +151,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.fit:
         print(json.dumps(fit(args.jobs, args.seed)))
         return 0
-    rows = model_checks(args.jobs, args.seed)
-    if not args.no_simulate:
-        t0 = time.perf_counter()
-        seeds = [int(s) for s in args.sim_seeds.split(",") if s.strip()]
-        rows.append(simulator_check(args.sim_cluster, args.sim_gpus, seeds))
-        print(f"simulator check: {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    try:
+        seeds = tuple(int(s) for s in args.sim_seeds.split(",") if s.strip())
+    except ValueError:
+        ap.error(f"--sim-seeds: {args.sim_seeds!r} must be comma-separated integers")
+    if args.jobs < 1 or args.seed < 0 or not seeds or min(seeds) < 0:
+        ap.error("--jobs must be >= 1, --seed and every --sim-seeds value >= 0, "
+                 "--sim-seeds not empty")
+    rows = sm_active_ks(args.jobs, args.seed, not args.no_simulate, args.sim_cluster,
+                        args.sim_gpus, seeds)
     for r in rows:
         print(json.dumps(r) if args.json else
               f"{r['check']:<14} {r['dataset']:<48} points={r['points']:<7} ks={r['ks']:.4f}")

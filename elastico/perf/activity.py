@@ -21,7 +21,7 @@ https://docs.nvidia.com/datacenter/dcgm/latest/user-guide/feature-overview.html;
 * ``DCGM_FI_PROF_DRAM_ACTIVE`` (1005): the fraction of cycles the device memory interface sends
   or receives data.
 
-**The model of one job** (docs/model.md 9.).  A step alternates three phases, as fractions of
+**The model of one job** (docs/model.md 10.).  A step alternates three phases, as fractions of
 the step: *compute* (``kernel - sync``: the job's kernels hold ``level`` of the GPU's SMs),
 *all-reduce* (``sync``: a data-parallel job waits for its gradients; only NCCL's few blocks run,
 counted as no SM activity -- ASSUMPTION, NCCL runs one block per channel, a few SMs of 40-132

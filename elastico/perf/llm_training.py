@@ -7,7 +7,7 @@ shape families do not offer it yet).  Whom it calls: the model catalogue of
 heads), the GPU catalogue :mod:`elastico.hardware` (dense peak FLOP/s per precision, memory);
 nothing else.  Pure: no clock, no I/O.
 
-**Step time** (docs/model.md 8. has the worked numbers)::
+**Step time** (docs/model.md 9. has the worked numbers)::
 
     t_step = 6 N T / (gpus x peak x MFU)
 
