@@ -26,8 +26,11 @@ Checks (the measurements and the model: docs/model.md 2.; elastico/perf/training
   ``gavel-cross-gpu`` -- the other families' transfer (the sync time fitted to their own V100
   curve, carried to another GPU) against Gavel's measured P100 and K80 speedups.  Gavel's
   targets are its raw measurements (some superlinear, which no model with T_sync >= 0 gives).
+* ``sm_active_ks``: the KS distance between the activity model's SM_ACTIVE CDF (and the
+  simulator's population) and AcmeTrace's (bench/activity_model.py; docs/model.md 10.).
 
-Prints nothing else; the exit status is 0.  ~15 s (the scale-out check fits ~1,500 models).
+Prints nothing else; the exit status is 0.  ~15 s (the scale-out check fits ~1,500 models)
+without ``sm_active_ks``, ~3 min more with it (three trace-512 replays).
 """
 
 from __future__ import annotations
@@ -65,11 +68,25 @@ def scale_out(model: T.TrainingSpeedModel) -> list[dict]:
             _result("scale_out", "gavel-cross-gpu", T.scale_out_gavel_cross_gpu(model))]
 
 
+def sm_active_ks(model: T.TrainingSpeedModel) -> list[dict]:
+    """The activity model against AcmeTrace's SM_ACTIVE CDF (``bench/activity_model.py``: the
+    model's 20,000 jobs, Kalos held out, and the simulator's own population on trace-512,
+    seeds 0-2 pooled, ~3 min; issue-22 goal: ks <= 0.1)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from activity_model import sm_active_ks as rows
+
+    return rows()
+
+
 #: check name -> function of the bundled training model returning its result dicts
 CHECKS: dict[str, Callable[[T.TrainingSpeedModel], list[dict]]] = {
     "leave_one_gpu_out": leave_one_gpu_out,
     "leave_one_job_out": leave_one_job_out,
     "scale_out": scale_out,
+    "sm_active_ks": sm_active_ks,
 }
 
 
