@@ -503,3 +503,40 @@ def test_report_profile_end_to_end(tmp_path):
             assert len(ProfileStore(tmp_path / "profiles.json")) == 1
     finally:
         server.stop(0)
+
+
+@pytest.mark.parametrize("change,field", [
+    (dict(mechanism="mps"), "profiles[0].mps_share"),               # mps without its share
+    (dict(mechanism="whole", mps_share=0.5), "profiles[0].mps_share"),
+    (dict(mechanism="mig"), "profiles[0].mig_profile"),             # mig without its profile
+    (dict(mem_gib=-2.0), "profiles[0].mem_gib"),
+    (dict(dram_activity=float("inf")), "profiles[0].dram_activity"),
+    (dict(job_key=""), "profiles[0].job_key"),
+    (dict(samples=0), "profiles[0].samples"),
+    (dict(kind="batch"), "profiles[0].kind"),
+])
+def test_report_profile_wire_errors_name_the_field(tmp_path, change, field):
+    grpc = pytest.importorskip("grpc")
+    from elastico.predictor.server import build_server
+    from elastico.predictor.service import PredictorCore
+    from elastico.v1 import predictor_pb2, predictor_pb2_grpc
+
+    core = PredictorCore(use_bundled=False)
+    server, port = build_server("127.0.0.1:0", core=core)
+    server.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+            stub = predictor_pb2_grpc.PredictorServiceStub(ch)
+            good = dict(job_key="ns/Job/a", gpu_model="A100-40GB", mechanism="whole",
+                        sm_activity=0.4, samples=60, period_s=1.0, kind="training")
+            r = stub.ReportProfile(predictor_pb2.ReportProfileRequest(
+                profiles=[predictor_pb2.SoloProfile(**good)]), timeout=5)
+            assert (r.accepted, r.stored) == (1, 1)
+            bad = predictor_pb2.SoloProfile(**{**good, "job_key": "ns/Job/b", **change})
+            with pytest.raises(grpc.RpcError) as e:
+                stub.ReportProfile(predictor_pb2.ReportProfileRequest(profiles=[bad]), timeout=5)
+            assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert e.value.details().startswith(field), e.value.details()
+            assert len(core.profiles) == 1
+    finally:
+        server.stop(0)
