@@ -158,14 +158,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="--remaining-estimate user: each job's estimate is uniform in "
                         "[work, (F + 1) x work] (Mu'alem & Feitelson's f-model), seeded by "
                         f"--seed; 0..{MAX_BADNESS:g} (default: 3)")
-    p.add_argument("--llm-jobs", default=None, metavar="FILE|demo",
-                   help="also replay offline LLM inference jobs from a JSON jobs file (docs/"
-                        "model.md, \"LLM inference jobs in the simulator\"), or demo: five "
-                        "bundled jobs (Llama-3-8B, Mistral-7B, Mixtral-8x7B, Llama-2-70B, "
-                        "Llama-3-70B fp8) for an A100/H100 cluster such as --cluster "
-                        "a100h100-mig; arrivals are counted from the workload's first; a "
-                        "table of the LLM jobs (tokens, configuration, start-up, JCT) follows "
-                        "the summary (replay)")
+    p.add_argument("--llm-jobs", default=None, metavar="FILE|demo|train-demo",
+                   help="also replay LLM jobs from a JSON jobs file (docs/model.md, \"LLM "
+                        "inference jobs in the simulator\"; \"kind\": \"training\" entries "
+                        "are LLM training / fine-tuning jobs, docs/model.md 9.), or demo: five "
+                        "bundled offline inference jobs (Llama-3-8B, Mistral-7B, Mixtral-8x7B, "
+                        "Llama-2-70B, Llama-3-70B fp8), or train-demo: three bundled training "
+                        "jobs (Llama-2-7B and Llama-2-13B SFT, a Llama-3-8B continued "
+                        "pre-training) beside two inference jobs, for an A100/H100 cluster such "
+                        "as --cluster a100h100-mig; arrivals are counted from the workload's "
+                        "first; a table of the LLM jobs (tokens, configuration, start-up, JCT) "
+                        "follows the summary (replay)")
     p.add_argument("--llm-load-gbps", type=float, default=None, metavar="GB/S",
                    help="weight-loading bandwidth of an LLM job's start-up, GB/s (default: "
                         "7.877, a PCIe 4.0 x4 NVMe drive's interface; elastico/llm_shapes.py) "
@@ -248,9 +251,9 @@ def _check(args: argparse.Namespace) -> None:
     if g is not None and not (math.isfinite(g) and 0 < g <= 1e4):
         raise InvalidArgument("--llm-load-gbps", g, "a number of GB/s in (0, 10000]")
     if args.llm_jobs is not None:
-        from elastico.sim.llm_workload import DEMO
+        from elastico.sim.llm_workload import BUNDLED
 
-        if args.llm_jobs != DEMO:
+        if args.llm_jobs not in BUNDLED:
             check_input_file("--llm-jobs", Path(args.llm_jobs), "JSON file (or demo)")
         if args.via_grpc is not None:
             raise InvalidArgument("--llm-jobs", args.llm_jobs, "not with --via-grpc (the "
@@ -466,7 +469,8 @@ def _with_llm_jobs(wl, source: str):
         raise InvalidArgument(f"--llm-jobs {e.field}", e.value, e.allowed) from None
     jobs = sorted([*wl.jobs, *llm], key=lambda j: j.arrival_s)  # stable: trace order kept
     kinds = dict(wl.kinds)
-    kinds["inference"] = kinds.get("inference", 0) + len(llm)
+    for j in llm:
+        kinds[j.kind.value] = kinds.get(j.kind.value, 0) + 1
     load = wl.offered_load if wl.window is not None else offered_load(jobs, wl.cluster_gpus)
     return replace(wl, jobs=jobs, kinds=kinds, offered_load=load), llm
 
@@ -492,8 +496,9 @@ def _print_llm(runs: list[dict]) -> None:
         rows = r.get("llm_jobs") or []
         if not rows:
             continue
-        print(f"\nLLM inference jobs, {r['policy']}: tokens are prompt + generated; "
-              "start-up = weight loading, every start")
+        print(f"\nLLM jobs, {r['policy']}: inference tokens are prompt + generated, "
+              "start-up = weight loading, every start; training tokens are tokens trained on "
+              "(a restart costs --restart-s)")
         head = (f"{'job':<24}{'tokens':>10}{'done':>7}{'status':>11}{'JCT (s)':>10}"
                 f"{'start-up (s)':>13}{'restarts':>9}  last configuration")
         print(head)

@@ -161,7 +161,8 @@ def _with_llm(wl, settings: Settings):
 
     llm = load_llm_jobs(settings.llm_jobs, offset_s=min((j.arrival_s for j in wl.jobs), default=0.0))
     kinds = dict(wl.kinds)
-    kinds["inference"] = kinds.get("inference", 0) + len(llm)
+    for j in llm:
+        kinds[j.kind.value] = kinds.get(j.kind.value, 0) + 1
     return replace(wl, jobs=sorted([*wl.jobs, *llm], key=lambda j: j.arrival_s), kinds=kinds)
 
 
