@@ -254,12 +254,13 @@ def candidates(job: Job, gpu_models: Mapping[str, tuple[int, float]],
                if (not req.gpu_models or m in req.gpu_models) and req.num_gpus <= size
                and best_plan(spec, m, req.num_gpus, size, float(mem)) is not None]
     if not allowed:
+        why = "; ".join(f"{m} ({s} GPUs/node, {g:g} GiB): "
+                        + _why_not(job, m, max(s, req.num_gpus), g)
+                        for m, (s, g) in gpu_models.items()
+                        if not req.gpu_models or m in req.gpu_models)
         raise FitsNoModel(job, f"{spec.job.model.name} training fits no GPU model of the "
-                          "cluster: " + "; ".join(
-                              f"{m} ({s} GPUs/node, {g:g} GiB): "
-                              + _why_not(job, m, max(s, req.num_gpus), g)
-                              for m, (s, g) in gpu_models.items()
-                              if not req.gpu_models or m in req.gpu_models))
+                          "cluster: " + (why or "the cluster has none of the allowed models ("
+                                         + ", ".join(gpu_models) + ")"))
     requested = [train_configuration(job, m, gpu_models[m][0], gpu_models[m][1], req.num_gpus)
                  for m in allowed]
     cands: list[Configuration] = list(requested)

@@ -47,6 +47,10 @@ Resources of a configuration (units of :mod:`elastico.model`):
   pod asking 4 cores / 15 GiB would ask 36 cores / 135 GiB at 2 whole GPUs, more than a node
   has per GPU).
 
+Offline LLM inference jobs (``Job.llm``) and LLM training jobs (``Job.llm_train``) have
+families of their own, built from their performance models: :mod:`elastico.llm_shapes` and
+:mod:`elastico.llm_train_job` (every function here hands such a job there).
+
 MIG configurations (``mig_profile`` set; only on models in ``mig_models`` that have a MIG
 profile table, :data:`elastico.mig.MIG_PROFILES`, and a speed): one instance per GPU,
 ``gpu_share`` = the profile's compute slices / the GPU's, GPU memory = the profile's memory

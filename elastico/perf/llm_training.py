@@ -1,8 +1,9 @@
 """LLM training and fine-tuning jobs: step time from model FLOPs at a stated MFU, memory per GPU
 from parameters, optimizer state and activations, and the data/tensor-parallel plans that fit.
 
-Who calls it: tests and ``bench`` today (a job family beside Gavel's CNN/RNN job types; the
-shape families do not offer it yet).  Whom it calls: the model catalogue of
+Who calls it: the LLM training job family (:mod:`elastico.llm_train_job`: a job's speed,
+memory fit and plan in every configuration of its shape family), tests and ``bench``.  Whom it
+calls: the model catalogue of
 :mod:`elastico.perf.llm` (:class:`~elastico.perf.llm.LlmModel`: parameters, layers, hidden size,
 heads), the GPU catalogue :mod:`elastico.hardware` (dense peak FLOP/s per precision, memory);
 nothing else.  Pure: no clock, no I/O.
