@@ -54,8 +54,8 @@ def sft(size="7B", tokens=2.0e8):
     return dataclasses.replace(LT.training_job(f"Llama-2-{size}-sft"), tokens=tokens)
 
 
-def job(size="7B", ref="A100-80GB", **kw):
-    return LTJ.llm_train_job(f"sft-{size}", sft(size), reference_gpu=ref, **kw)
+def job(size="7B", ref="A100-80GB", tokens=2.0e8, **kw):
+    return LTJ.llm_train_job(f"sft-{size}", sft(size, tokens), reference_gpu=ref, **kw)
 
 
 # ------------------------------------------------------------------ speed
@@ -256,3 +256,46 @@ def test_a_training_job_from_hf_config_fields():
     (j,) = llm_jobs_from({"jobs": [e0]})
     # the same architecture as Llama-2-7B: its 6.738 B parameters, to the HF count's rounding
     assert j.llm_train.reference_tokens_per_s == pytest.approx(L7_TPS, rel=2e-3)
+
+
+@pytest.mark.parametrize("policy", ["elastico", "time-slicing", "gavel", "fgd", "exclusive"])
+def test_every_policy_finishes_an_llm_training_job_beside_gavel_training(policy):
+    from elastico.model import Job, Request
+
+    nodes = [Node("n0", "A100-80GB", 8, 80.0, 128.0, 2048.0),
+             Node("n1", "A100-40GB", 8, 40.0, 128.0, 1024.0)]
+    gav = Job("t", JobKind.TRAINING, 0.0, 500.0, Request(1, 1.0, 1.0, 2.0),
+              job_type="ResNet-50 (batch size 64)")
+    llm = job(tokens=2e7)
+    res = run(nodes, [llm, gav], policy)
+    for r in res.records:
+        assert r.status == "finished", (r.job_id, r.reason)
+        assert r.progress == pytest.approx(r.work, rel=1e-9)
+    rec = next(r for r in res.records if r.job_id == llm.id)
+    assert rec.tokens_done == pytest.approx(2e7) and " tp" in rec.config
+
+
+def test_simulate_replays_train_demo_and_refuses_a_bad_undisclosed_speed(tmp_path, capsys):
+    import json
+
+    from elastico.cli import main
+
+    out = tmp_path / "m.json"
+    assert main(["simulate", "--cluster", "a100h100-mig", "--gpus", "64", "--jobs", "16",
+                 "--llm-jobs", "train-demo", "--policy", "exclusive", "--no-progress",
+                 "--json", str(out)]) == 0
+    text = capsys.readouterr()
+    assert "LLM jobs, exclusive" in text.out and "3 of them training" in text.err
+    rows = {x["job"]: x for x in json.loads(out.read_text())["llm_jobs"]}
+    assert rows["sft-llama2-7b"]["kind"] == "training"
+    assert rows["sft-llama2-7b"]["tokens"] == 2.26e8
+    # exclusive: its requested 8 A100-80GB, 2.26e8 / 29,418.8 tokens/s, if it started at once
+    r = rows["sft-llama2-7b"]
+    assert r["status"] == "finished" and r["tokens_done"] == pytest.approx(2.26e8)
+    assert r["jct_s"] - (r["first_start_s"] - r["arrival_s"]) == pytest.approx(2.26e8 / 29_418.8,
+                                                                               rel=1e-5)
+    for bad in ("0", "-1", "nan", "21"):
+        assert main(["simulate", "--gpus", "64", "--jobs", "8", "--undisclosed-gpu-speed", bad,
+                     "--no-progress"]) == 2
+        err = capsys.readouterr().err
+        assert "--undisclosed-gpu-speed" in err and "(0, 20]" in err
