@@ -77,6 +77,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="speed of GPU models no measurement covers: datasheet factor, or it "
                         "times the smallest (low) / largest (high) error of that rule where "
                         "Sia measured it (docs/model.md 2.) (default: datasheet)")
+    p.add_argument("--contention", default="default", metavar="PRESET|NAME=VALUE,...",
+                   help="the ground truth's contention model where no measured pair applies "
+                        "(as simulate's --contention): low, default, high or explicit "
+                        "switch_overhead=...,bw_efficiency=... (docs/model.md) "
+                        "(default: %(default)s)")
     p.add_argument("--restart-s", type=float, default=30.0,
                    help="seconds of progress lost per reconfiguration (default: %(default)s)")
     p.add_argument("--remaining-estimate", choices=("elapsed", "user", "oracle"),
@@ -225,10 +230,15 @@ def parse(args: argparse.Namespace):
             load_llm_jobs(llm_jobs)
         except InvalidArgument as e:
             raise InvalidArgument(f"--llm-jobs {e.field}", e.value, e.allowed) from None
+    from elastico.perf.contention import contention_params
+
+    contention = getattr(args, "contention", "default")
+    contention_params(contention)  # refused (field, value, allowed) before any run
     settings = Settings(jobs_per_gpu=args.jobs_per_gpu, load=load,
                         restart_s=args.restart_s, utility=args.utility, arrivals=arrivals,
                         window_quantile=quantile, gpu_speed=args.gpu_speed_sensitivity,
-                        remaining_estimate=args.remaining_estimate, llm_jobs=llm_jobs)
+                        remaining_estimate=args.remaining_estimate, llm_jobs=llm_jobs,
+                        contention=contention)
     if args.load is not None and arrivals == "trace":
         _check_load(specs, gpus, seeds, settings)
     return specs, gpus, policies, seeds, settings, args.jobs or os.cpu_count() or 1
@@ -370,6 +380,7 @@ def run(args: argparse.Namespace) -> int:
             "remaining work": settings.remaining_estimate,
             **({"LLM jobs": settings.llm_jobs} if settings.llm_jobs else {}),
             "GPU speed of unmeasured models": settings.gpu_speed,
+            "contention model (unmeasured pairs)": settings.contention,
             "processes": workers,
             "wall time": f"{wall / 60:.1f} min",
         }, "closing": _closing_note(args.out)}
