@@ -81,6 +81,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="one-GPU speed of the trace's undisclosed G2/G3 as a factor of the "
                         "reference V100's: a sensitivity parameter (as simulate's; band 0.387 "
                         "to 2.52, docs/model.md 2.) (default: 1)")
+    p.add_argument("--contention", default="default", metavar="PRESET|NAME=VALUE,...",
+                   help="the ground truth's contention model where no measured pair applies "
+                        "(as simulate's --contention): low, default, high or explicit "
+                        "switch_overhead=...,bw_efficiency=... (docs/model.md) "
+                        "(default: %(default)s)")
     p.add_argument("--restart-s", type=float, default=30.0,
                    help="seconds of progress lost per reconfiguration (default: %(default)s)")
     p.add_argument("--remaining-estimate", choices=("elapsed", "user", "oracle"),
@@ -233,11 +238,16 @@ def parse(args: argparse.Namespace):
     if not (math.isfinite(u) and 0 < u <= 20):
         raise InvalidArgument("--undisclosed-gpu-speed", u,
                               "a factor of the reference V100's speed in (0, 20]")
+    from elastico.perf.contention import contention_params
+
+    contention = getattr(args, "contention", "default")
+    contention_params(contention)  # refused (field, value, allowed) before any run
     settings = Settings(jobs_per_gpu=args.jobs_per_gpu, load=load,
                         restart_s=args.restart_s, utility=args.utility, arrivals=arrivals,
                         window_quantile=quantile, gpu_speed=args.gpu_speed_sensitivity,
                         remaining_estimate=args.remaining_estimate, llm_jobs=llm_jobs,
-                        undisclosed_speed=float(u))
+                        undisclosed_speed=float(u),
+                        contention=contention)
     if args.load is not None and arrivals == "trace":
         _check_load(specs, gpus, seeds, settings)
     return specs, gpus, policies, seeds, settings, args.jobs or os.cpu_count() or 1
@@ -381,6 +391,7 @@ def run(args: argparse.Namespace) -> int:
             "GPU speed of unmeasured models": settings.gpu_speed,
             **({"G2/G3 speed (x V100)": f"{settings.undisclosed_speed:g}"}
                if settings.undisclosed_speed != 1.0 else {}),
+            "contention model (unmeasured pairs)": settings.contention,
             "processes": workers,
             "wall time": f"{wall / 60:.1f} min",
         }, "closing": _closing_note(args.out)}

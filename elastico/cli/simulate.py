@@ -66,7 +66,8 @@ _REPLAY_ONLY = (("gpus", "--gpus", 512), ("jobs", "--jobs", None), ("load", "--l
                 ("undisclosed_gpu_speed", "--undisclosed-gpu-speed", 1.0),
                 ("remaining_estimate", "--remaining-estimate", "elapsed"),
                 ("user_estimate_badness", "--user-estimate-badness", 3.0),
-                ("llm_jobs", "--llm-jobs", None), ("llm_load_gbps", "--llm-load-gbps", None))
+                ("llm_jobs", "--llm-jobs", None), ("llm_load_gbps", "--llm-load-gbps", None),
+                ("contention", "--contention", "default"))
 
 #: ``--user-estimate-badness`` default: Mu'alem & Feitelson's f-model (IEEE TPDS 12(6), 2001),
 #: a user's estimate of a run of r seconds is uniform in [r, (f + 1) r]; f = 3 is a sensitivity
@@ -140,13 +141,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--slowdown-model", choices=("predictor", "analytic"), default=None,
                    help="what the placer predicts co-location slowdowns with: the LightGBM "
                         "predictor, k-fold by job type so that it never predicts a pair it "
-                        "was trained on, or the analytic model; jobs always run at Gavel's "
+                        "was trained on, or the analytic model; jobs run at Gavel's "
                         "measured slowdowns (docs/predictor.md) (default: predictor)")
     p.add_argument("--undisclosed-gpu-speed", type=float, default=None, metavar="U",
                    help="one-GPU speed of the trace's undisclosed G2/G3 as a factor of the "
                         "reference V100's: a sensitivity parameter, nothing measures it; its "
                         "reported band is 0.387 (a T4) to 2.52 (an A100-80GB), median over job "
                         "types (docs/model.md 2.) (default: 1, they run as the reference)")
+    p.add_argument("--contention", default=None, metavar="PRESET|NAME=VALUE,...",
+                   help="the ground truth's contention model where no measured pair applies "
+                        "(GPU models other than K80/P100/V100, LLM inference jobs): low, "
+                        "default or high, or explicit values such as "
+                        "switch_overhead=0.1,bw_efficiency=0.8 (ranges in docs/model.md, "
+                        "\"Interference on other GPU models\") (default: default)")
     p.add_argument("--gpu-speed-sensitivity", choices=("low", "datasheet", "high"),
                    default=None,
                    help="speed of GPU models no measurement covers (G2, G3, A10, H100, and "
@@ -190,7 +197,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "equal the in-process run's (replay mode)")
     p.epilog = ("--gpus, --jobs, --load, --cluster, --utility, --restart-s, --slowdown-model, "
                 "--gpu-speed-sensitivity, --remaining-estimate, --user-estimate-badness, "
-                "--llm-jobs, --llm-load-gbps and --via-grpc are for --mode replay, --workload "
+                "--llm-jobs, --llm-load-gbps, --contention and --via-grpc are for --mode replay, --workload "
                 "for --mode inflation; a flag given in the other mode is refused.")
     p.add_argument("--no-progress", action="store_true",
                    help="hide the progress bar (shown only on a terminal)")
@@ -311,6 +318,9 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgument("--undisclosed-gpu-speed", args.undisclosed_gpu_speed,
                               "1 with --via-grpc (the placer service prices with the bundled "
                               "model)")
+    from elastico.perf.contention import contention_params
+
+    contention_params(args.contention)  # refused (field, value, allowed) before any work
     if args.via_grpc is not None and args.gpu_speed_sensitivity != "datasheet":
         raise InvalidArgument("--gpu-speed-sensitivity", args.gpu_speed_sensitivity,
                               "datasheet with --via-grpc (the placer service prices with the "
@@ -404,7 +414,7 @@ def run(args: argparse.Namespace) -> int:
 
         print(f"with {describe(llm)} from {args.llm_jobs}", file=sys.stderr)
 
-    slowdown, truth = slowdown_models(args.slowdown_model)
+    slowdown, truth = slowdown_models(args.slowdown_model, args.contention)
     via = None
     if args.via_grpc is not None:
         # elastico.cli (the composition root) hands in the gRPC wiring (elastico.cli.up)

@@ -45,7 +45,10 @@ class Settings:
     progress lost per reconfiguration; ``utility``: elastico's objective; ``gpu_speed``: the
     speed of unmeasured GPU models (:data:`elastico.perf.throughput.GPU_SPEED_SENSITIVITIES`);
     ``remaining_estimate``: what elastico believes a job's remaining work is
-    (``PolicyEnv.remaining_estimate``; docs/model.md 6.).
+    (``PolicyEnv.remaining_estimate``; docs/model.md 6.).  ``contention``: the ground truth's
+    contention model where no measured pair applies (a preset ``low`` / ``default`` / ``high``
+    or ``name=value`` pairs, :func:`elastico.perf.contention.contention_params`; docs/model.md,
+    "Interference on other GPU models").
     ``arrivals``:
     ``"trace"`` (the trace's own arrivals, compressed to the load; ``jobs_per_gpu`` pods) or
     ``"continuous"`` (a Poisson process over a warm-up, a measurement window and a drain
@@ -67,6 +70,7 @@ class Settings:
     window_quantile: float = 0.9
     llm_jobs: str | None = None
     undisclosed_speed: float = 1.0
+    contention: str = "default"
 
 
 @dataclass(frozen=True)
@@ -136,11 +140,16 @@ def _model_at(gpu_speed: str, undisclosed_speed: float):
     return model if undisclosed_speed == 1.0 else model.with_undisclosed_speed(undisclosed_speed)
 
 
-def _truth():
-    """A fresh ground-truth model per run (it counts its own lookups and misses)."""
+def _truth(settings: Settings = Settings()):
+    """A fresh ground-truth model per run (it counts its own lookups and misses): Gavel's
+    measured pairs where they apply, the contention model at ``settings.contention``
+    elsewhere (:class:`elastico.sim.contention_truth.GroundTruth`)."""
+    from elastico.perf.contention import contention_params
     from elastico.predictor.learned import MeasuredSlowdown
+    from elastico.sim.contention_truth import GroundTruth
 
-    return MeasuredSlowdown.from_observations(_inputs()[4])
+    return GroundTruth(MeasuredSlowdown.from_observations(_inputs()[4]),
+                       contention_params(settings.contention))
 
 
 @lru_cache(maxsize=8)
@@ -198,7 +207,7 @@ def run_one(task: Task) -> RunOutput:
     nodes, wl = _workload(task.spec, task.gpus, task.seed, task.settings)
     _, _, _, predictor, _ = _inputs()
     model = _model(task.settings)
-    truth = _truth()
+    truth = _truth(task.settings)
     estimates = None
     if task.settings.remaining_estimate == "user":
         from elastico.sim.workload import user_estimates
@@ -227,6 +236,12 @@ def run_one(task: Task) -> RunOutput:
            # pair lookups on a GPU model with no measured pairs (none applied; docs/model.md 6.)
            "truth_pairs_unmeasured_gpu": (truth.unmeasured_gpu / truth.lookups)
            if truth.lookups else 0.0,
+           # GPUs with >= 2 residents whose truth was the contention model, entirely or for
+           # some pairs (docs/model.md, "Interference on other GPU models")
+           "truth_gpus_contention_model": ((truth.by_model + truth.by_mixed)
+                                           / truth.gpu_evaluations)
+           if truth.gpu_evaluations else 0.0,
+           "contention": truth.params.describe(),
            "remaining_estimate": task.settings.remaining_estimate,
            "gpu_utilization_ceiling": _ceiling(task.spec, task.gpus, task.seed, task.settings),
            "wall_s": round(time.perf_counter() - t0, 2)}

@@ -10,7 +10,8 @@ every event time.  Between events every placed batch job progresses at its *effe
 of ``work`` W seconds finishes after W seconds at rate 1.0; a service progresses at rate 1,
 below), where ``slowdown`` comes from its
 GPU co-residents: by the ``truth`` model when one is given (``elastico simulate`` passes
-Gavel's measured pairs, :class:`elastico.predictor.MeasuredSlowdown`), else by the placement
+:class:`elastico.sim.contention_truth.GroundTruth`: Gavel's measured pairs where they apply,
+the contention model :mod:`elastico.perf.contention` elsewhere), else by the placement
 state's own (predicted) model.  The placer decides with its predictor; the jobs run at the
 true slowdowns (docs/predictor.md, "Simulator").
 
@@ -206,7 +207,9 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
     over-committed, every predicted slowdown within its bound) after every round -- for tests.
 
     ``truth``: the slowdown model jobs actually run at (default: the placement state's own
-    model, i.e. the placer's prediction is taken as exact).  ``tracer``: one
+    model, i.e. the placer's prediction is taken as exact); one with a ``slowdowns_of(state,
+    live, time_sliced, profile)`` method (:class:`elastico.sim.contention_truth.GroundTruth`)
+    is asked for every placed job's slowdown at once, with the meter's activity profiles.  ``tracer``: one
     ``elastico.round`` span per round (:func:`elastico.placer.round.run_round`).
 
     ``mig_gpus``: ``(node_index, gpu_index)`` pairs in MIG mode (default: module docstring).
@@ -349,7 +352,11 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
                     l.was_preempted = True
                 l.config = None
                 rec.reason = d.reason
-        if time_sliced:
+        if hasattr(truth, "slowdowns_of"):
+            # the simulator's ground truth (elastico.sim.contention_truth): measured pairs
+            # where they apply, the contention model elsewhere
+            slow = truth.slowdowns_of(state, live, time_sliced, meter.profile)
+        elif time_sliced:
             from elastico.predictor import TimeSlicedTruth
 
             slow = state.predicted_slowdowns(TimeSlicedTruth(truth or state.slowdown_model))
@@ -639,22 +646,31 @@ def _metrics(recs: list[JobRecord], span: float, gpus: int, alloc_int: float,
     }
 
 
-def slowdown_models(kind: str):
+def slowdown_models(kind: str, contention=None):
     """(the placer's slowdown model, the ground truth) of docs/predictor.md, "Simulator":
-    truth = Gavel's measured pairs; predictor = LightGBM k-fold by job type on the same
-    observations (5 folds, seed 0), or the analytic model -- also the fallback, with a note
-    on stderr, when the learned models cannot be built (e.g. lightgbm missing)."""
+    truth = Gavel's measured pairs where they apply, the contention model
+    (:mod:`elastico.perf.contention` at ``contention``: a preset name, ``name=value`` pairs or
+    :class:`~elastico.perf.contention.ContentionParams`; None = default) elsewhere
+    (:class:`elastico.sim.contention_truth.GroundTruth`); predictor = LightGBM k-fold by job
+    type on the same observations (5 folds, seed 0), or the analytic model -- also the
+    fallback, with a note on stderr, when the learned models cannot be built (e.g. lightgbm
+    missing; the truth is then the contention model alone)."""
+    from elastico.perf.contention import contention_params
     from elastico.predictor import AnalyticSlowdown
+    from elastico.sim.contention_truth import GroundTruth
+
+    params = contention_params(contention)  # refused before anything is built
 
     try:
         from elastico.predictor.learned import MeasuredSlowdown, kfold_by_job_type
         from elastico.predictor.observations import bundled_observations
 
         obs = bundled_observations()
-        truth = MeasuredSlowdown.from_observations(obs)
+        truth = GroundTruth(MeasuredSlowdown.from_observations(obs), params)
         if kind == "analytic":
             return AnalyticSlowdown(), truth
         return kfold_by_job_type(obs, k=5, seed=0), truth
     except (ImportError, InvalidArgument, OSError) as e:
-        print(f"note: analytic slowdown model for prediction and truth ({e})", file=sys.stderr)
-        return AnalyticSlowdown(), None
+        print(f"note: analytic slowdown model for prediction, contention model for truth ({e})",
+              file=sys.stderr)
+        return AnalyticSlowdown(), GroundTruth(None, params)
