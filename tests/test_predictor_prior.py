@@ -271,3 +271,15 @@ def test_refit_schedule_and_promotion(tmp_path):
     assert refit_if_due(core, sched, now=50.0, base=base) is None  # too soon
     with pytest.raises(InvalidArgument):
         RefitSchedule(min_new_rows=0)
+
+
+def test_serve_refit_flags_are_checked(capsys, tmp_path):
+    # no model store: nothing to refit into
+    assert main(["serve", "predictor", "--port", "0", "--refit-every", "60"]) == 2
+    assert "--refit-every" in capsys.readouterr().err
+    assert main(["serve", "predictor", "--port", "0", "--model-dir", str(tmp_path),
+                 "--refit-every", "0"]) == 2
+    assert "--refit-every" in capsys.readouterr().err
+    assert main(["serve", "predictor", "--port", "0", "--model-dir", str(tmp_path),
+                 "--refit-every", "60", "--refit-min-rows", "0"]) == 2
+    assert "--refit-min-rows" in capsys.readouterr().err
