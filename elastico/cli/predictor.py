@@ -137,7 +137,6 @@ def training_report(obs, predictor, data_name: str, data_sha256: str) -> dict[st
     validated metrics of the recipe under each scheme (per GPU model for
     leave-one-model-out) and the features by total gain."""
     from elastico.predictor.evaluate import evaluate
-    from elastico.predictor.features import FEATURE_NAMES
 
     evals = {}
     by_gpu = {}
@@ -147,9 +146,11 @@ def training_report(obs, predictor, data_name: str, data_sha256: str) -> dict[st
         if cv == "leave-one-model-out":
             by_gpu = ev.by(lambda o: o.gpu_model)
     gain = predictor.booster.feature_importance(importance_type="gain")
-    top = sorted(((float(g), n) for g, n in zip(gain, FEATURE_NAMES) if g > 0), reverse=True)
+    names = predictor.meta["feature_names"]
+    top = sorted(((float(g), n) for g, n in zip(gain, names) if g > 0), reverse=True)
     return {
         "model_version": predictor.version,
+        "feature_set": predictor.feature_set,
         "data": {"file": data_name, "sha256": data_sha256, "rows": len(obs),
                  "samples": predictor.meta["training"]["samples"]},
         "params": predictor.meta["params"], "rounds": predictor.meta["rounds"],
