@@ -31,7 +31,7 @@ from typing import Sequence
 
 import numpy as np
 
-from elastico.predictor.prior import MECHANISMS, mechanism, prior_pair, solo_activity
+from elastico.predictor.prior import mechanism, prior_pair, solo_activity
 from elastico.predictor.profile import JobProfile
 from elastico.predictor.schema import GPU_SPECS, KINDS, PRECISIONS
 
@@ -116,26 +116,54 @@ class ActivityFeatureBuilder:
 
     def matrix(self, victims: Sequence[JobProfile], partners: Sequence[JobProfile],
                gpu_models: Sequence[str]) -> np.ndarray:
-        """Rows, shape ``(n, len(FEATURE_NAMES))``, for ``n`` ordered triples."""
+        """Rows, shape ``(n, len(FEATURE_NAMES))``, for ``n`` ordered triples.  One job
+        vector per distinct (profile, GPU); the pair block and the prior (the same formula as
+        :func:`elastico.predictor.prior.prior_pair`) in numpy over the batch."""
         n = len(victims)
         if not (len(partners) == n and len(gpu_models) == n):
             raise ValueError("victims, partners and gpu_models must have the same length")
         X = np.empty((n, len(FEATURE_NAMES)), dtype=np.float64)
-        iu, iw, ii, im = (JOB_FEATURES.index(k) for k in ("u", "w", "i", "mem_frac"))
+        if n == 0:
+            return X
+        rows: dict[tuple[JobProfile, str], int] = {}
+        vecs: list[np.ndarray] = []
+        mech: list[int] = []  # per distinct job: 2 mig, 1 timeslice, 0 otherwise
+        vi = np.empty(n, dtype=np.intp)
+        pi = np.empty(n, dtype=np.intp)
+        for idx, profs in ((vi, victims), (pi, partners)):
+            for k in range(n):
+                key = (profs[k], gpu_models[k])
+                r = rows.get(key)
+                if r is None:
+                    r = rows[key] = len(vecs)
+                    vecs.append(self.job_vector(profs[k], gpu_models[k]))
+                    sh = profs[k].sharing
+                    mech.append(2 if sh == "mig" else 1 if sh == "timeslice" else 0)
+                idx[k] = r
+        V = np.vstack(vecs)
+        M = np.asarray(mech)
+        A, B = V[vi], V[pi]
+        X[:, :_J] = A
+        X[:, _J:2 * _J] = B
         o = 2 * _J
-        for k in range(n):
-            v, p, g = victims[k], partners[k], gpu_models[k]
-            a = self.job_vector(v, g)
-            b = self.job_vector(p, g)
-            X[k, :_J] = a
-            X[k, _J:o] = b
-            X[k, o] = MECHANISMS.index(mechanism(v, p))
-            X[k, o + 1] = math.log(prior_pair(v, p))
-            X[k, o + 2] = a[iu] * b[iu]
-            X[k, o + 3] = a[iw] + b[iw]
-            X[k, o + 4] = a[ii] + b[ii]
-            X[k, o + 5] = a[im] + b[im]
-            X[k, o + 6:o + 9] = _gpu(g)
+        iu, iw, ii, im = (JOB_FEATURES.index(k) for k in ("u", "w", "i", "mem_frac"))
+        m = np.maximum(M[vi], M[pi])  # mig > timeslice > mps, as prior.mechanism
+        overlap = A[:, iu] * B[:, iu]
+        sm, dram = A[:, iw] + B[:, iw], A[:, ii] + B[:, ii]
+        d = np.maximum(1.0, np.maximum(sm, dram))
+        prior = np.where(m == 2, 1.0, np.where(m == 1, 1.0 + overlap,
+                                                1.0 + overlap * (d - 1.0)))
+        X[:, o] = m
+        X[:, o + 1] = np.log(prior)
+        X[:, o + 2] = overlap
+        X[:, o + 3] = sm
+        X[:, o + 4] = dram
+        X[:, o + 5] = A[:, im] + B[:, im]
+        gpus = {g: _gpu(g) for g in set(gpu_models)}
+        if len(gpus) == 1:
+            X[:, o + 6:o + 9] = next(iter(gpus.values()))
+        else:
+            X[:, o + 6:o + 9] = np.array([gpus[g] for g in gpu_models])
         return X
 
     def priors(self, victims: Sequence[JobProfile], partners: Sequence[JobProfile]
