@@ -20,7 +20,14 @@ from elastico.predictor.model import SlowdownPredictor, train
 from elastico.predictor.observations import Observation, read_observations, write_observations
 from elastico.predictor.prior import ContentionPrior, prior_pair, solo_activity
 from elastico.predictor.profile import JobProfile
-from elastico.predictor.service import ModelStore, PredictorCore, RefitSchedule, refit_if_due, retrain
+from elastico.predictor.service import (
+    ModelStore,
+    PredictorCore,
+    RefitSchedule,
+    held_out_folds,
+    refit_if_due,
+    retrain,
+)
 
 GPU = "A100-80GB"
 
@@ -283,3 +290,19 @@ def test_serve_refit_flags_are_checked(capsys, tmp_path):
     assert main(["serve", "predictor", "--port", "0", "--model-dir", str(tmp_path),
                  "--refit-every", "60", "--refit-min-rows", "0"]) == 2
     assert "--refit-min-rows" in capsys.readouterr().err
+
+
+def test_held_out_folds_are_shuffled_not_file_order():
+    import hashlib
+
+    seed = hashlib.sha256(b"reported rows").hexdigest()
+    folds = held_out_folds(100, 5, seed)
+    assert len(folds) == 5
+    assert sorted(np.concatenate(folds).tolist()) == list(range(100))  # each row once
+    # file order would make fold 0 = rows 0..19; reports arrive grouped by node and job
+    assert not any(np.array_equal(f, np.arange(20 * i, 20 * i + 20)) for i, f in
+                   enumerate(folds))
+    assert all(np.ptp(f) > 50 for f in folds)  # each fold spans the file
+    # the same data give the same folds (the same decision)
+    assert all(np.array_equal(a, b) for a, b in zip(folds, held_out_folds(100, 5, seed)))
+    assert len(held_out_folds(3, 5, seed)) == 3

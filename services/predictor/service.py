@@ -58,6 +58,7 @@ from elastico.predictor.profile import JobProfile
 from elastico.predictor.schema import check_gpu_model
 
 __all__ = ["ModelStore", "PredictorCore", "retrain", "RefitSchedule", "refit_if_due",
+           "held_out_folds",
            "MAX_PAIRS"]
 
 _LOG = logging.getLogger(__name__)
@@ -314,11 +315,10 @@ def retrain(store: ModelStore, base: Sequence[Observation] | None = None, *,
     # held-out check on a *shuffled* split of the new rows (reports arrive grouped -- by node,
     # by job -- so file order would hold out whole groups at the end); seeded by the data, so
     # the same store gives the same decision
-    kk = max(1, min(k, len(new)))
-    rng = np.random.default_rng(int(digest[:16], 16))
-    perm = rng.permutation(len(new))
+    folds = held_out_folds(len(new), k, digest)
+    kk = len(folds)
     cand_a, cand_b = np.full(len(new), np.nan), np.full(len(new), np.nan)
-    for test in np.array_split(perm, kk):
+    for test in folds:
         keep = np.setdiff1d(np.arange(len(new)), test)
         m = train_fn(base + reported[:used] + [new[i] for i in keep])
         sa, sb = m.predict_observations([new[i] for i in test])
@@ -340,6 +340,15 @@ def retrain(store: ModelStore, base: Sequence[Observation] | None = None, *,
         return {**out, "status": "kept", "reason": f"candidate refused: {why}"}
     path = store.install(candidate)
     return {**out, "status": "promoted", "model_file": str(path)}
+
+
+def held_out_folds(n: int, k: int, seed_hex: str) -> list[np.ndarray]:
+    """The held-out folds of :func:`retrain`: rows ``0..n-1`` shuffled by a generator seeded
+    with the first 16 hex digits of ``seed_hex`` (the reported data's SHA-256), dealt into
+    ``min(k, n)`` (at least 1) folds; each row in exactly one fold."""
+    kk = max(1, min(k, n))
+    perm = np.random.default_rng(int(seed_hex[:16], 16)).permutation(n)
+    return [np.sort(f) for f in np.array_split(perm, kk)]
 
 
 def _unusable(candidate: SlowdownPredictor, rows: Sequence[Observation]) -> str:
