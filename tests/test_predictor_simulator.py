@@ -98,7 +98,7 @@ def test_kfold_predictor_never_answers_for_a_type_it_was_trained_on():
 
 def test_default_model_is_the_bundled_predictor_with_analytic_fallback(tmp_path):
     model, note = default_slowdown_model()
-    assert isinstance(model, LearnedSlowdown) and note.startswith("predictor gavel-lgbm-")
+    assert isinstance(model, LearnedSlowdown) and note.startswith("predictor activity-lgbm-")
     bad = tmp_path / "m.json"
     bad.write_text("{")
     model, note = default_slowdown_model(bad)

@@ -9,6 +9,9 @@ message on stderr names the field or ``FILE:LINE: column`` and the value).
   [--seed S] [--json]`` -- prints ``{"model": {...}, "constant": {...}, "analytic": {...}}``
   with ``--json`` (keys in :data:`elastico.predictor.evaluate.METRIC_KEYS`), else a table.
 * ``retrain --model-dir DIR [--data BASE.csv] [--json]``
+* ``score [--model FILE] --data FILE.csv [--bound B] [--json]`` -- a saved model (default the
+  bundled one) and its baselines on any observation CSV (:func:`elastico.predictor.evaluate.
+  score`).
 * ``convert-gavel --out-dir DIR`` -- rewrites data/gavel-pair-observations/ from Gavel's file.
 
 Calls :mod:`elastico.predictor.model`, :mod:`elastico.predictor.evaluate`,
@@ -39,7 +42,7 @@ _CSV_HELP = ("observation CSV, one row per co-located pair: a_<field> and b_<fie
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
-    """Adds ``predictor`` (train, evaluate, retrain, convert-gavel) to an argparse
+    """Adds ``predictor`` (train, evaluate, retrain, score, convert-gavel) to an argparse
     subparsers object."""
     from elastico.predictor.evaluate import CV_SCHEMES
     from elastico.predictor.model import DEFAULT_ROUNDS
@@ -97,6 +100,22 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true", help="print the outcome as JSON")
     r.set_defaults(func=_cmd_retrain)
 
+    s = sub.add_parser("score", help="score a saved model on an observation CSV",
+                       epilog=_EPILOG,
+                       description="MAE, MAPE, Spearman and decision accuracy at a slowdown "
+                                   "bound of a saved model on any observation CSV, with its "
+                                   "baselines: constant_* (the model's training-set mean), "
+                                   "analytic_* (the contention prior) and no_slowdown_*.  "
+                                   "Nothing is trained or tuned.")
+    s.add_argument("--model", type=Path, default=None, metavar="FILE",
+                   help="model file (default: the bundled model)")
+    s.add_argument("--data", required=True, type=Path, metavar="FILE.csv", help=_CSV_HELP)
+    s.add_argument("--bound", type=float, default=1.5, metavar="B",
+                   help="slowdown bound of the safe/unsafe decision, > 1 and <= 50 "
+                        "(default: %(default)s; e.g. 1.1)")
+    s.add_argument("--json", action="store_true", help="print one JSON object (default: text)")
+    s.set_defaults(func=_cmd_score)
+
     c = sub.add_parser("convert-gavel", help="rebuild the observations from Gavel's pairs",
                        epilog=_EPILOG,
                        description="Convert data/gavel-throughputs' measured pairs into "
@@ -118,7 +137,6 @@ def training_report(obs, predictor, data_name: str, data_sha256: str) -> dict[st
     validated metrics of the recipe under each scheme (per GPU model for
     leave-one-model-out) and the features by total gain."""
     from elastico.predictor.evaluate import evaluate
-    from elastico.predictor.features import FEATURE_NAMES
 
     evals = {}
     by_gpu = {}
@@ -128,9 +146,11 @@ def training_report(obs, predictor, data_name: str, data_sha256: str) -> dict[st
         if cv == "leave-one-model-out":
             by_gpu = ev.by(lambda o: o.gpu_model)
     gain = predictor.booster.feature_importance(importance_type="gain")
-    top = sorted(((float(g), n) for g, n in zip(gain, FEATURE_NAMES) if g > 0), reverse=True)
+    names = predictor.meta["feature_names"]
+    top = sorted(((float(g), n) for g, n in zip(gain, names) if g > 0), reverse=True)
     return {
         "model_version": predictor.version,
+        "feature_set": predictor.feature_set,
         "data": {"file": data_name, "sha256": data_sha256, "rows": len(obs),
                  "samples": predictor.meta["training"]["samples"]},
         "params": predictor.meta["params"], "rounds": predictor.meta["rounds"],
@@ -260,3 +280,33 @@ def _cmd_convert(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out.write(f"{n1} observations, {n2} suspect -> {args.out_dir}\n")
     return 0
 
+
+
+def _cmd_score(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    from elastico.predictor.evaluate import SCORE_BASELINES, SCORE_METRICS, check_bound, score
+    from elastico.predictor.learned import bundled_predictor
+    from elastico.predictor.model import SlowdownPredictor
+    from elastico.predictor.observations import read_observations
+
+    out = out or sys.stdout
+    bound = check_bound(args.bound)
+    model = bundled_predictor() if args.model is None else SlowdownPredictor.load(args.model)
+    obs = read_observations(args.data)
+    res = score(model, obs, bound)
+    if args.json:
+        json.dump(res, out)
+        out.write("\n")
+        return 0
+    out.write(f"{res['model_version']} on {args.data}: {res['n_pairs']} pairs, "
+              f"{res['n_slowdowns']} slowdowns, bound {bound:g} "
+              f"(safe {100 * res['safe_fraction']:.1f} %, majority rule "
+              f"{100 * res['majority_decision_accuracy']:.1f} %)\n")
+    out.write(f"{'':<14}" + "".join(f"{m:>20}" for m in SCORE_METRICS) + "\n")
+    for name in ("model",) + SCORE_BASELINES:
+        pre = "" if name == "model" else name + "_"
+        cells = []
+        for m in SCORE_METRICS:
+            v = res[pre + m]
+            cells.append(f"{'n/a' if v is None else f'{v:.4f}':>20}")
+        out.write(f"{name:<14}" + "".join(cells) + "\n")
+    return 0

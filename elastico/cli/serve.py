@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import math
 import os
 import signal
 import sys
@@ -95,6 +96,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(kfold: LightGBM k-fold by job type on the bundled observations, so "
                         "that no pair is predicted by a model trained on it; analytic) -- for "
                         "simulate --via-grpc")
+    p.add_argument("--refit-every", type=float, default=None, metavar="S",
+                   help="predictor with --model-dir only: every S seconds, refit on the "
+                        "reported observations when at least --refit-min-rows are new; the "
+                        "candidate replaces the serving model only if it is no worse on "
+                        "held-out new rows (docs/predictor.md, 'Online refit'; default: off)")
+    p.add_argument("--refit-min-rows", type=int, default=20, metavar="N",
+                   help="new reported rows a refit needs (default: %(default)s)")
     add_upstream_arguments(p, scope="placer only: ",
                            predictor_default="the bundled model in-process")
     p.set_defaults(func=run)
@@ -109,6 +117,14 @@ def _config(args: argparse.Namespace) -> ServeConfig:
                         ("--simulator-model", args.simulator_model)):
         if value is not None and args.service != "predictor":
             raise InvalidArgument(flag, str(value), "only with the predictor")
+    if getattr(args, "refit_every", None) is not None:
+        if args.model_dir is None or args.service != "predictor":
+            raise InvalidArgument("--refit-every", args.refit_every,
+                                  "only with the predictor and --model-dir")
+        if not (math.isfinite(args.refit_every) and args.refit_every > 0):
+            raise InvalidArgument("--refit-every", args.refit_every, "seconds > 0")
+        if args.refit_min_rows < 1:
+            raise InvalidArgument("--refit-min-rows", args.refit_min_rows, "an integer >= 1")
     address = args.address if args.port is None else f"127.0.0.1:{args.port}"
     return load_serve_config(args.service, config_path=args.config,
                              overrides=overrides_from_args(args, address))
@@ -252,8 +268,10 @@ def stop_on_signals(stop: threading.Event | None = None) -> Iterator[threading.E
 
 def start(cfg: ServeConfig, *, model_dir: Path | None = None, model: Path | None = None,
           metrics: ServiceMetrics | None = None, tracer: Tracer = NOOP,
-          simulator_model: str | None = None):
-    """Builds and starts the server of ``cfg``; returns ``(server, port)``.  ``metrics``: the
+          simulator_model: str | None = None, refit: tuple[float, int] | None = None):
+    """Builds and starts the server of ``cfg``; returns ``(server, port)``.  ``refit``:
+    ``(every_s, min_new_rows)`` of the predictor's online refit (with ``model_dir``), None =
+    off.  ``metrics``: the
     Prometheus metrics it records into.  Raises InvalidArgument for a service not available
     yet or unreadable TLS files."""
     creds = tls_credentials(cfg.tls)
@@ -291,6 +309,12 @@ def start(cfg: ServeConfig, *, model_dir: Path | None = None, model: Path | None
                                           "observations and new models go there)")
             core = PredictorCore(ModelStore(model_dir) if model_dir else None, model_path=model)
             server, port = build_server(cfg.address, core=core, **kw)
+            if refit is not None:
+                from elastico.predictor.server import start_refit_loop
+                from elastico.predictor.service import RefitSchedule
+
+                every, min_rows = refit
+                start_refit_loop(core, RefitSchedule(min_rows, every), period_s=every)
     except RuntimeError as e:  # grpc could not bind (it says no more than that)
         if cfg.tls is not None:
             raise InvalidArgument(
@@ -310,8 +334,10 @@ def run(args: argparse.Namespace) -> int:
     cfg = _config(args)
     metrics = ServiceMetrics(cfg.service)
     tracer = configure_tracing(f"elastico-{cfg.service}")
+    refit = (None if args.refit_every is None
+             else (float(args.refit_every), int(args.refit_min_rows)))
     server, port = start(cfg, model_dir=args.model_dir, model=args.model, metrics=metrics,
-                         tracer=tracer, simulator_model=args.simulator_model)
+                         tracer=tracer, simulator_model=args.simulator_model, refit=refit)
     host = cfg.address.rpartition(":")[0]
     http = start_metrics_http(cfg, metrics.registry, server)
     with stop_on_signals() as stop:

@@ -12,6 +12,11 @@ What it holds (docs/predictor.md):
 * the LightGBM model (:mod:`~elastico.predictor.model`), its cross-validated evaluation
   against the constant and analytic baselines (:mod:`~elastico.predictor.evaluate`) and the
   bundled model trained on Gavel's measured pairs;
+* the contention prior (:mod:`~elastico.predictor.prior`, :class:`ContentionPrior`: a pair's
+  slowdown from the two jobs' solo activity, MPS shares and sharing mechanism, nothing
+  fitted) that the bundled ``activity-v2`` model corrects with identity-free features
+  (:mod:`~elastico.predictor.activity_features`), and ``elastico predictor score``
+  (:func:`elastico.predictor.evaluate.score`);
 * the :class:`SlowdownModel` implementations: :class:`LearnedSlowdown` (the predictor),
   :class:`AnalyticSlowdown` (the fallback: ``1 + kappa * activity``, fitted on Gavel's V100
   pairs), :class:`NoInterference` (ablation), :class:`MeasuredSlowdown` (ground truth);
@@ -31,6 +36,7 @@ from elastico.predictor.analytic import (
     fit_kappa_from_gavel,
     load_gavel_pairs,
 )
+from elastico.predictor.prior import ContentionPrior, prior_pair, solo_activity
 from elastico.predictor.profile import JobProfile
 from elastico.predictor.schema import GPU_SPECS, SCHEMA_VERSION
 
@@ -39,6 +45,9 @@ __all__ = [
     "SlowdownModel",
     "AnalyticSlowdown",
     "NoInterference",
+    "ContentionPrior",
+    "prior_pair",
+    "solo_activity",
     "DEFAULT_KAPPA",
     "KAPPA_FULL_ACTIVITY",
     "GavelPair",

@@ -59,6 +59,11 @@ __all__ = [
     "fit_kappa_profiles",
     "evaluate",
     "model_group",
+    "SCORE_BASELINES",
+    "SCORE_METRICS",
+    "check_bound",
+    "score_metrics",
+    "score",
 ]
 
 BOUNDS = (1.25, 1.5)
@@ -239,3 +244,101 @@ def evaluate(obs: Sequence[Observation], cv: str = "leave-one-model-out", *, k: 
                 1.0 + kappa * pp.gpu_activity if vv.gpu_activity > 0 else 1.0
                 for vv, pp in zip(vic, par)]
     return Evaluation(obs, cv, folds, pred)
+
+
+# ---------------------------------------------------------------------------------------------
+# Scoring a saved model on any observation file (``elastico predictor score``)
+
+#: Predictors ``score`` reports, each as ``<name>_<metric>`` (the model's without prefix).
+SCORE_BASELINES = ("constant", "analytic", "no_slowdown")
+SCORE_METRICS = ("mae", "mape", "spearman", "decision_accuracy")
+
+
+def check_bound(bound: object, field: str = "--bound") -> float:
+    """A slowdown bound ``b`` in (1, :data:`~elastico.predictor.schema.MAX_SLOWDOWN`]; a pair
+    is *safe* at ``b`` when every measured slowdown of it is <= b.  InvalidArgument else."""
+    from elastico.predictor.schema import MAX_SLOWDOWN
+
+    ok = isinstance(bound, (int, float)) and not isinstance(bound, bool) and math.isfinite(
+        bound) and 1.0 < bound <= MAX_SLOWDOWN
+    if not ok:
+        raise InvalidArgument(field, bound, f"a slowdown bound > 1 and <= {MAX_SLOWDOWN:g} "
+                              "(e.g. 1.1 or 1.5)")
+    return float(bound)
+
+
+def score_metrics(obs: Sequence[Observation], pred_a: np.ndarray, pred_b: np.ndarray,
+                  bound: float) -> dict[str, float | None]:
+    """``mae``, ``mape``, ``spearman`` over every measured slowdown (``slowdown_a`` of each
+    row, ``slowdown_b`` where measured), pooled; ``decision_accuracy``: the fraction of rows
+    whose "safe at ``bound``" (every measured slowdown <= bound) the predictions decide as
+    measured.  ``spearman`` is None when the predictions or the measurements are constant
+    (undefined).  ``pred_b[i]`` is ignored where ``slowdown_b`` is not measured."""
+    true_a = np.array([o.slowdown_a for o in obs], dtype=np.float64)
+    true_b = np.array([np.nan if o.slowdown_b is None else o.slowdown_b for o in obs])
+    pa, pb = np.asarray(pred_a, float), np.asarray(pred_b, float)
+    mb = ~np.isnan(true_b)
+    true = np.concatenate([true_a, true_b[mb]])
+    pred = np.concatenate([pa, pb[mb]])
+    err = np.abs(pred - true)
+    rho = None
+    if len(pred) >= 2 and np.ptp(pred) > 0 and np.ptp(true) > 0:
+        from scipy.stats import spearmanr
+
+        r = float(spearmanr(pred, true).statistic)
+        rho = r if math.isfinite(r) else None
+    safe_true = (true_a <= bound) & np.where(mb, true_b <= bound, True)
+    safe_pred = (pa <= bound) & np.where(mb, pb <= bound, True)
+    return {"mae": float(err.mean()), "mape": float((err / true).mean()), "spearman": rho,
+            "decision_accuracy": float((safe_true == safe_pred).mean())}
+
+
+def score(model, obs: Sequence[Observation], bound: float = 1.5) -> dict[str, object]:
+    """Scores a saved model (:class:`SlowdownPredictor`) on ``obs`` against its baselines
+    (docs/predictor.md, "Scoring"): the model as it serves (:class:`elastico.predictor.
+    learned.LearnedSlowdown`: MPS-share correction for an identity-v1 model, the activity
+    rule), ``constant_*`` (the model's own training-set mean slowdown), ``analytic_*`` (the
+    contention prior, :mod:`elastico.predictor.prior`, reading each row's MPS share and
+    activity columns) and ``no_slowdown_*`` (1.0).  Also ``n_pairs``, ``n_slowdowns``,
+    ``bound``, ``safe_fraction`` (rows safe at the bound as measured),
+    ``majority_decision_accuracy`` (always deciding the more common of safe / unsafe),
+    ``model_version`` and ``model_mean_slowdown``.  InvalidArgument for a bad bound or no
+    rows."""
+    from elastico.predictor.learned import LearnedSlowdown
+    from elastico.predictor.prior import prior_pair
+
+    bound = check_bound(bound)
+    obs = list(obs)
+    if not obs:
+        raise InvalidArgument("--data", 0, "at least one observation row")
+    learned = LearnedSlowdown([model])
+    n = len(obs)
+    pa, pb = np.empty(n), np.empty(n)
+    by_gpu: dict[str, list[int]] = {}
+    for i, o in enumerate(obs):
+        by_gpu.setdefault(o.gpu_model, []).append(i)
+    for gpu, rows in by_gpu.items():
+        sa, sb = learned.pairs([obs[i].a for i in rows], [obs[i].b for i in rows], gpu)
+        pa[rows], pb[rows] = sa, sb
+    mean = float(model.meta.get("training", {}).get("mean_slowdown", math.nan))
+    if not math.isfinite(mean):
+        raise InvalidArgument("--model", model.version, "a model file whose training record "
+                              "has mean_slowdown (retrain it)")
+    preds = {
+        "": (pa, pb),
+        "constant_": (np.full(n, mean), np.full(n, mean)),
+        "analytic_": (np.array([prior_pair(o.a, o.b) for o in obs]),
+                      np.array([prior_pair(o.b, o.a) for o in obs])),
+        "no_slowdown_": (np.ones(n), np.ones(n)),
+    }
+    out: dict[str, object] = {"model_version": model.version, "bound": bound, "n_pairs": n,
+                              "n_slowdowns": n + sum(o.slowdown_b is not None for o in obs)}
+    for prefix, (a, b) in preds.items():
+        for k, v in score_metrics(obs, a, b, bound).items():
+            out[prefix + k] = v
+    safe = np.array([o.slowdown_a <= bound and (o.slowdown_b is None or o.slowdown_b <= bound)
+                     for o in obs])
+    out["safe_fraction"] = float(safe.mean())
+    out["majority_decision_accuracy"] = float(max(safe.mean(), 1.0 - safe.mean()))
+    out["model_mean_slowdown"] = mean
+    return out

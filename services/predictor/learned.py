@@ -41,6 +41,7 @@ from elastico.predictor.profile import JobProfile
 
 __all__ = [
     "BUNDLED_MODEL",
+    "LEGACY_MODEL",
     "LearnedSlowdown",
     "MeasuredSlowdown",
     "TimeSlicedTruth",
@@ -53,8 +54,12 @@ __all__ = [
 
 _LOG = logging.getLogger(__name__)
 
-#: The bundled model file (trained on data/gavel-pair-observations/observations.csv).
-BUNDLED_MODEL = Path(__file__).resolve().parent / "models" / "gavel-lgbm.json"
+#: The bundled model file: feature set ``activity-v2`` (the contention prior corrected by
+#: LightGBM on identity-free features), trained on data/gavel-pair-observations/observations.csv.
+BUNDLED_MODEL = Path(__file__).resolve().parent / "models" / "activity-lgbm.json"
+#: The model of issue 22 (feature set ``identity-v1``, Gavel job-type features), kept for
+#: comparison (bench/predictor_loo_bench.py) and loadable with ``--model``.
+LEGACY_MODEL = Path(__file__).resolve().parent / "models" / "gavel-lgbm.json"
 _CACHE_LIMIT = 200_000
 _CACHED_BATCH = 256  # batches up to this size use the prediction cache
 
@@ -105,7 +110,11 @@ class LearnedSlowdown:
         self.predictors = list(predictors)
         self.route = route or (lambda p: 0)
         self.default_gpu = default_gpu
-        self._scale = [not pr.share_varied for pr in self.predictors]
+        # the share correction is for identity-v1 models trained without shares; an
+        # activity-v2 model's prior already reads every MPS share
+        self._scale = [not pr.share_varied
+                       and getattr(pr, "feature_set", "identity-v1") == "identity-v1"
+                       for pr in self.predictors]
         self._cache: dict[tuple[JobProfile, JobProfile, str], float] = {}
 
     @property

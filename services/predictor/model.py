@@ -31,12 +31,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from elastico.errors import InvalidArgument
-from elastico.predictor.features import (
-    CATEGORICAL_FEATURES,
-    FEATURE_NAMES,
-    FeatureBuilder,
-    family_and_batch,
-)
+from elastico.predictor import activity_features as _v2
+from elastico.predictor import features as _v1
+from elastico.predictor.features import family_and_batch
 from elastico.predictor.observations import Observation
 from elastico.predictor.profile import JobProfile
 from elastico.predictor.schema import MAX_SLOWDOWN, SCHEMA_VERSION
@@ -46,6 +43,8 @@ __all__ = [
     "FORMAT_VERSION",
     "DEFAULT_PARAMS",
     "DEFAULT_ROUNDS",
+    "FEATURE_SETS",
+    "DEFAULT_FEATURE_SET",
     "SlowdownPredictor",
     "training_samples",
     "train",
@@ -64,6 +63,22 @@ DEFAULT_PARAMS: dict[str, Any] = {
 DEFAULT_ROUNDS = 300
 _MIN_NORM = 1.0 / MAX_SLOWDOWN  # normalized-throughput floor: predicted slowdown <= 50
 
+#: Feature sets: name -> (builder class, feature names, categorical column indices).
+#: ``identity-v1`` (the model of issue 22: Gavel job-type features -- solo speed ratios per
+#: job type, the family's Amdahl fraction, model family and batch size -- target
+#: 1/slowdown) is kept so that its files load and it can be compared; ``activity-v2`` (issue
+#: 23: no identity, a correction of the contention prior, :mod:`elastico.predictor.prior`)
+#: is the default.
+FEATURE_SETS: dict[str, tuple[Any, tuple[str, ...], tuple[int, ...]]] = {
+    "identity-v1": (_v1.FeatureBuilder, _v1.FEATURE_NAMES, _v1.CATEGORICAL_FEATURES),
+    "activity-v2": (_v2.ActivityFeatureBuilder, _v2.FEATURE_NAMES, _v2.CATEGORICAL_FEATURES),
+}
+DEFAULT_FEATURE_SET = "activity-v2"
+#: The largest correction exp(f) the activity-v2 model may apply to the prior either way:
+#: 50 (= MAX_SLOWDOWN; the prior is >= 1 and the result is clipped to [1, 50] anyway) --
+#: a guard against a NaN/inf from a corrupt booster, not a tuned constant.
+_MAX_LOG_CORRECTION = float(np.log(MAX_SLOWDOWN))
+
 
 def _lgb():
     import lightgbm
@@ -79,7 +94,9 @@ class SlowdownPredictor:
     def __init__(self, booster: Any, meta: dict[str, Any]):
         self.booster = booster
         self.meta = meta
-        self.builder = FeatureBuilder(meta.get("families", ()))
+        self.feature_set = str(meta.get("feature_set", "identity-v1"))
+        self.builder = FEATURE_SETS[self.feature_set][0](meta.get("families", ()))
+        self.domain = frozenset(meta.get("domain", ()))
 
     @property
     def version(self) -> str:
@@ -98,8 +115,17 @@ class SlowdownPredictor:
         if len(victims) == 0:
             return np.ones(0)
         X = self.builder.matrix(victims, partners, gpu_models)
-        norm = self.booster.predict(X, num_threads=1)
-        return 1.0 / np.clip(norm, _MIN_NORM, 1.0)
+        raw = self.booster.predict(X, num_threads=1)
+        if self.feature_set == "identity-v1":
+            return 1.0 / np.clip(raw, _MIN_NORM, 1.0)
+        # activity-v2: prior x exp(correction), the correction only inside the training
+        # domain (docs/predictor.md, "Domain"); outside it the prior alone
+        prior = np.exp(X[:, _V2_LOG_PRIOR])
+        inside = np.fromiter((_v2.domain_key(v, p) in self.domain
+                              for v, p in zip(victims, partners)), dtype=bool, count=len(X))
+        corr = np.where(inside & np.isfinite(raw),
+                        np.clip(raw, -_MAX_LOG_CORRECTION, _MAX_LOG_CORRECTION), 0.0)
+        return np.clip(prior * np.exp(corr), 1.0, MAX_SLOWDOWN)
 
     def predict_pairs(self, a: Sequence[JobProfile], b: Sequence[JobProfile],
                       gpu_models: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -167,7 +193,11 @@ class SlowdownPredictor:
         if doc.get("schema_version") != SCHEMA_VERSION:
             raise bad(f"trained on feature schema {doc.get('schema_version')!r}; this code has "
                       f"schema {SCHEMA_VERSION}: retrain it")
-        if tuple(doc.get("feature_names", ())) != FEATURE_NAMES:
+        fset = doc.get("feature_set", "identity-v1")
+        if fset not in FEATURE_SETS:
+            raise bad(f"feature_set {fset!r}; this code has " + ", ".join(FEATURE_SETS))
+        names = FEATURE_SETS[fset][1]
+        if tuple(doc.get("feature_names", ())) != names:
             raise bad("built for another feature list: retrain it")
         booster_text = doc.get("booster")
         if not isinstance(booster_text, str) or not isinstance(doc.get("version"), str):
@@ -180,11 +210,16 @@ class SlowdownPredictor:
             booster = lgb.Booster(model_str=booster_text)
         except Exception as e:  # lightgbm raises LightGBMError (and others on garbage)
             raise bad(f"booster does not parse ({e})") from None
-        if booster.num_feature() != len(FEATURE_NAMES):
-            raise bad(f"booster has {booster.num_feature()} features, expected "
-                      f"{len(FEATURE_NAMES)}")
+        if booster.num_feature() != len(names):
+            raise bad(f"booster has {booster.num_feature()} features, expected {len(names)}")
+        dom = doc.get("domain", [])
+        if not (isinstance(dom, list) and all(isinstance(d, str) for d in dom)):
+            raise bad("domain must be a list of strings")
         meta = {k: v for k, v in doc.items() if k not in ("booster", "booster_sha256")}
         return cls(booster, meta)
+
+
+_V2_LOG_PRIOR = _v2.FEATURE_NAMES.index("pair.log_prior")
 
 
 def _family(p: JobProfile) -> str | None:
@@ -208,26 +243,40 @@ def training_samples(obs: Sequence[Observation]
 
 def train(obs: Sequence[Observation], *, params: dict[str, Any] | None = None,
           rounds: int = DEFAULT_ROUNDS, version: str | None = None,
-          training_info: dict[str, Any] | None = None) -> SlowdownPredictor:
+          training_info: dict[str, Any] | None = None,
+          feature_set: str = DEFAULT_FEATURE_SET) -> SlowdownPredictor:
     """Trains a model on ``obs`` (at least 2 samples).  ``params`` override
     :data:`DEFAULT_PARAMS`; ``rounds`` boosting rounds (>= 1); ``version`` defaults to
     ``lgbm-<first 8 hex of the booster's SHA-256>``; ``training_info`` is stored under
-    ``training`` in the file.  Raises InvalidArgument for too few samples or bad rounds."""
+    ``training`` in the file; ``feature_set`` one of :data:`FEATURE_SETS`.  Targets:
+    ``identity-v1`` 1/slowdown; ``activity-v2`` ln(slowdown / prior), L1 loss, so a
+    prediction is ``prior x exp(f)`` (docs/predictor.md, "The model").  Raises
+    InvalidArgument for too few samples, bad rounds or an unknown feature set."""
     if not isinstance(rounds, int) or isinstance(rounds, bool) or not 1 <= rounds <= 100_000:
         raise InvalidArgument("rounds", rounds, "an integer in 1..100000")
+    if feature_set not in FEATURE_SETS:
+        raise InvalidArgument("feature_set", feature_set, "one of " + ", ".join(FEATURE_SETS))
     victims, partners, gpus, y = training_samples(obs)
     if len(y) < 2:
         raise InvalidArgument("observations", len(obs), "at least one pair with two measured "
                               "slowdowns, or two pairs")
-    families = sorted({f for prof in victims for f in [_family(prof)] if f is not None})
-    builder = FeatureBuilder(families)
+    builder_cls, names, cats = FEATURE_SETS[feature_set]
+    families = (sorted({f for prof in victims for f in [_family(prof)] if f is not None})
+                if feature_set == "identity-v1" else [])
+    builder = builder_cls(families)
     X = builder.matrix(victims, partners, gpus)
+    domain: list[str] = []
+    if feature_set == "identity-v1":
+        label = 1.0 / y
+    else:
+        label = np.log(y) - X[:, _V2_LOG_PRIOR]
+        domain = sorted({_v2.domain_key(v, p) for v, p in zip(victims, partners)})
     prm = {**DEFAULT_PARAMS, **(params or {})}
     # tiny data sets (tests, a first few reports) need leaves that small data can fill
     prm["min_data_in_leaf"] = int(min(prm["min_data_in_leaf"], max(1, len(y) // 4)))
     lgb = _lgb()
-    ds = lgb.Dataset(X, label=1.0 / y, feature_name=[n.replace(".", "__") for n in FEATURE_NAMES],
-                     categorical_feature=list(CATEGORICAL_FEATURES), free_raw_data=True,
+    ds = lgb.Dataset(X, label=label, feature_name=[n.replace(".", "__") for n in names],
+                     categorical_feature=list(cats), free_raw_data=True,
                      params={"verbose": -1, "min_data_in_bin": 1})
     booster = lgb.train(prm, ds, num_boost_round=rounds)
     text = booster.model_to_string()
@@ -236,7 +285,8 @@ def train(obs: Sequence[Observation], *, params: dict[str, Any] | None = None,
         "format": MODEL_FORMAT, "format_version": FORMAT_VERSION,
         "schema_version": SCHEMA_VERSION,
         "version": version or "lgbm-" + hashlib.sha256(text.encode()).hexdigest()[:8],
-        "feature_names": list(FEATURE_NAMES), "families": families,
+        "feature_set": feature_set, "feature_names": list(names), "families": families,
+        "domain": domain,
         "share_varied": share_varied, "params": prm, "rounds": rounds,
         "training": {"observations": len(obs), "samples": int(len(y)),
                      "mean_slowdown": float(np.mean(y)), **(training_info or {})},

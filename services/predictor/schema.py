@@ -49,9 +49,10 @@ KINDS = ("training", "inference", "service")
 #: Arithmetic precision of the job's kernels: fp32, automatic mixed precision (fp16 with fp32
 #: master weights), bf16.
 PRECISIONS = ("fp32", "amp", "bf16")
-#: How the GPU is shared: CUDA MPS (concurrent kernels, optional per-client SM limit) or the
-#: driver's default time-slicing (one context at a time).
-SHARING = ("mps", "timeslice")
+#: How the GPU is shared: CUDA MPS (concurrent kernels, optional per-client SM limit), the
+#: driver's default time-slicing (one context at a time) or MIG (each job on its own instance:
+#: disjoint SMs, L2 and memory; the contention prior gives it no interference).
+SHARING = ("mps", "timeslice", "mig")
 
 
 #: Largest per-GPU batch size accepted (samples/step): 2^20.  Published training and offline
@@ -95,7 +96,7 @@ JOB_FIELDS: tuple[JobField, ...] = (
              maximum=MAX_BATCH_SIZE),
     JobField("precision", "choice", "-", "fp32, amp (fp16 mixed) or bf16",
              "the job's spec", PRECISIONS),
-    JobField("sharing", "choice", "-", "mps or timeslice", "the placement", SHARING),
+    JobField("sharing", "choice", "-", "mps, timeslice or mig", "the placement", SHARING),
     JobField("mps_share", "share", "fraction of SMs",
              "MPS active thread percentage / 100; missing = no limit",
              "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE of the client"),

@@ -25,8 +25,9 @@ tests/test_layers.py.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
-from typing import Any
+from typing import Any, Callable
 
 import grpc
 
@@ -200,3 +201,35 @@ def build_server(address: str = "127.0.0.1:0", *, core: PredictorCore | None = N
                      thread_name="elastico-predictor", max_workers=max_workers,
                      max_concurrent_rpcs=max_concurrent_rpcs, max_message_bytes=MAX_MESSAGE_BYTES,
                      credentials=credentials, metrics=metrics, tracer=tracer)
+
+
+def start_refit_loop(core: PredictorCore, schedule: Any, period_s: float,
+                     clock: Callable[[], float] | None = None) -> threading.Event:
+    """Runs :func:`elastico.predictor.service.refit_if_due` every ``period_s`` seconds in a
+    daemon thread (docs/predictor.md, "Online refit"); returns the Event that stops it.
+    ``schedule``: a :class:`~elastico.predictor.service.RefitSchedule`; ``clock``: monotonic
+    seconds (default :func:`time.monotonic`).  A refit that fails or is refused is logged by
+    ``refit_if_due``; the serving model keeps serving."""
+    import logging
+    import time
+
+    from elastico.predictor.service import refit_if_due
+
+    clock = clock or time.monotonic
+    stop = threading.Event()
+    log = logging.getLogger(__name__)
+
+    def loop() -> None:
+        while not stop.wait(period_s):
+            try:
+                rep = refit_if_due(core, schedule, clock())
+            except Exception:  # noqa: BLE001 -- a refit bug must not kill the server
+                log.exception("refit failed; still serving %s", core.version)
+                continue
+            if rep is not None:
+                log.info("refit %s: serving %s (%s)", rep.get("status"), core.version,
+                         rep.get("reason", ""))
+
+    threading.Thread(target=loop, daemon=True, name="elastico-predictor-refit").start()
+    return stop
+

@@ -19,10 +19,13 @@ and raises the refusal to its caller.
 Retraining (:func:`retrain`): the reported observations not yet in the serving model's
 training data are the *new* rows.  The serving model is scored on them (it never saw them);
 the candidate recipe -- the base data plus every reported row -- is scored on them by k-fold
-(each fold of new rows predicted by a model trained on the base data, the older reported rows
-and the other new folds).  The candidate, trained on all of it, is promoted (written under
-``models/`` and made CURRENT) only if its MAE on the new rows is no worse; otherwise the old
-model stays.
+over a *shuffled* (seeded by the data's digest) split of the new rows (each fold of new rows
+predicted by a model trained on the base data, the older reported rows and the other new
+folds), so both are scored on the same held-out rows.  The candidate, trained on all of it, is
+promoted (written under ``models/`` and made CURRENT) only if its MAE on the new rows is no
+worse *and* its file loads back and predicts finite slowdowns in [1, 50]; otherwise the old
+model stays.  :class:`RefitSchedule` and :func:`refit_if_due` run this online: when enough
+new rows have arrived and enough time has passed (the caller's clock).
 
 Who calls it: the gRPC adapter (:mod:`elastico.predictor.server`) and the CLI.  Whom it calls:
 :mod:`elastico.predictor.model`, :mod:`elastico.predictor.learned`, the file system; no clock.
@@ -57,7 +60,9 @@ from elastico.predictor.profile import JobProfile
 from elastico.predictor.profiles import ProfileStore
 from elastico.predictor.schema import check_gpu_model
 
-__all__ = ["ModelStore", "PredictorCore", "retrain", "MAX_PAIRS"]
+__all__ = ["ModelStore", "PredictorCore", "retrain", "RefitSchedule", "refit_if_due",
+           "held_out_folds",
+           "MAX_PAIRS"]
 
 _LOG = logging.getLogger(__name__)
 #: Most pairs one PredictSlowdown call may ask for (and observations one report may carry).
@@ -326,25 +331,113 @@ def retrain(store: ModelStore, base: Sequence[Observation] | None = None, *,
                 "reason": "no reported observations beyond those the serving model has"}
     pa, pb = current.predict_observations(new)
     old_mae = _mae(new, pa, pb)
-    kk = max(1, min(k, len(new)))
+    digest = hashlib.sha256("".join(",".join(observation_cells(o)) for o in reported)
+                            .encode()).hexdigest()
+    # held-out check on a *shuffled* split of the new rows (reports arrive grouped -- by node,
+    # by job -- so file order would hold out whole groups at the end); seeded by the data, so
+    # the same store gives the same decision
+    folds = held_out_folds(len(new), k, digest)
+    kk = len(folds)
     cand_a, cand_b = np.full(len(new), np.nan), np.full(len(new), np.nan)
-    for test in np.array_split(np.arange(len(new)), kk):
+    for test in folds:
         keep = np.setdiff1d(np.arange(len(new)), test)
         m = train_fn(base + reported[:used] + [new[i] for i in keep])
         sa, sb = m.predict_observations([new[i] for i in test])
         cand_a[test] = sa
         cand_b[test] = sb
     new_mae = _mae(new, cand_a, cand_b)
-    digest = hashlib.sha256("".join(",".join(observation_cells(o)) for o in reported)
-                            .encode()).hexdigest()
     candidate = train_fn(base + reported, training_info={
         "base": base_name, "base_rows": len(base), "reported_rows": len(reported),
         "reported_sha256": digest})
     candidate.meta["version"] = f"v{store.next_number():04d}-{candidate.version}"
-    out.update(old_mae=old_mae, new_mae=new_mae, new_version=candidate.version)
-    if new_mae <= old_mae + 1e-12:
-        path = store.install(candidate)
-        return {**out, "status": "promoted", "model_file": str(path)}
-    return {**out, "status": "kept",
-            "reason": f"candidate MAE {new_mae:.4f} > serving model's {old_mae:.4f} on the "
-                      f"{len(new)} new row(s)"}
+    out.update(old_mae=old_mae, new_mae=new_mae, new_version=candidate.version,
+               held_out_rows=len(new), folds=kk)
+    if not (np.isfinite(new_mae) and new_mae <= old_mae + 1e-12):
+        return {**out, "status": "kept",
+                "reason": f"candidate MAE {new_mae:.4f} > serving model's {old_mae:.4f} on "
+                          f"the same {len(new)} held-out new row(s)"}
+    why = _unusable(candidate, new)
+    if why:
+        return {**out, "status": "kept", "reason": f"candidate refused: {why}"}
+    path = store.install(candidate)
+    return {**out, "status": "promoted", "model_file": str(path)}
+
+
+def held_out_folds(n: int, k: int, seed_hex: str) -> list[np.ndarray]:
+    """The held-out folds of :func:`retrain`: rows ``0..n-1`` shuffled by a generator seeded
+    with the first 16 hex digits of ``seed_hex`` (the reported data's SHA-256), dealt into
+    ``min(k, n)`` (at least 1) folds; each row in exactly one fold."""
+    kk = max(1, min(k, n))
+    perm = np.random.default_rng(int(seed_hex[:16], 16)).permutation(n)
+    return [np.sort(f) for f in np.array_split(perm, kk)]
+
+
+def _unusable(candidate: SlowdownPredictor, rows: Sequence[Observation]) -> str:
+    """Why ``candidate`` must not serve ('' if it may): its file must load back (checksum,
+    booster, feature list) and predict finite slowdowns in [1, 50] on ``rows``."""
+    try:
+        again = SlowdownPredictor.from_json(candidate.to_json(), "candidate")
+        sa, sb = again.predict_observations(rows)
+    except (InvalidArgument, ValueError) as e:
+        return str(e)
+    s = np.concatenate([sa, sb])
+    if not (np.all(np.isfinite(s)) and np.all((s >= 1.0) & (s <= 50.0))):
+        return "predictions outside [1, 50] or not finite"
+    return ""
+
+
+class RefitSchedule:
+    """When the service refits (docs/predictor.md, "Online refit"): at least
+    ``min_new_rows`` reported rows the serving model has not seen, and at least
+    ``min_interval_s`` seconds since the last attempt.  Pure: the caller passes the time
+    (``now``, any monotonic seconds).  InvalidArgument for a negative or non-integer rows
+    count or a negative interval."""
+
+    def __init__(self, min_new_rows: int = 20, min_interval_s: float = 600.0):
+        if not isinstance(min_new_rows, int) or isinstance(min_new_rows, bool) or min_new_rows < 1:
+            raise InvalidArgument("min_new_rows", min_new_rows, "an integer >= 1")
+        if not (isinstance(min_interval_s, (int, float)) and min_interval_s >= 0
+                and np.isfinite(min_interval_s)):
+            raise InvalidArgument("min_interval_s", min_interval_s, "finite seconds >= 0")
+        self.min_new_rows = min_new_rows
+        self.min_interval_s = float(min_interval_s)
+        self.last: float | None = None
+
+    def due(self, now: float, new_rows: int) -> bool:
+        """Is a refit due at ``now`` with ``new_rows`` unseen rows?"""
+        if new_rows < self.min_new_rows:
+            return False
+        return self.last is None or now - self.last >= self.min_interval_s
+
+
+def refit_if_due(core: "PredictorCore", schedule: RefitSchedule, now: float,
+                 base: Sequence[Observation] | None = None,
+                 **kw: Any) -> dict[str, Any] | None:
+    """One tick of the online refit: when ``schedule`` says a refit is due (new rows =
+    reported rows beyond the serving model's ``training.reported_rows``), runs
+    :func:`retrain` on the core's store and makes the core serve the result (a promoted
+    model through CURRENT; a kept one changes nothing).  Returns retrain's report, or
+    None when not due or the core has no store.  Errors (a refused CURRENT, a bad file)
+    are logged and returned as ``{"status": "error", ...}``: the serving model keeps
+    serving."""
+    store = core.store
+    if store is None:
+        return None
+    try:
+        current = store.load_current()
+    except InvalidArgument as e:
+        _LOG.error("refit skipped: %s", e)
+        return {"status": "error", "reason": str(e)}
+    used = 0 if current is None else int(current.meta.get("training", {})
+                                           .get("reported_rows", 0))
+    new_rows = (store._count() if store.reported_file.exists() else 0) - used
+    if not schedule.due(now, new_rows):
+        return None
+    schedule.last = now
+    try:
+        rep = retrain(store, base, **kw)
+    except InvalidArgument as e:
+        _LOG.error("refit failed, still serving %s: %s", core.version, e)
+        return {"status": "error", "reason": str(e)}
+    core.refresh()
+    return rep

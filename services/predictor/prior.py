@@ -1,0 +1,201 @@
+"""The contention prior: a co-location slowdown from the two jobs' solo activity alone
+(docs/predictor.md, "The contention prior").  It serves before any pair is observed; the
+learned model (:mod:`elastico.predictor.model`, feature set ``activity-v2``) only corrects it.
+
+Nothing here is fitted: every quantity is a measured counter of a solo profile or a share the
+placement sets, and the formulas are the roofline argument below.  No constant was chosen on
+any slowdown measurement.
+
+**One job's activity** (:func:`solo_activity`), from its solo profile on the pair's GPU:
+
+* ``u`` -- busy fraction: the share of the job's step during which its kernels hold the GPU.
+  The measured ``sm_activity`` (DCGM ``SM_ACTIVE``) when the profile has it (source
+  ``measured``).  Else the Amdahl parallel fraction ``p`` of the job's model family from the
+  throughput model's MISO fit (:meth:`elastico.perf.throughput.ThroughputModel.
+  parallel_fraction`; a job alone on a whole GPU at normalized speed 1 spends ``p`` of its step
+  on the GPU) -- how Gavel's pairs, which carry no counters, get one (source ``catalogue``;
+  data/gavel-pair-observations/PROVENANCE.md).  (Inverting Amdahl's law on each Gavel job
+  type's K80 -> V100 solo speedup was tried instead: most types speed up by more than the
+  FP32 peak ratio, so nearly all read as busy 100 %, and the Recommendation types run slower
+  on the V100 -- the rule cannot read Gavel's solo numbers.)  Else 1.0, busy all the time (source
+  ``default``: the worst case, so an unprofiled job is never taken for a light one).
+  LIMITATION: ``SM_ACTIVE`` counts (SMs held x time), so a narrow kernel that holds few SMs
+  for long reads low although it holds the GPU's time slice all along; with time-slicing the
+  prior then under-states the wait.  A profile's GPU utilisation (DCGM ``GPU_UTIL``) would be
+  the right busy time; the schema has no field for it.
+* ``w`` -- width: the fraction of the SMs the job may use, its MPS active thread percentage
+  / 100 (``mps_share``), 1.0 without a limit (NVIDIA MPS documentation,
+  "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": a client's kernels run on at most that share of SMs).
+* ``i`` -- DRAM intensity: the fraction of the memory bandwidth the job uses *while busy*,
+  ``min(1, dram_activity / u)`` (DCGM ``DRAM_ACTIVE`` is a time average over the whole step,
+  the busy phases carry all of it).  1.0 when ``dram_activity`` is not measured (the worst
+  case: then an MPS share gives no relief on memory bandwidth).
+
+**A pair** (:func:`prior_slowdowns`): slowdown of the *victim* ``a`` next to the *partner*
+``b``.  Their busy phases fall at independent times (no common clock; the same assumption as
+:func:`elastico.perf.activity.combine`), so ``b`` is busy during a fraction ``u_b`` of
+``a``'s busy time.  ``a``'s step is ``(1 - u_a)`` off the GPU, untouched by the partner, plus
+``u_a`` on it, stretched while both are busy:
+
+* **MIG** (either side ``sharing == "mig"``): 1.  Instances own disjoint SMs, L2 slices and
+  memory controllers (NVIDIA MIG user guide, "Introduction"); the prior ignores what MIG does
+  not isolate (PCIe, power).
+* **Time-slicing** (either side ``"timeslice"``; the driver's default, one context at a time):
+  the contexts take turns, so each unit of ``a``'s GPU work waits for ``b``'s work that falls
+  in it: ``s_a = 1 + u_a * u_b``.  Two jobs busy all the time get 2 each, the round-robin
+  share (Gavel, Narayanan et al. OSDI'20, 4.1: time-sliced jobs each get their turn of the
+  GPU; NVIDIA k8s-device-plugin time-slicing: "no memory or fault isolation", contexts
+  interleaved).
+* **MPS** (``"mps"`` or not given): kernels of both clients run at once on the SMs and share
+  the memory bandwidth.  While both are busy the demand on the SMs is ``w_a + w_b`` and on
+  DRAM bandwidth ``i_a + i_b`` (fractions of what the GPU has); a resource demanded beyond 1
+  is shared, so the overlapping busy time runs ``D = max(1, w_a + w_b, i_a + i_b)`` times
+  slower -- the roofline bound (Williams, Waterman, Patterson, CACM 2009: a kernel runs at the
+  lower of its compute and bandwidth ceilings, here the share of each ceiling left to it;
+  MISO, Li et al. SoCC'22, and Gavel measure MPS co-location slowdowns of this order):
+  ``s_a = 1 + u_a * u_b * (D - 1)``.  Without shares ``D = 2`` and this equals time-slicing;
+  with shares that fit (``w_a + w_b <= 1``) only memory bandwidth contends.
+* A job with ``u == 0`` (never on the GPU) is neither slowed nor slowing: ``s = 1``.
+
+So the prior lies in [1, 2] for a pair; on one GPU the extra slowdowns add up
+(:func:`elastico.predictor.analytic.compose_additive`, the project's composition rule).
+What it leaves out -- L2 cache thrashing, context-switch cost, launch queueing, memory
+capacity -- is what the learned correction is for.  The GPU's specs do not enter: every
+counter is a fraction of the same GPU's capacity (the profile is taken on the pair's GPU
+model).
+
+Who calls it: :mod:`elastico.predictor.activity_features` (the prior is the learned model's
+base), the ``analytic`` baseline of ``elastico predictor score``, bench/predictor_loo_bench.py.
+Whom it calls: numpy, the throughput model's Amdahl fractions.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Sequence
+
+import numpy as np
+
+from elastico.predictor.analytic import compose_additive
+from elastico.predictor.profile import JobProfile
+
+__all__ = [
+    "ACTIVITY_SOURCES",
+    "MECHANISMS",
+    "Activity",
+    "solo_activity",
+    "mechanism",
+    "prior_slowdowns",
+    "prior_pair",
+    "ContentionPrior",
+]
+
+#: Where a job's busy fraction ``u`` came from (:func:`solo_activity`).
+ACTIVITY_SOURCES = ("measured", "catalogue", "default")
+#: Sharing mechanisms of a pair, as :func:`mechanism` names them.
+MECHANISMS = ("mps", "timeslice", "mig")
+
+
+@dataclass(frozen=True)
+class Activity:
+    """A job's solo activity as the prior reads it (module docstring): ``u`` busy fraction,
+    ``w`` SM width (MPS share), ``i`` DRAM intensity while busy, all in [0, 1];
+    ``source`` one of :data:`ACTIVITY_SOURCES`."""
+
+    u: float
+    w: float
+    i: float
+    source: str
+
+
+@lru_cache(maxsize=1)
+def _parallel() -> dict[str, float]:
+    from elastico.perf.throughput import GAVEL_TO_MISO, ThroughputModel
+
+    tm = ThroughputModel.bundled()
+    out = {fam: tm.parallel[miso] for fam, miso in GAVEL_TO_MISO.items()}
+    out.update(tm.parallel)
+    return out
+
+
+def _family(p: JobProfile) -> str | None:
+    if p.model_family is not None:
+        return p.model_family
+    from elastico.predictor.features import family_and_batch
+
+    return family_and_batch(p.job_type)[0]
+
+
+@lru_cache(maxsize=65536)
+def solo_activity(p: JobProfile) -> Activity:
+    """The job's :class:`Activity` (module docstring: measured counters first, then the
+    catalogue's Amdahl fraction for a job without counters, then the worst case)."""
+    w = 1.0 if p.mps_share is None else float(p.mps_share)
+    if p.sm_activity is not None:
+        u, src = float(p.sm_activity), "measured"
+    else:
+        fam = _family(p)
+        u = _parallel().get(fam) if fam is not None else None
+        u, src = (float(u), "catalogue") if u is not None else (1.0, "default")
+    if p.dram_activity is None:
+        i = 1.0
+    elif u > 0.0:
+        i = min(1.0, float(p.dram_activity) / u)
+    else:
+        i = 0.0
+    return Activity(u, w, i, src)
+
+
+def mechanism(a: JobProfile, b: JobProfile) -> str:
+    """The pair's sharing mechanism: ``mig`` if either side says MIG, else ``timeslice`` if
+    either says time-slicing, else ``mps`` (the default of Gavel's runtime and of the
+    project's co-location; docs/model.md, "Sharing mechanisms")."""
+    s = (a.sharing, b.sharing)
+    if "mig" in s:
+        return "mig"
+    if "timeslice" in s:
+        return "timeslice"
+    return "mps"
+
+
+def prior_slowdowns(victims: Sequence[JobProfile], partners: Sequence[JobProfile]
+                    ) -> np.ndarray:
+    """The prior's slowdown of ``victims[k]`` next to ``partners[k]``, shape ``(n,)``, each
+    in [1, 2] (module docstring)."""
+    n = len(victims)
+    if len(partners) != n:
+        raise ValueError("victims and partners must have the same length")
+    out = np.ones(n)
+    for k in range(n):
+        out[k] = prior_pair(victims[k], partners[k])
+    return out
+
+
+def prior_pair(a: JobProfile, b: JobProfile) -> float:
+    """Slowdown of ``a`` next to ``b`` by the prior (module docstring), in [1, 2]."""
+    mech = mechanism(a, b)
+    if mech == "mig":
+        return 1.0
+    xa, xb = solo_activity(a), solo_activity(b)
+    if xa.u <= 0.0 or xb.u <= 0.0:
+        return 1.0
+    if mech == "timeslice":
+        return 1.0 + xa.u * xb.u
+    d = max(1.0, xa.w + xb.w, xa.i + xb.i)
+    s = 1.0 + xa.u * xb.u * (d - 1.0)
+    return s if math.isfinite(s) else 1.0
+
+
+class ContentionPrior:
+    """:class:`~elastico.predictor.analytic.SlowdownModel` of the prior alone (the
+    ``analytic`` baseline of ``predictor score`` and the model's base)."""
+
+    version = "contention-prior-1"
+
+    def pair_slowdown(self, a: JobProfile, b: JobProfile) -> float:
+        return prior_pair(a, b)
+
+    def gpu_slowdowns(self, residents: Sequence[JobProfile]) -> np.ndarray:
+        return compose_additive(self, residents)
