@@ -113,6 +113,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sweep-gpus", default=DEFAULT_SWEEP_GPUS, metavar="N,N",
                    help="cluster sizes of the load sweep, each also in --gpus (default: "
                         "the smallest of --gpus)")
+    p.add_argument("--workload", default="openb", metavar="{openb,llm-mix}",
+                   help="openb: the Alibaba trace's pods; llm-mix: training jobs (the trace's "
+                        "batch pods as measured families, LLM fine-tuning) and bursty offline "
+                        "LLM inference jobs, continuous arrivals only (docs/model.md, \"The "
+                        "llm-mix workload\") (default: %(default)s)")
+    p.add_argument("--inference-share", type=float, default=None, metavar="S",
+                   help="llm-mix: share of the offered demand that is offline LLM inference, "
+                        "in [0, 1]; the sensitivity sweep runs 0.2, 0.4, 0.6 (default: 0.4)")
     p.add_argument("--llm-jobs", default=None, metavar="FILE|demo",
                    help="also replay offline LLM inference jobs from a jobs file, or demo "
                         "(as simulate's --llm-jobs); each run's results.json entry lists them "
@@ -242,12 +250,24 @@ def parse(args: argparse.Namespace):
 
     contention = getattr(args, "contention", "default")
     contention_params(contention)  # refused (field, value, allowed) before any run
+    from elastico.sim.llm_mix import (DEFAULT_INFERENCE_SHARE, LLM_MIX, check_inference_share,
+                                      check_workload)
+
+    wkl = check_workload(getattr(args, "workload", "openb"), "--workload")
+    share = getattr(args, "inference_share", None)
+    if share is not None and wkl != LLM_MIX:
+        raise InvalidArgument("--inference-share", share, "only with --workload llm-mix")
+    share = DEFAULT_INFERENCE_SHARE if share is None else check_inference_share(
+        share, "--inference-share")
+    if wkl == LLM_MIX and arrivals != "continuous":
+        raise InvalidArgument("--arrivals", arrivals, "continuous with --workload llm-mix (its "
+                                                      "jobs arrive over a window)")
     settings = Settings(jobs_per_gpu=args.jobs_per_gpu, load=load,
                         restart_s=args.restart_s, utility=args.utility, arrivals=arrivals,
                         window_quantile=quantile, gpu_speed=args.gpu_speed_sensitivity,
                         remaining_estimate=args.remaining_estimate, llm_jobs=llm_jobs,
                         undisclosed_speed=float(u),
-                        contention=contention)
+                        contention=contention, workload=wkl, inference_share=share)
     if args.load is not None and arrivals == "trace":
         _check_load(specs, gpus, seeds, settings)
     return specs, gpus, policies, seeds, settings, args.jobs or os.cpu_count() or 1
@@ -373,6 +393,8 @@ def run(args: argparse.Namespace) -> int:
         wall = time.perf_counter() - t0
         meta = {"settings": {
             # as --clusters takes them (a definition's own name, e.g. a100h100, labels its rows)
+            **({"workload": f"llm-mix (inference share {settings.inference_share:g})"}
+               if settings.workload == "llm-mix" else {}),
             "clusters": ", ".join(_names("--clusters", args.clusters)),
             "GPUs": ", ".join(map(str, gpus)),
             "seeds": ", ".join(map(str, seeds)),

@@ -116,9 +116,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                         f"{', '.join(sorted(POLICIES))} (default: exclusive and elastico); "
                         f"inflation: {', '.join(INFLATION_POLICIES)} (default: all)")
     p.add_argument("--workload", default=None, metavar="NAME",
-                   help="inflation mode only: the openb pod list openb_pod_list_NAME.csv "
-                        "(e.g. default, cpu050, gpushare40, gpuspec10, multigpu20; "
-                        "--trace overrides it) (default: default)")
+                   help="replay: openb (the trace's pods) or llm-mix (training jobs and bursty "
+                        "offline LLM inference, continuous arrivals; docs/model.md, \"The "
+                        "llm-mix workload\") (default: openb); inflation: the openb pod list "
+                        "openb_pod_list_NAME.csv (e.g. default, cpu050, gpushare40, gpuspec10, "
+                        "multigpu20; --trace overrides it) (default: default)")
+    p.add_argument("--inference-share", type=float, default=None, metavar="S",
+                   help="--workload llm-mix: share of the offered demand that is offline LLM "
+                        "inference, in [0, 1] (default: 0.4)")
     p.add_argument("--seed", type=int, default=None,
                    help="seed for pod sampling and job types (replay, default 0) or for the "
                         "inflation workload's shuffle and copies (inflation, default 42)")
@@ -287,6 +292,7 @@ def _check(args: argparse.Namespace) -> None:
 def _check_mode_flags(args: argparse.Namespace) -> None:
     """Refuse a flag of the other mode that the user set (argparse defaults are None so that
     "set" is visible), then fill in the defaults."""
+    args._arrivals_given = getattr(args, "arrivals", None) is not None
     if args.mode == "inflation":
         for dest, flag, _ in _REPLAY_ONLY:
             if getattr(args, dest, None) is not None:
@@ -295,8 +301,25 @@ def _check_mode_flags(args: argparse.Namespace) -> None:
                                       "whole trace cluster (--nodes) with every pod")
         args.workload = args.workload if args.workload is not None else "default"
     elif args.workload is not None:
-        raise InvalidArgument("--workload", args.workload,
-                              "only in --mode inflation; in --mode replay give --trace CSV")
+        from elastico.sim.llm_mix import WORKLOADS
+
+        if args.workload not in WORKLOADS:
+            raise InvalidArgument("--workload", args.workload,
+                                  "one of " + ", ".join(WORKLOADS) + " in --mode replay (pod-list "
+                                  "names such as cpu050 only in --mode inflation; in --mode "
+                                  "replay give --trace CSV)")
+    if args.mode != "inflation":
+        args.workload = args.workload or "openb"
+        share = getattr(args, "inference_share", None)
+        if share is not None and args.workload != "llm-mix":
+            raise InvalidArgument("--inference-share", share, "only with --workload llm-mix")
+        if share is not None:
+            from elastico.sim.llm_mix import check_inference_share
+
+            check_inference_share(share, "--inference-share")
+    elif getattr(args, "inference_share", None) is not None:
+        raise InvalidArgument("--inference-share", args.inference_share,
+                              "only in --mode replay with --workload llm-mix")
     for dest, _, default in _REPLAY_ONLY:
         if getattr(args, dest, None) is None and default is not None:
             setattr(args, dest, default)
@@ -362,8 +385,28 @@ def run(args: argparse.Namespace) -> int:
             raise InvalidArgument("--jobs", args.jobs, "not with --arrivals continuous (the "
                                                        "load sets the arrival rate)")
         n_jobs = None
+    if args.workload == "llm-mix":
+        if args.arrivals == "trace" and getattr(args, "_arrivals_given", False):
+            raise InvalidArgument("--arrivals", "trace", "continuous with --workload llm-mix "
+                                                         "(its jobs arrive over a window)")
+        if args.jobs is not None:
+            raise InvalidArgument("--jobs", args.jobs, "not with --workload llm-mix (the load "
+                                                       "sets the arrival rates)")
+        if args.via_grpc is not None:
+            raise InvalidArgument("--workload", "llm-mix", "not with --via-grpc (the placer "
+                                  "service's RunRound carries no LLM job)")
+        args.arrivals = "continuous"
+        n_jobs = None
     try:
-        if args.arrivals == "continuous":
+        if args.workload == "llm-mix":
+            from elastico.sim.llm_mix import DEFAULT_INFERENCE_SHARE, build_llm_mix_workload
+
+            share = args.inference_share
+            wl = build_llm_mix_workload(
+                pods, nodes, seed=args.seed, load=1.0 if args.load is None else args.load,
+                inference_share=DEFAULT_INFERENCE_SHARE if share is None else share,
+                model=model, window=workload.default_window(pods, 0.9))
+        elif args.arrivals == "continuous":
             wl = workload.build_continuous_workload(
                 pods, nodes, seed=args.seed, load=1.0 if args.load is None else args.load,
                 model=model, window=workload.default_window(pods, 0.9))
@@ -409,6 +452,11 @@ def run(args: argparse.Namespace) -> int:
           f"({', '.join(f'{m} {c}' for m, c in _model_mix(nodes))}); "
           f"workload: {count_of(len(wl.jobs), 'job')} ({_kind_mix(wl.jobs)}), "
           f"load {load}, seed {args.seed}", file=sys.stderr)
+    if args.workload == "llm-mix":
+        print("llm-mix: " + ", ".join(f"{k} {v} jobs ({wl.mix_demand[k]:.3f} of the cluster "
+                                      "in the window)" for k, v in wl.mix.items())
+              + f"; inference share {wl.inference_share:g}; reference GPUs "
+              + ", ".join(f"{k} {v}" for k, v in wl.reference_gpus.items()), file=sys.stderr)
     if llm:
         from elastico.sim.llm_workload import describe
 
@@ -476,7 +524,8 @@ def _replay(args, policies, nodes, model, wl, slowdown, truth, tracer, via) -> l
                            llm_load_gbps=args.llm_load_gbps)
         finally:
             bar.close()
-        runs.append({"policy": name, "gpus": args.gpus, "seed": args.seed,
+        runs.append({"workload": args.workload, "policy": name, "gpus": args.gpus,
+                     "seed": args.seed,
                      "load": wl.offered_load, "jobs": len(wl.jobs),
                      "remaining_estimate": args.remaining_estimate, **res.metrics})
         llm = llm_records(res.records)

@@ -71,6 +71,11 @@ class Settings:
     llm_jobs: str | None = None
     undisclosed_speed: float = 1.0
     contention: str = "default"
+    #: ``openb`` (the trace's pods, as above) or ``llm-mix`` (training and bursty offline LLM
+    #: inference, :mod:`elastico.sim.llm_mix`; continuous arrivals only, ``inference_share``
+    #: of the offered demand is inference; docs/model.md, "The llm-mix workload")
+    workload: str = "openb"
+    inference_share: float = 0.4
 
 
 @dataclass(frozen=True)
@@ -158,6 +163,14 @@ def _workload(spec: ClusterSpec, gpus: int, seed: int, settings: Settings):
 
     nodes_all, pods, model, _, _ = _inputs()
     nodes = spec.nodes(gpus, nodes_all)
+    if settings.workload == "llm-mix":
+        from elastico.sim.llm_mix import build_llm_mix_workload
+
+        window = workload.default_window(pods, settings.window_quantile)
+        wl = build_llm_mix_workload(
+            pods, nodes, seed=seed, load=1.0 if settings.load is None else settings.load,
+            inference_share=settings.inference_share, model=model, window=window)
+        return nodes, _with_llm(wl, settings)
     if settings.arrivals == "continuous":
         window = workload.default_window(pods, settings.window_quantile)
         wl = workload.build_continuous_workload(
@@ -225,7 +238,7 @@ def run_one(task: Task) -> RunOutput:
                    horizon_s=None if win is None else win.horizon)
     from elastico.sim.simulator import backlog_bounded
 
-    run = {"cluster": task.cluster, "gpus": task.gpus, "policy": task.policy, "seed": task.seed,
+    run = {"workload": task.settings.workload, "cluster": task.cluster, "gpus": task.gpus, "policy": task.policy, "seed": task.seed,
            "load": wl.offered_load, "load_target": task.settings.load,
            "arrivals": task.settings.arrivals, "jobs": len(wl.jobs), "kinds": dict(wl.kinds),
            "window": None if win is None else {"warmup_s": win.warmup_s,
@@ -245,12 +258,18 @@ def run_one(task: Task) -> RunOutput:
            "remaining_estimate": task.settings.remaining_estimate,
            "gpu_utilization_ceiling": _ceiling(task.spec, task.gpus, task.seed, task.settings),
            "wall_s": round(time.perf_counter() - t0, 2)}
+    if task.settings.workload == "llm-mix":  # the composition (docs/model.md, "The llm-mix
+        run["inference_share"] = task.settings.inference_share  # workload")
+        run["mix"] = dict(wl.mix)
+        run["mix_demand"] = dict(wl.mix_demand)
     llm = [{"job": r.job_id, "kind": r.kind, "status": r.status, "tokens": r.tokens,
             "tokens_done": r.tokens_done,
             "config": r.config, "startup_s": r.startup_s, "restarts": r.restarts,
             "jct_s": (r.finish_s - r.arrival_s) if r.finish_s is not None else None}
            for r in res.records if r.tokens > 0]
-    if llm:  # LLM inference and training jobs (Settings.llm_jobs): tokens, configuration, JCT
+    # LLM inference and training jobs of a jobs file (Settings.llm_jobs): tokens, configuration,
+    # JCT (not the llm-mix workload's hundreds: its counts are under mix)
+    if llm and task.settings.llm_jobs is not None:
         run["llm_jobs"] = llm
     lo = 0.0 if win is None else win.lo
     hi = math.inf if win is None else win.hi
