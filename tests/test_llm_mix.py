@@ -218,6 +218,22 @@ def test_the_trace_mix_has_no_llm_training_and_moves_that_demand():
     assert wl.reference_gpus["inference"] in {n.gpu_model for n in nodes}
 
 
+def test_a_cluster_no_llm_fits_is_refused_naming_its_gpus():
+    from elastico import trace
+    from elastico.perf.throughput import ThroughputModel
+    from elastico.sim.clusters import load_cluster
+
+    nodes = load_cluster("trace").nodes(8, trace.read_nodes())  # one G2 node
+    with pytest.raises(InvalidArgument) as e:
+        M.build_llm_mix_workload(trace.read_pods(), nodes, seed=0, load=0.5,
+                                 model=ThroughputModel.bundled(), window=_window())
+    assert e.value.field == "nodes" and e.value.value == "G2"
+    wl = M.build_llm_mix_workload(trace.read_pods(), nodes, seed=0, load=0.5,
+                                  inference_share=0.0, model=ThroughputModel.bundled(),
+                                  window=_window())
+    assert wl.mix["inference-llm"] == 0 and wl.mix["training-measured"] > 0
+
+
 def test_seeds_are_reproducible():
     a, _ = _build(seed=5)
     from elastico import trace
@@ -248,6 +264,8 @@ def test_bad_shares_are_refused(bad):
      ["--inference-share", "1.5", "[0, 1]"]),
     (["evaluate", "--inference-share", "0.2"], ["--inference-share", "only with --workload llm-mix"]),
     (["evaluate", "--workload", "llm-mix", "--arrivals", "trace"], ["--arrivals", "continuous"]),
+    (["evaluate", "--workload", "llm-mix", "--clusters", "trace", "--gpus", "8"],
+     ["--clusters", "trace-8 (G2)", "--inference-share 0"]),
     (["simulate", "--workload", "llm", "--no-progress"],
      ["--workload", "'llm'", "openb, llm-mix", "only in --mode inflation"]),
     (["simulate", "--workload", "llm-mix", "--inference-share", "-1", "--no-progress"],
@@ -255,6 +273,8 @@ def test_bad_shares_are_refused(bad):
     (["simulate", "--workload", "llm-mix", "--arrivals", "trace", "--no-progress"],
      ["--arrivals", "continuous"]),
     (["simulate", "--workload", "llm-mix", "--jobs", "10", "--no-progress"], ["--jobs", "10"]),
+    (["simulate", "--workload", "llm-mix", "--gpus", "8", "--no-progress"],
+     ["--gpus 8", "G2", "--inference-share 0"]),
 ])
 def test_bad_workload_flags_exit_2_naming_them(argv, words, capsys, tmp_path):
     if argv[0] == "evaluate":
@@ -290,3 +310,21 @@ def test_openb_stays_the_default_and_builds_the_same_jobs():
                             load=None, model=ThroughputModel.bundled(), jobs=8)
     assert [(j.id, j.arrival_s, j.work) for j in wl.jobs] == \
         [(j.id, j.arrival_s, j.work) for j in direct.jobs]
+
+
+def test_runs_carry_their_workload():
+    from elastico.sim.clusters import load_cluster
+    from elastico.sim.evaluate import Settings, Task, run_one
+
+    spec = load_cluster("a100-mig")
+    mix = run_one(Task(spec, 16, "exclusive", 0, Settings(workload="llm-mix",
+                                                         arrivals="continuous", load=0.3,
+                                                         inference_share=0.6))).run
+    assert mix["workload"] == "llm-mix" and mix["inference_share"] == 0.6
+    assert sum(mix["mix"].values()) == mix["jobs"]
+    assert math.isclose(sum(mix["mix_demand"].values()), mix["load"], rel_tol=1e-9)
+    assert math.isclose(mix["mix_demand"]["inference-llm"] / mix["load"], 0.6, rel_tol=1e-6)
+    assert "llm_jobs" not in mix  # hundreds of jobs: counted under mix, not listed
+    openb = run_one(Task(load_cluster("trace"), 8, "exclusive", 0, Settings(arrivals="trace",
+                                                           jobs_per_gpu=1.0))).run
+    assert openb["workload"] == "openb" and "mix" not in openb

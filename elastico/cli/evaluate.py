@@ -270,6 +270,19 @@ def parse(args: argparse.Namespace):
                         contention=contention, workload=wkl, inference_share=share)
     if args.load is not None and arrivals == "trace":
         _check_load(specs, gpus, seeds, settings)
+    if wkl == LLM_MIX:  # a cluster no LLM fits fails now, not inside a worker
+        from elastico import trace
+        from elastico.sim.llm_mix import check_cluster
+
+        nodes_all = trace.read_nodes()
+        for s in specs:
+            for g in gpus:
+                try:
+                    check_cluster(s.nodes(g, nodes_all), share)
+                except InvalidArgument as e:
+                    raise InvalidArgument("--clusters", f"{s.label(g)} ({e.value})",
+                                          e.allowed.replace("inference_share", "--inference-share")
+                                          ) from None
     return specs, gpus, policies, seeds, settings, args.jobs or os.cpu_count() or 1
 
 

@@ -402,10 +402,18 @@ def run(args: argparse.Namespace) -> int:
             from elastico.sim.llm_mix import DEFAULT_INFERENCE_SHARE, build_llm_mix_workload
 
             share = args.inference_share
-            wl = build_llm_mix_workload(
-                pods, nodes, seed=args.seed, load=1.0 if args.load is None else args.load,
-                inference_share=DEFAULT_INFERENCE_SHARE if share is None else share,
-                model=model, window=workload.default_window(pods, 0.9))
+            try:
+                wl = build_llm_mix_workload(
+                    pods, nodes, seed=args.seed, load=1.0 if args.load is None else args.load,
+                    inference_share=DEFAULT_INFERENCE_SHARE if share is None else share,
+                    model=model, window=workload.default_window(pods, 0.9))
+            except InvalidArgument as e:
+                if e.field != "nodes":
+                    raise
+                where = f"--cluster {args.cluster} --gpus {args.gpus}" if args.cluster \
+                    else f"--gpus {args.gpus}"
+                raise InvalidArgument(where, e.value, e.allowed.replace(
+                    "inference_share", "--inference-share")) from None
         elif args.arrivals == "continuous":
             wl = workload.build_continuous_workload(
                 pods, nodes, seed=args.seed, load=1.0 if args.load is None else args.load,

@@ -63,7 +63,7 @@ __all__ = ["WORKLOADS", "OPENB", "LLM_MIX", "SHARE_SWEEP", "DEFAULT_INFERENCE_SH
            "LLM_TRAIN_SHARE", "LENGTH_SOURCES", "BURST_SOURCES", "check_workload",
            "check_inference_share", "request_lengths", "sample_request_lengths",
            "length_classes", "arrival_gaps", "burst_epochs", "build_llm_mix_workload",
-           "inference_models", "train_models", "reference_gpu", "MixWorkload", "PARTS"]
+           "inference_models", "train_models", "reference_gpu", "MixWorkload", "PARTS", "check_cluster"]
 
 OPENB = "openb"
 LLM_MIX = "llm-mix"
@@ -284,6 +284,20 @@ def train_models(ref: str) -> tuple[tuple[str, tuple[int, ...]], ...]:
     return tuple(out)
 
 
+def check_cluster(nodes: Sequence[Node], inference_share: float) -> tuple[str, ...]:
+    """The inference model pool of ``nodes`` (:func:`inference_models` of its reference GPU);
+    InvalidArgument (field ``nodes``, the cluster's GPU models) when it is empty and
+    ``inference_share`` > 0.  Cheap: the CLIs call it before any run."""
+    ref = reference_gpu(nodes, training=False)
+    pool = inference_models(ref) if ref is not None else ()
+    if not pool and inference_share > 0:
+        raise InvalidArgument("nodes", ", ".join(sorted({n.gpu_model for n in nodes})),
+                              "a GPU model of the LLM catalogue (elastico.hardware) where a "
+                              "catalogue model fits, for an inference share > 0; or "
+                              "inference_share 0")
+    return pool
+
+
 # ---- the builder ---------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -447,10 +461,7 @@ def build_llm_mix_workload(pods: Sequence[TracePod], nodes: Sequence[Node], *, s
     lam = 0.0
     ij: list[Job] = []
     if inf_load > 0:
-        pool = inference_models(ref_inf) if ref_inf is not None else ()
-        if not pool:
-            raise InvalidArgument("nodes", len(nodes), "a GPU model where a catalogue LLM fits "
-                                                       "(for the inference share)")
+        pool = check_cluster(nodes, share)
         epochs_i = burst_epochs(rng_i, 1 << 16, burst_source)
         ij, lam = _process(lambda i: _inference_draft(rng_i, i, ref_inf, durations, pool),
                            lambda n: _first(epochs_i, n), inf_load, cluster_gpus, lo, hi, horizon,
