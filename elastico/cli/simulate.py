@@ -252,9 +252,6 @@ def _check(args: argparse.Namespace) -> None:
 
         if args.llm_jobs != DEMO:
             check_input_file("--llm-jobs", Path(args.llm_jobs), "JSON file (or demo)")
-        if args.via_grpc is not None:
-            raise InvalidArgument("--llm-jobs", args.llm_jobs, "not with --via-grpc (the "
-                                  "placer service's RunRound carries no LLM job)")
     elif g is not None:
         raise InvalidArgument("--llm-load-gbps", g, "only with --llm-jobs")
     if getattr(args, "via_grpc", None):  # "" = start the services here
