@@ -201,10 +201,11 @@ def nodes_from_messages(msgs: Sequence[placer_pb2.NodeSpec], where: str = "nodes
 
 def check_known(model, nodes: Sequence[Node], jobs: Iterable[tuple[str, Job]]) -> None:
     """Every node with GPUs has a GPU model and every job but an LLM job (checked by
-    :func:`job_from_message`) a job type that the throughput ``model`` knows (:class:`elastico.perf.throughput.ThroughputModel`), else InvalidArgument
-    naming the request's field (``nodes[2].gpu_model``, ``jobs[0].job_type``) -- checked
-    before the round, where the same mistake would surface without its path.  ``nodes``:
-    the request's ``nodes``; ``jobs``: (field path, job) pairs, e.g. ``("jobs[0]", job)``."""
+    :func:`job_from_message`) a job type that the throughput ``model`` knows
+    (:class:`elastico.perf.throughput.ThroughputModel`), else InvalidArgument naming the
+    request's field (``nodes[2].gpu_model``, ``jobs[0].job_type``) -- checked before the
+    round, where the same mistake would surface without its path.  ``nodes``: the request's
+    ``nodes``; ``jobs``: (field path, job) pairs, e.g. ``("jobs[0]", job)``."""
     models = set(model.gpu_models())
     for i, n in enumerate(nodes):
         if n.num_gpus and n.gpu_model not in models:
