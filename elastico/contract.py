@@ -32,11 +32,13 @@ the standard library.
 
 from __future__ import annotations
 
+from typing import Mapping, Sequence
+
 __all__ = [
     "PREFIX", "SCHEDULER_NAME", "GPU_RESOURCE", "ROUND_ID", "CONFIGURATION", "GPU_UUIDS",
     "MIG_PROFILE", "MIG_START_SLOT", "MPS_ACTIVE_THREAD_PERCENTAGE", "MPS_PINNED_MEM_LIMIT_GIB",
     "PREDICTED_SLOWDOWN", "TENSOR_PARALLEL", "ALLOCATED", "INVENTORY", "MPS_STATUS",
-    "allocated_containers",
+    "allocated_containers", "JOB_LABEL", "job_key",
 ]
 
 PREFIX = "elastico.io/"
@@ -80,3 +82,24 @@ def allocated_containers(value: str | None, uid: str | None) -> list[str]:
         if u == uid and container:
             out.append(container)
     return out
+
+
+#: Pod label naming the job a pod belongs to (docs/annotations.md, "Jobs and gangs").
+JOB_LABEL = PREFIX + "job"
+
+
+def job_key(namespace: str, pod_name: str, labels: Mapping[str, str] | None = None,
+            owners: Sequence[tuple[str, str, bool]] = ()) -> str:
+    """The identity of the job a pod belongs to, as the placer groups pods
+    (``elastico.placer.kube.annotations.job_group``): ``ns/label/<elastico.io/job>`` when the
+    label is set, else ``ns/<Kind>/<name>`` of the controller owner reference (the first
+    owner when none is marked controller; ``owners`` = ``(kind, name, controller)``), else
+    ``ns/pod/<pod name>``.  The node agent keys solo activity profiles by it."""
+    ns = namespace or "default"
+    label = (labels or {}).get(JOB_LABEL)
+    if label:
+        return f"{ns}/label/{label}"
+    owner = next((o for o in owners if o[2]), owners[0] if owners else None)
+    if owner:
+        return f"{ns}/{owner[0]}/{owner[1]}"
+    return f"{ns}/pod/{pod_name}"

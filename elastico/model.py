@@ -37,6 +37,7 @@ from elastico.mig import MIG_PROFILES
 
 if TYPE_CHECKING:  # pragma: no cover
     from elastico.llm_job import LlmJobSpec
+    from elastico.llm_train_job import LlmTrainSpec
 
 __all__ = [
     "MAX_PRIORITY",
@@ -218,8 +219,10 @@ class Configuration:
     solo normalized throughput (1.0 = trace speed).  The ``wait`` configuration uses nothing
     and makes no progress.  ``replica_gpus``: GPUs of one replica of an offline-inference
     configuration, its tensor-parallel degree (an LLM job runs ``num_gpus / replica_gpus``
-    independent replicas, each on one node; :mod:`elastico.llm_shapes`); 1 for everything
-    else (an inference replica per GPU; training ignores it).
+    independent replicas, each on one node; :mod:`elastico.llm_shapes`); of an LLM training
+    configuration its tensor-parallel degree too (data parallel ``num_gpus / replica_gpus``,
+    one gang on one node: :mod:`elastico.llm_train_job`); 1 for everything else (an
+    inference replica per GPU; other training ignores it).
     """
 
     name: str
@@ -370,8 +373,14 @@ class Job:
     #: reference speed (:class:`elastico.llm_job.LlmJobSpec`); None for every other job.  Its
     #: ``work`` is then its tokens over the reference tokens/s (:mod:`elastico.llm_job`)
     llm: "LlmJobSpec | None" = None
+    #: an LLM training or fine-tuning job (kind ``training``): its model, sequence length,
+    #: global batch, tokens and reference speed (:class:`elastico.llm_train_job.LlmTrainSpec`);
+    #: None for every other job.  Its ``work`` is its tokens over the reference tokens/s
+    llm_train: "LlmTrainSpec | None" = None
 
     def __post_init__(self) -> None:
+        if self.llm is not None and self.llm_train is not None:
+            raise ValueError(f"job {self.id}: llm and llm_train are exclusive")
         if not (math.isfinite(self.work) and self.work >= 0):
             raise ValueError(f"job {self.id}: work {self.work} must be finite and >= 0")
         if not (math.isfinite(self.priority) and 0 < self.priority <= MAX_PRIORITY):

@@ -47,6 +47,10 @@ Resources of a configuration (units of :mod:`elastico.model`):
   pod asking 4 cores / 15 GiB would ask 36 cores / 135 GiB at 2 whole GPUs, more than a node
   has per GPU).
 
+Offline LLM inference jobs (``Job.llm``) and LLM training jobs (``Job.llm_train``) have
+families of their own, built from their performance models: :mod:`elastico.llm_shapes` and
+:mod:`elastico.llm_train_job` (every function here hands such a job there).
+
 MIG configurations (``mig_profile`` set; only on models in ``mig_models`` that have a MIG
 profile table, :data:`elastico.mig.MIG_PROFILES`, and a speed): one instance per GPU,
 ``gpu_share`` = the profile's compute slices / the GPU's, GPU memory = the profile's memory
@@ -246,11 +250,17 @@ def _host(job: Job, num_gpus: int, gpus_total: float) -> tuple[float, float]:
 def fits_on(job: Job, gpu_model: str, gpu_mem_gib: float, *, whole_gpus: bool = False) -> bool:
     """Whether ``job``'s requested shape fits GPUs of ``gpu_model`` with ``gpu_mem_gib`` GiB:
     :func:`fits_memory` for every job but an offline LLM one (``job.llm``), whose fit the
-    LLM memory model decides on that GPU model (:func:`elastico.llm_shapes.fits_on`)."""
+    LLM memory model decides on that GPU model (:func:`elastico.llm_shapes.fits_on`), and an
+    LLM training one (``job.llm_train``), whose fit its plans decide
+    (:func:`elastico.llm_train_job.fits_on`)."""
     if job.llm is not None:
         from elastico import llm_shapes
 
         return llm_shapes.fits_on(job, gpu_model, gpu_mem_gib, whole_gpus=whole_gpus)
+    if job.llm_train is not None:
+        from elastico import llm_train_job
+
+        return llm_train_job.fits_on(job, gpu_model, gpu_mem_gib, whole_gpus=whole_gpus)
     return fits_memory(job, gpu_mem_gib, whole_gpus=whole_gpus)
 
 
@@ -274,7 +284,7 @@ def _check_job(job: Job, model: ThroughputModel) -> None:
                               "must be >= 1: CPU-only jobs have no shape family")
     # every configuration generated is enforceable: the requested share too
     mps_percentage(job.request.gpu_share, f"job[{job.id}].request.gpu_share")
-    if job.llm is not None:
+    if job.llm is not None or job.llm_train is not None:
         return  # an LLM job's speed comes from its model, not from a job type
     if job.job_type not in model.job_types():
         raise InvalidArgument(f"job[{job.id}].job_type", job.job_type,
@@ -307,6 +317,11 @@ def requested_configuration(job: Job, gpu_model: str, gpu_mem_gib: float, *,
 
         return llm_shapes.requested_configuration(job, gpu_model, gpu_mem_gib,
                                                   whole_gpus=whole_gpus)
+    if job.llm_train is not None:
+        from elastico import llm_train_job
+
+        return llm_train_job.requested_configuration(job, gpu_model, gpu_mem_gib,
+                                                     whole_gpus=whole_gpus)
     req = job.request
     share = 1.0 if whole_gpus else req.gpu_share
     mem = gpu_mem_gib if whole_gpus else gpu_memory_gib(job, gpu_mem_gib, share)
@@ -336,6 +351,10 @@ def mig_configurations(job: Job, gpu_model: str, gpu_mem_gib: float,
         from elastico import llm_shapes
 
         return llm_shapes.mig_configurations(job, gpu_model, gpu_mem_gib)
+    if job.llm_train is not None:
+        from elastico import llm_train_job
+
+        return llm_train_job.mig_configurations(job, gpu_model, gpu_mem_gib)
     table = GPU_MIG_PROFILES.get(gpu_model)
     if table is None or gpu_model not in model.gpu_models():
         return []
@@ -389,6 +408,10 @@ def _candidates(job: Job, gpu_models: Mapping[str, tuple[int, float]], model: Th
         from elastico import llm_shapes
 
         return llm_shapes.candidates(job, gpu_models, mig_models)
+    if job.llm_train is not None:  # LLM training: its own family (elastico.llm_train_job)
+        from elastico import llm_train_job
+
+        return llm_train_job.candidates(job, gpu_models, mig_models)
     req = job.request
     allowed = [m for m, (size, mem) in gpu_models.items()
                if (not req.gpu_models or m in req.gpu_models)

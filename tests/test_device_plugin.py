@@ -191,6 +191,19 @@ def test_allocate_whole_gpu_pod(env):
     assert not any(k.startswith("CUDA_MPS") for k in c.envs)
 
 
+def test_allocate_tells_the_activity_sampler_only_when_it_succeeds(env):
+    calls = []
+    env.servicer.on_allocate = lambda: calls.append(1)
+    for name, uid in (("a", "uid-a"), ("b", "uid-b")):
+        env.api.add_pod(pod(name, uid, {**DECIDED, "elastico.io/gpu-uuids": "GPU-aaaa"}))
+    with pytest.raises(grpc.RpcError):
+        allocate(env)                       # two candidates: refused, nothing allocated
+    assert calls == []
+    del env.api.pods[("team-a", "b")]
+    allocate(env)
+    assert calls == [1]
+
+
 def test_allocate_refuses_two_candidates_and_names_both(env):
     for name, uid in (("a", "uid-a"), ("b", "uid-b")):
         env.api.add_pod(pod(name, uid, {**DECIDED, "elastico.io/gpu-uuids": "GPU-aaaa"}))

@@ -726,7 +726,7 @@ def test_network_policy_admits_exactly_the_intended_calls_between_components(obj
     allowed = {(s, d, port) for s in pods for d in pods for port in ALL_PORTS
                if s != d and net.allows(pods[s], pods[d], port)}
     assert allowed == {("placer", "pricing", 50051), ("placer", "predictor", 50052),
-                       ("placer", "nodeagent", 50054)}
+                       ("placer", "nodeagent", 50054), ("nodeagent", "predictor", 50052)}
 
 
 def test_network_policy_keeps_other_namespaces_out(objs, net):

@@ -33,7 +33,8 @@ from elastico.hardware import GPUS
 from elastico.model import PROVENANCE_KINDS, Job, JobKind, Request
 from elastico.paths import data_file
 from elastico.perf import training as T
-from elastico.perf.throughput import SCHEDULER_GPU_MODELS, ThroughputModel
+from elastico.perf.throughput import (SCHEDULER_GPU_MODELS, ThroughputModel,
+                                      undisclosed_speed_band)
 from elastico.shapes import candidate_configurations, gpu_models_of, requested_configuration
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -160,6 +161,29 @@ def test_the_undisclosed_gpus_are_an_assumption_tagged_as_one(tm, gavel):
         v, prov = tm.base(j, "G2")
         assert v == _g(gavel, "v100", j)
         assert prov.kind == "model" and "ASSUMPTION" in prov.detail
+        assert "SENSITIVITY PARAMETER undisclosed_speed=1" in prov.detail
+
+
+def test_the_undisclosed_speed_is_a_stated_parameter_with_a_reported_band(tm, gavel):
+    # G2/G3 at u x the V100's measured speed, for every job type alike; the scale-out ratios
+    # (Gavel's V100 curves) do not move
+    slow = tm.with_undisclosed_speed(0.5)
+    for j in tm.job_types():
+        v, prov = slow.base(j, "G3")
+        assert v == pytest.approx(0.5 * _g(gavel, "v100", j), rel=1e-12)
+        assert "undisclosed_speed=0.5" in prov.detail
+    assert slow.speedup(R50, "G2", 4) == tm.speedup(R50, "G2", 4)
+    assert slow.base(R50, "T4") == tm.base(R50, "T4")
+    # the band: the median over the 26 job types of the T4's and the A100-80GB's speed over the
+    # V100 (the T4 medians recomputed here from the model's per-type factors)
+    lo, hi = undisclosed_speed_band()
+    assert lo == pytest.approx(float(np.median([tm.speed_factor("T4", j)
+                                                for j in tm.job_types()])), rel=1e-12)
+    assert (round(lo, 3), round(hi, 2)) == (0.387, 2.52)
+    for bad in (0, -1.0, math.nan, 21.0, True):
+        with pytest.raises(InvalidArgument) as e:
+            tm.with_undisclosed_speed(bad)
+        assert e.value.field == "undisclosed_speed"
 
 
 def test_a_faster_gpu_on_both_axes_is_never_slower(training):
@@ -264,6 +288,9 @@ def _check(c: "object", job: Job) -> None:
         assert p.source and p.detail, p
         if p.kind == "measured":
             assert p.source in ("gavel", "sia", "miso"), p
+        if p.source == "undisclosed-gpu-as-reference" and p.factor == "speed":
+            # no measurement, no model: the stated sensitivity parameter (docs/model.md 2.)
+            assert "SENSITIVITY PARAMETER" in p.detail, p
     gang = c.num_gpus if job.kind is JobKind.TRAINING and c.mig_profile is None else 1
     assert ("scale-out" in factors) == (gang > 1), (c.name, factors)
     assert ("mig" in factors) == (c.mig_profile is not None), (c.name, factors)
@@ -296,6 +323,54 @@ def test_every_configuration_of_every_family_carries_its_provenance(tm):
     assert {("measured", "gavel"), ("measured", "miso"), ("model", "roofline-per-job"),
             ("model", "pollux-sync"), ("model", "gavel-own-sync"), ("model", "amdahl-miso"),
             ("model", "undisclosed-gpu-as-reference")} <= seen, seen
+
+
+def test_every_llm_training_configuration_carries_its_provenance():
+    # the LLM training family (elastico.llm_train_job): every named job of the training model
+    # (with a token budget) and every training job of the bundled train-demo, requesting 1, 2,
+    # 4 or 8 GPUs, on every cluster the simulator builds: every candidate and the requested
+    # shape carry the cited model's tags (speed; scale-out on several GPUs); on the trace
+    # clusters, with no GPU of a cited MFU, the job fits no model (refused, never defaulted)
+    import dataclasses
+
+    from elastico import llm_train_job as LTJ
+    from elastico.perf import llm_training as LT
+    from elastico.shapes import FitsNoModel
+    from elastico.sim.llm_workload import load_llm_jobs
+
+    jobs = [j for j in load_llm_jobs("train-demo") if j.llm_train is not None]
+    for name, tj in LT.TRAINING_JOBS.items():
+        for n in (1, 2, 4, 8):
+            try:
+                jobs.append(LTJ.llm_train_job(f"{name}-{n}", dataclasses.replace(tj, tokens=1e9),
+                                              reference_gpu="H100-80GB", gpus=n))
+            except InvalidArgument:
+                continue  # fits no plan on n H100s (e.g. Llama-2-70B)
+    assert len(jobs) >= 10
+    seen, placed = set(), 0
+    for cname, (models, mig) in _clusters().items():
+        for job in jobs:
+            try:
+                cands = candidate_configurations(job, models, None, mig_models=mig)
+            except FitsNoModel:
+                assert cname.startswith("trace") or not (job.request.gpu_models & set(models)), \
+                    (cname, job.id)
+                continue
+            assert not cname.startswith("trace")
+            for c in cands:
+                _check(c, job)
+                assert c.gpu_share == 1.0 and c.mig_profile is None
+                seen.update((p.kind, p.source) for p in c.provenance)
+                placed += 1
+            for m, (size, mem) in models.items():
+                if job.request.num_gpus <= size and LTJ.fits_on(job, m, mem):
+                    _check(requested_configuration(job, m, mem, whole_gpus=True, model=tm_()),
+                           job)
+    assert placed > 0 and seen == {("model", "6NT-at-cited-MFU")}, seen
+
+
+def tm_():
+    return ThroughputModel.bundled()
 
 
 # ------------------------------------------------------------------ refusals

@@ -77,6 +77,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="speed of GPU models no measurement covers: datasheet factor, or it "
                         "times the smallest (low) / largest (high) error of that rule where "
                         "Sia measured it (docs/model.md 2.) (default: datasheet)")
+    p.add_argument("--undisclosed-gpu-speed", type=float, default=1.0, metavar="U",
+                   help="one-GPU speed of the trace's undisclosed G2/G3 as a factor of the "
+                        "reference V100's: a sensitivity parameter (as simulate's; band 0.387 "
+                        "to 2.52, docs/model.md 2.) (default: 1)")
     p.add_argument("--restart-s", type=float, default=30.0,
                    help="seconds of progress lost per reconfiguration (default: %(default)s)")
     p.add_argument("--remaining-estimate", choices=("elapsed", "user", "oracle"),
@@ -228,10 +232,15 @@ def parse(args: argparse.Namespace):
             load_llm_jobs(llm_jobs)
         except InvalidArgument as e:
             raise InvalidArgument(f"--llm-jobs {e.field}", e.value, e.allowed) from None
+    u = getattr(args, "undisclosed_gpu_speed", 1.0)
+    if not (math.isfinite(u) and 0 < u <= 20):
+        raise InvalidArgument("--undisclosed-gpu-speed", u,
+                              "a factor of the reference V100's speed in (0, 20]")
     settings = Settings(jobs_per_gpu=args.jobs_per_gpu, load=load,
                         restart_s=args.restart_s, utility=args.utility, arrivals=arrivals,
                         window_quantile=quantile, gpu_speed=args.gpu_speed_sensitivity,
-                        remaining_estimate=args.remaining_estimate, llm_jobs=llm_jobs)
+                        remaining_estimate=args.remaining_estimate, llm_jobs=llm_jobs,
+                        undisclosed_speed=float(u))
     if args.load is not None and arrivals == "trace":
         _check_load(specs, gpus, seeds, settings)
     return specs, gpus, policies, seeds, settings, args.jobs or os.cpu_count() or 1
@@ -373,6 +382,8 @@ def run(args: argparse.Namespace) -> int:
             "remaining work": settings.remaining_estimate,
             **({"LLM jobs": settings.llm_jobs} if settings.llm_jobs else {}),
             "GPU speed of unmeasured models": settings.gpu_speed,
+            **({"G2/G3 speed (x V100)": f"{settings.undisclosed_speed:g}"}
+               if settings.undisclosed_speed != 1.0 else {}),
             "processes": workers,
             "wall time": f"{wall / 60:.1f} min",
         }, "closing": _closing_note(args.out)}

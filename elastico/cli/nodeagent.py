@@ -5,7 +5,9 @@ or ``simulated`` with ``ELASTICO_SIMULATED_GPUS``), the MPS control daemon (``--
 state goes on the Node as ``elastico.io/mps``, ``--no-mps`` publishes "not ready"), the
 health watcher, the ``elastico.io/gpu-inventory`` publisher on this Node, the kubelet device
 plugin for ``elastico.io/gpu``, and NodeAgentService (``--address``; TLS like
-``elastico serve``: plaintext only with ``--plaintext``).  Without an NVIDIA driver it prints
+``elastico serve``: plaintext only with ``--plaintext``), and the activity sampler (``--profile-period-s``,
+``--profile-window-s``) whose solo profiles go to the predictor (``--predictor-address``,
+``ReportProfile``; :mod:`elastico.nodeagent.profiling`).  Without an NVIDIA driver it prints
 why and exits with status 2 (the CLI's handling of :class:`~elastico.errors.ElasticoError`).
 
 An adapter (grpc through the servers it starts): registered by :mod:`elastico.cli`.
@@ -65,6 +67,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--inventory-refresh-s", type=float, default=60.0,
                    help="seconds between inventory rewrites (also on every health change; "
                         "default 60)")
+    p.add_argument("--predictor-address", default=os.environ.get("ELASTICO_PREDICTOR_ADDRESS"),
+                   metavar="HOST:PORT",
+                   help="send solo activity profiles to the PredictorService there "
+                        "(ReportProfile; default: env ELASTICO_PREDICTOR_ADDRESS, else profiles "
+                        "are only logged)")
+    p.add_argument("--predictor-ca", default=os.environ.get("ELASTICO_UPSTREAM_CA"), metavar="PEM",
+                   help="CA of the predictor: call it over TLS (default plaintext; env "
+                        "ELASTICO_UPSTREAM_CA)")
+    p.add_argument("--predictor-cert", default=os.environ.get("ELASTICO_UPSTREAM_CERT"),
+                   metavar="PEM", help="client certificate for mutual TLS to the predictor (env "
+                                       "ELASTICO_UPSTREAM_CERT)")
+    p.add_argument("--predictor-key", default=os.environ.get("ELASTICO_UPSTREAM_KEY"),
+                   metavar="PEM", help="its private key (env ELASTICO_UPSTREAM_KEY)")
+    p.add_argument("--profile-period-s", type=float, default=1.0,
+                   help="seconds between two activity readings of every GPU (default 1)")
+    p.add_argument("--profile-window-s", type=float, default=60.0,
+                   help="seconds of solo readings averaged into one solo profile (default 60; "
+                        "docs/predictor.md, 'Activity profiles')")
     p.set_defaults(func=run)
 
 
@@ -102,6 +122,29 @@ def _check_socket_dir(socket_dir: str, kubelet_socket: str) -> None:
                               "kubelet running on this node?)")
 
 
+def _profile_sink(args: argparse.Namespace):
+    """Where solo profiles go: ReportProfile to ``--predictor-address``, else the log."""
+    if not args.predictor_address:
+        def log(p) -> None:
+            print(f"elastico nodeagent: solo profile (no --predictor-address): {p}",
+                  file=sys.stderr, flush=True)
+        return log
+    from elastico.nodeagent.rpc.predictor import ProfileReporter, open_predictor_channel
+
+    def read(flag: str, path: str | None) -> bytes | None:
+        if not path:
+            return None
+        try:
+            return Path(path).read_bytes()
+        except OSError as e:
+            raise InvalidArgument(flag, path, f"a readable PEM file ({e})") from None
+
+    return ProfileReporter(open_predictor_channel(
+        args.predictor_address, ca=read("--predictor-ca", args.predictor_ca),
+        cert=read("--predictor-cert", args.predictor_cert),
+        key=read("--predictor-key", args.predictor_key)))
+
+
 def run(args: argparse.Namespace) -> int:
     import grpc
 
@@ -113,7 +156,13 @@ def run(args: argparse.Namespace) -> int:
     from elastico.nodeagent.mps import MpsError, MpsManager, MpsStatus, StaticMps
     from elastico.nodeagent.server import build_server
 
+    from elastico.nodeagent.profiling import ActivitySampler, check_sampling, placements_from_pods
+
     check_devices(args.devices, "--devices")
+    try:
+        check_sampling(args.profile_period_s, args.profile_window_s)
+    except InvalidArgument as e:
+        raise InvalidArgument("--" + e.field.replace("_", "-"), e.value, e.allowed) from None
     if not args.inventory_refresh_s > 0:
         raise InvalidArgument("--inventory-refresh-s", args.inventory_refresh_s, "seconds > 0")
     node = args.node_name or socket.gethostname()
@@ -149,7 +198,12 @@ def run(args: argparse.Namespace) -> int:
         api = KubernetesNodeApi()
         watcher = HealthWatcher(backend)
         publisher = InventoryPublisher(backend, api, node, args.inventory_refresh_s, mps=mps)
-        servicer = DevicePluginServicer(backend, api, plugin_cfg, mps=mps)
+        sampler = ActivitySampler(
+            backend, lambda: placements_from_pods(api.list_node_pods(node)),
+            period_s=args.profile_period_s, window_s=args.profile_window_s, node=node,
+            on_profile=_profile_sink(args), refresh_s=10.0)
+        servicer = DevicePluginServicer(backend, api, plugin_cfg, mps=mps,
+                                        on_allocate=sampler.invalidate)
         watcher.subscribe(publisher.publish)
         watcher.subscribe(servicer.update)
         mps.subscribe(publisher.publish_mps)
@@ -175,6 +229,8 @@ def run(args: argparse.Namespace) -> int:
             raise InvalidArgument("--socket-dir", args.socket_dir,
                                   f"kubelet's device-plugin folder, with kubelet accepting the "
                                   f"plugin's registration ({why})") from None
+        sampler.start()
+        started.callback(sampler.stop)
         print(f"elastico nodeagent: node {node}, {len(backend.list_gpus())} GPUs, "
               f"NodeAgentService on port {port}, device plugin {plugin.socket}",
               file=sys.stderr, flush=True)

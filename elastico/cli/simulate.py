@@ -63,6 +63,7 @@ _REPLAY_ONLY = (("gpus", "--gpus", 512), ("jobs", "--jobs", None), ("load", "--l
                                                      "predictor"),
                 ("via_grpc", "--via-grpc", None), ("arrivals", "--arrivals", "trace"),
                 ("gpu_speed_sensitivity", "--gpu-speed-sensitivity", "datasheet"),
+                ("undisclosed_gpu_speed", "--undisclosed-gpu-speed", 1.0),
                 ("remaining_estimate", "--remaining-estimate", "elapsed"),
                 ("user_estimate_badness", "--user-estimate-badness", 3.0),
                 ("llm_jobs", "--llm-jobs", None), ("llm_load_gbps", "--llm-load-gbps", None))
@@ -141,6 +142,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "predictor, k-fold by job type so that it never predicts a pair it "
                         "was trained on, or the analytic model; jobs always run at Gavel's "
                         "measured slowdowns (docs/predictor.md) (default: predictor)")
+    p.add_argument("--undisclosed-gpu-speed", type=float, default=None, metavar="U",
+                   help="one-GPU speed of the trace's undisclosed G2/G3 as a factor of the "
+                        "reference V100's: a sensitivity parameter, nothing measures it; its "
+                        "reported band is 0.387 (a T4) to 2.52 (an A100-80GB), median over job "
+                        "types (docs/model.md 2.) (default: 1, they run as the reference)")
     p.add_argument("--gpu-speed-sensitivity", choices=("low", "datasheet", "high"),
                    default=None,
                    help="speed of GPU models no measurement covers (G2, G3, A10, H100, and "
@@ -158,14 +164,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="--remaining-estimate user: each job's estimate is uniform in "
                         "[work, (F + 1) x work] (Mu'alem & Feitelson's f-model), seeded by "
                         f"--seed; 0..{MAX_BADNESS:g} (default: 3)")
-    p.add_argument("--llm-jobs", default=None, metavar="FILE|demo",
-                   help="also replay offline LLM inference jobs from a JSON jobs file (docs/"
-                        "model.md, \"LLM inference jobs in the simulator\"), or demo: five "
-                        "bundled jobs (Llama-3-8B, Mistral-7B, Mixtral-8x7B, Llama-2-70B, "
-                        "Llama-3-70B fp8) for an A100/H100 cluster such as --cluster "
-                        "a100h100-mig; arrivals are counted from the workload's first; a "
-                        "table of the LLM jobs (tokens, configuration, start-up, JCT) follows "
-                        "the summary (replay)")
+    p.add_argument("--llm-jobs", default=None, metavar="FILE|demo|train-demo",
+                   help="also replay LLM jobs from a JSON jobs file (docs/model.md, \"LLM "
+                        "inference jobs in the simulator\"; \"kind\": \"training\" entries "
+                        "are LLM training / fine-tuning jobs, docs/model.md 9.), or demo: five "
+                        "bundled offline inference jobs (Llama-3-8B, Mistral-7B, Mixtral-8x7B, "
+                        "Llama-2-70B, Llama-3-70B fp8), or train-demo: three bundled training "
+                        "jobs (Llama-2-7B and Llama-2-13B SFT, a Llama-3-8B continued "
+                        "pre-training) beside two inference jobs, for an A100/H100 cluster such "
+                        "as --cluster a100h100-mig; arrivals are counted from the workload's "
+                        "first; a table of the LLM jobs (tokens, configuration, start-up, JCT) "
+                        "follows the summary (replay)")
     p.add_argument("--llm-load-gbps", type=float, default=None, metavar="GB/S",
                    help="weight-loading bandwidth of an LLM job's start-up, GB/s (default: "
                         "7.877, a PCIe 4.0 x4 NVMe drive's interface; elastico/llm_shapes.py) "
@@ -244,13 +253,17 @@ def _check(args: argparse.Namespace) -> None:
             check_input_file(flag, path, "CSV file")
     if args.json is not None:
         check_output_file("--json", args.json)
+    u = getattr(args, "undisclosed_gpu_speed", 1.0)
+    if args.mode != "inflation" and not (math.isfinite(u) and 0 < u <= 20):
+        raise InvalidArgument("--undisclosed-gpu-speed", u,
+                              "a factor of the reference V100's speed in (0, 20]")
     g = args.llm_load_gbps
     if g is not None and not (math.isfinite(g) and 0 < g <= 1e4):
         raise InvalidArgument("--llm-load-gbps", g, "a number of GB/s in (0, 10000]")
     if args.llm_jobs is not None:
-        from elastico.sim.llm_workload import DEMO
+        from elastico.sim.llm_workload import BUNDLED
 
-        if args.llm_jobs != DEMO:
+        if args.llm_jobs not in BUNDLED:
             check_input_file("--llm-jobs", Path(args.llm_jobs), "JSON file (or demo)")
     elif g is not None:
         raise InvalidArgument("--llm-load-gbps", g, "only with --llm-jobs")
@@ -291,6 +304,10 @@ def run(args: argparse.Namespace) -> int:
     _check(args)
     if args.mode == "inflation":
         return run_inflation_mode(args)
+    if args.via_grpc is not None and args.undisclosed_gpu_speed != 1.0:
+        raise InvalidArgument("--undisclosed-gpu-speed", args.undisclosed_gpu_speed,
+                              "1 with --via-grpc (the placer service prices with the bundled "
+                              "model)")
     if args.via_grpc is not None and args.gpu_speed_sensitivity != "datasheet":
         raise InvalidArgument("--gpu-speed-sensitivity", args.gpu_speed_sensitivity,
                               "datasheet with --via-grpc (the placer service prices with the "
@@ -321,6 +338,11 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgument("--gpus", e.value, e.allowed) from None
     pods = trace.read_pods(args.trace)
     model = ThroughputModel.bundled(args.gpu_speed_sensitivity)
+    if args.undisclosed_gpu_speed != 1.0:
+        try:
+            model = model.with_undisclosed_speed(args.undisclosed_gpu_speed)
+        except InvalidArgument as e:
+            raise InvalidArgument("--undisclosed-gpu-speed", e.value, e.allowed) from None
     n_jobs = 4 * args.gpus if args.jobs is None else (args.jobs or None)
     if args.arrivals == "continuous":
         if args.jobs is not None:
@@ -463,18 +485,20 @@ def _with_llm_jobs(wl, source: str):
         raise InvalidArgument(f"--llm-jobs {e.field}", e.value, e.allowed) from None
     jobs = sorted([*wl.jobs, *llm], key=lambda j: j.arrival_s)  # stable: trace order kept
     kinds = dict(wl.kinds)
-    kinds["inference"] = kinds.get("inference", 0) + len(llm)
+    for j in llm:
+        kinds[j.kind.value] = kinds.get(j.kind.value, 0) + 1
     load = wl.offered_load if wl.window is not None else offered_load(jobs, wl.cluster_gpus)
     return replace(wl, jobs=jobs, kinds=kinds, offered_load=load), llm
 
 
 def llm_records(records) -> list[dict]:
-    """The LLM jobs of a run (``JobRecord.tokens`` > 0) as plain dicts: tokens, tokens done,
-    status, last configuration, start-up paid, restarts, JCT (finished jobs)."""
+    """The LLM jobs of a run (``JobRecord.tokens`` > 0) as plain dicts: kind (inference or
+    training), tokens, tokens done, status, last configuration, start-up paid, restarts, JCT
+    (finished jobs)."""
     out = []
     for r in records:
         if r.tokens > 0:
-            out.append({"job": r.job_id, "status": r.status, "tokens": r.tokens,
+            out.append({"job": r.job_id, "kind": r.kind, "status": r.status, "tokens": r.tokens,
                         "tokens_done": r.tokens_done, "config": r.config,
                         "startup_s": r.startup_s, "restarts": r.restarts,
                         "arrival_s": r.arrival_s, "first_start_s": r.first_start_s,
@@ -489,8 +513,13 @@ def _print_llm(runs: list[dict]) -> None:
         rows = r.get("llm_jobs") or []
         if not rows:
             continue
-        print(f"\nLLM inference jobs, {r['policy']}: tokens are prompt + generated; "
-              "start-up = weight loading, every start")
+        if any(x.get("kind") == "training" for x in rows):
+            print(f"\nLLM jobs, {r['policy']}: inference tokens are prompt + generated, "
+                  "start-up = weight loading, every start; training tokens are tokens trained "
+                  "on (a restart costs --restart-s)")
+        else:
+            print(f"\nLLM inference jobs, {r['policy']}: tokens are prompt + generated; "
+                  "start-up = weight loading, every start")
         head = (f"{'job':<24}{'tokens':>10}{'done':>7}{'status':>11}{'JCT (s)':>10}"
                 f"{'start-up (s)':>13}{'restarts':>9}  last configuration")
         print(head)

@@ -311,10 +311,16 @@ def _kernel(u: np.ndarray | float) -> np.ndarray:
 
 
 def draw_profile(job_id: str, *, seed: int = 0, gpus: int = 1, nodes: int = 1,
-                 gpu_model: str | None = None, data_parallel: bool = True) -> ActivityProfile:
+                 gpu_model: str | None = None, data_parallel: bool = True,
+                 sia_job: str | None = None) -> ActivityProfile:
     """The activity profile of job ``job_id`` on ``gpus`` GPUs over ``nodes`` nodes of
     ``gpu_model`` (module docstring), the same for the same ``(seed, job_id)``.
-    ``data_parallel=False``: no all-reduce share (e.g. an inference job's replicas)."""
+    ``data_parallel=False``: no all-reduce share (e.g. an inference job's replicas).
+    ``sia_job``: the Sia job whose all-reduce share it takes instead of a drawn one (an LLM
+    training job: ``bert``, the one attention model Sia measured; docs/model.md 10.); the
+    other draws are unchanged by it."""
+    if sia_job is not None and sia_job not in SIA_JOBS:
+        raise InvalidArgument("sia_job", sia_job, f"one of {list(SIA_JOBS)} or None")
     if not isinstance(job_id, str) or not job_id:
         raise InvalidArgument("job_id", job_id, "a non-empty string")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
@@ -322,7 +328,8 @@ def draw_profile(job_id: str, *, seed: int = 0, gpus: int = 1, nodes: int = 1,
     u = _uniforms(job_id, seed)
     level = float(_level(u[0], u[1]))
     kernel = float(_kernel(u[2]))
-    sia_job = SIA_JOBS[min(int(u[3] * len(SIA_JOBS)), len(SIA_JOBS) - 1)]
+    if sia_job is None:
+        sia_job = SIA_JOBS[min(int(u[3] * len(SIA_JOBS)), len(SIA_JOBS) - 1)]
     share, step = sync_share(sia_job, gpu_model, gpus, nodes)
     sync = min(share, kernel) if data_parallel else 0.0
     return ActivityProfile(level, level * DRAM_PER_SM, kernel, sync, step, sia_job)

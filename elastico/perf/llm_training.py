@@ -1,8 +1,9 @@
 """LLM training and fine-tuning jobs: step time from model FLOPs at a stated MFU, memory per GPU
 from parameters, optimizer state and activations, and the data/tensor-parallel plans that fit.
 
-Who calls it: tests and ``bench`` today (a job family beside Gavel's CNN/RNN job types; the
-shape families do not offer it yet).  Whom it calls: the model catalogue of
+Who calls it: the LLM training job family (:mod:`elastico.llm_train_job`: a job's speed,
+memory fit and plan in every configuration of its shape family), tests and ``bench``.  Whom it
+calls: the model catalogue of
 :mod:`elastico.perf.llm` (:class:`~elastico.perf.llm.LlmModel`: parameters, layers, hidden size,
 heads), the GPU catalogue :mod:`elastico.hardware` (dense peak FLOP/s per precision, memory);
 nothing else.  Pure: no clock, no I/O.
@@ -331,13 +332,17 @@ class TrainingPlan:
 
 def plans(job: LlmTrainingJob, gpu: str, gpus: int, *, gpus_per_node: int = 8,
           mfu: float | None = None, recompute: str = "selective",
-          memory_gib: float | None = None) -> list[TrainingPlan]:
+          memory_gib: float | None = None, zero: int | None = None) -> list[TrainingPlan]:
     """One plan per tensor-parallel degree (module docstring), fitting ones first in order of
-    tp; ``memory_gib``: usable memory per GPU (default the catalogue's)."""
+    tp; ``memory_gib``: usable memory per GPU (default the catalogue's); ``zero``: the one
+    ZeRO stage the job runs with (None: the smallest that fits; on one data-parallel rank
+    every stage partitions over one rank, so the stage is moot there and reported as 0)."""
     if not isinstance(job, LlmTrainingJob):
         raise InvalidArgument("job", type(job).__name__, "an LlmTrainingJob")
     _int("gpus", gpus)
     _int("gpus_per_node", gpus_per_node)
+    if zero is not None and (isinstance(zero, bool) or zero not in (0, 1, 2, 3)):
+        raise InvalidArgument("zero", zero, "a ZeRO stage: 0, 1, 2 or 3, or None")
     cap = hardware.gpu_spec(gpu).memory_gib if memory_gib is None else _positive("memory_gib",
                                                                                   memory_gib)
     step = step_time_s(job.model, gpu, tokens=job.tokens_per_step, gpus=gpus,
@@ -355,28 +360,29 @@ def plans(job: LlmTrainingJob, gpu: str, gpus: int, *, gpus_per_node: int = 8,
             continue
         per_rank = job.global_batch // dp
         best = None
-        for zero in ((0, 1, 2, 3) if dp > 1 else (0,)):
+        stages = (0,) if dp == 1 else ((0, 1, 2, 3) if zero is None else (zero,))
+        for stage in stages:
             mb = 1 << int(math.log2(per_rank))
             while mb >= 1:
                 if per_rank % mb == 0:
                     m = memory(job.model, seq_len=job.seq_len, micro_batch=mb, tp=tp, dp=dp,
-                               zero=zero, recompute=recompute)
+                               zero=stage, recompute=recompute)
                     if m.total <= cap:
-                        best = (zero, mb, m)
+                        best = (stage, mb, m)
                         break
                 mb //= 2
             if best is not None:
                 break
         if best is None:
-            zero = 3 if dp > 1 else 0
-            m = memory(job.model, seq_len=job.seq_len, micro_batch=1, tp=tp, dp=dp, zero=zero,
+            stage = stages[-1]
+            m = memory(job.model, seq_len=job.seq_len, micro_batch=1, tp=tp, dp=dp, zero=stage,
                        recompute=recompute)
-            out.append(TrainingPlan(gpu, gpus, tp, dp, zero, 1, per_rank, step,
+            out.append(TrainingPlan(gpu, gpus, tp, dp, stage, 1, per_rank, step,
                                     job.tokens_per_step / step, m, False,
                                     f"needs {m.total:.1f} GiB per GPU at micro-batch 1, ZeRO-"
-                                    f"{zero}; {cap:g} GiB available"))
+                                    f"{stage}; {cap:g} GiB available"))
             continue
-        zero, mb, m = best
-        out.append(TrainingPlan(gpu, gpus, tp, dp, zero, mb, per_rank // mb, step,
+        stage, mb, m = best
+        out.append(TrainingPlan(gpu, gpus, tp, dp, stage, mb, per_rank // mb, step,
                                 job.tokens_per_step / step, m, True))
     return sorted(out, key=lambda p: (not p.fits, p.tp))

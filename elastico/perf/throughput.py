@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import csv
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
@@ -74,6 +74,8 @@ __all__ = [
     "fit_amdahl",
     "GPU_SPEED_SENSITIVITIES",
     "SCHEDULER_GPU_MODELS",
+    "UNDISCLOSED_BAND_MODELS",
+    "undisclosed_speed_band",
 ]
 
 #: Gavel family (job-type name before " (batch size") -> MISO family.
@@ -142,6 +144,10 @@ class ThroughputModel:
     mig_speed: Mapping[tuple[str, str], float]
     gpu_speed: str = "datasheet"
     sensitivity: Mapping[str, float] = field(default_factory=lambda: {"datasheet": 1.0})
+    #: the undisclosed G2/G3's one-GPU speed over the reference V100's: a SENSITIVITY
+    #: PARAMETER, not a measurement (:func:`undisclosed_speed_band`, docs/model.md 2.); 1.0 is
+    #: the historical setting (they run as the reference)
+    undisclosed_speed: float = 1.0
 
     def __repr__(self) -> str:
         return (f"ThroughputModel({len(self.job_types())} job types, gpu_speed={self.gpu_speed}, "
@@ -257,9 +263,27 @@ class ThroughputModel:
             return _cached_base(self, job_type, gpu_model)
         return self._base(job_type, gpu_model)
 
+    def with_undisclosed_speed(self, speed: float) -> "ThroughputModel":
+        """This model with the undisclosed G2/G3 at ``speed`` x the reference V100's one-GPU
+        speed (every job type alike; :func:`undisclosed_speed_band` gives the band the
+        simulator's results are reported over).  InvalidArgument (field
+        ``undisclosed_speed``) outside (0, 20]."""
+        if isinstance(speed, bool) or not isinstance(speed, (int, float)) \
+                or not (math.isfinite(speed) and 0 < speed <= 20):
+            raise InvalidArgument("undisclosed_speed", speed,
+                                  "a factor of the reference V100's speed in (0, 20]")
+        return replace(self, undisclosed_speed=float(speed))
+
     def _base(self, job_type: str, gpu_model: str) -> tuple[float, Provenance]:
         self._check_model(gpu_model)
         v, prov = self.training.base(job_type, gpu_model)
+        if gpu_model in ASSUMED_AS:
+            u = self.undisclosed_speed
+            v *= u
+            prov = Provenance(prov.kind, prov.source,
+                              f"{prov.detail}; SENSITIVITY PARAMETER undisclosed_speed={u:g} x "
+                              "the reference (no measurement, no datasheet; the band reported "
+                              "is undisclosed_speed_band(): docs/model.md 2.)", prov.factor)
         mult = self.sensitivity[self.gpu_speed]
         if prov.kind == "model" and mult != 1.0:
             v *= mult
@@ -420,6 +444,24 @@ def _scaled_speedup(model: ThroughputModel, job_type: str, gpu_model: str, num_g
     x, prov = model.training.speedup(job_type, gpu_model, num_gpus, nodes, t_grad=tg)
     return x, Provenance(prov.kind, prov.source,
                          f"{prov.detail}; T_grad at gpu_speed={model.gpu_speed}", prov.factor)
+
+
+#: GPU models whose median speed over the job types bounds :func:`undisclosed_speed_band`:
+#: the trace's slowest disclosed model and the A100-80GB (docs/model.md 2. says why).
+UNDISCLOSED_BAND_MODELS = ("T4", "A100-80GB")
+
+
+@lru_cache(maxsize=1)
+def undisclosed_speed_band() -> tuple[float, float]:
+    """``(low, high)``: the band of :attr:`ThroughputModel.undisclosed_speed` the simulator's
+    results are reported over -- the median over the 26 job types of the bundled model's
+    speed relative to the V100 (``datasheet``) on :data:`UNDISCLOSED_BAND_MODELS`: the
+    trace's slowest disclosed GPU (T4, 0.387) and an A100-80GB (2.52).  A choice, not a
+    measurement: nothing bounds an undisclosed GPU (docs/model.md 2.)."""
+    tm = _bundled("datasheet")
+    lo, hi = (float(np.median([tm.speed_factor(g, j) for j in tm.job_types()]))
+              for g in UNDISCLOSED_BAND_MODELS)
+    return lo, hi
 
 
 def _check_gpu_speed(gpu_speed: str) -> None:

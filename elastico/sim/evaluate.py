@@ -51,8 +51,12 @@ class Settings:
     ``"continuous"`` (a Poisson process over a warm-up, a measurement window and a drain
     sized from the trace's batch durations at ``window_quantile``; docs/model.md,
     "Continuous arrivals"; ``jobs_per_gpu`` is then unused).  ``llm_jobs``: a jobs file of
-    offline LLM inference jobs (or ``demo``; :mod:`elastico.sim.llm_workload`) replayed
-    beside the trace's, arriving from the workload's first arrival (None: none)."""
+    LLM jobs (or ``demo``, ``train-demo``; :mod:`elastico.sim.llm_workload`) replayed
+    beside the trace's, arriving from the workload's first arrival -- with continuous arrivals
+    over the measurement window instead (:func:`_with_llm`) -- (None: none).
+    ``undisclosed_speed``: the trace's undisclosed G2/G3 one-GPU speed over the reference
+    V100's (:meth:`elastico.perf.throughput.ThroughputModel.with_undisclosed_speed`: a
+    sensitivity parameter; 1.0 = they run as the reference)."""
 
     jobs_per_gpu: float = 4.0
     load: float | None = None
@@ -63,6 +67,7 @@ class Settings:
     arrivals: str = "trace"
     window_quantile: float = 0.9
     llm_jobs: str | None = None
+    undisclosed_speed: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -119,10 +124,17 @@ def _inputs():
 
 
 def _model(settings: Settings):
-    """The throughput model at the settings' ``gpu_speed`` sensitivity (cached per setting)."""
+    """The throughput model at the settings' ``gpu_speed`` sensitivity and undisclosed-GPU
+    speed (cached per setting)."""
+    return _model_at(settings.gpu_speed, settings.undisclosed_speed)
+
+
+@lru_cache(maxsize=8)
+def _model_at(gpu_speed: str, undisclosed_speed: float):
     from elastico.perf.throughput import ThroughputModel
 
-    return ThroughputModel.bundled(settings.gpu_speed)
+    model = ThroughputModel.bundled(gpu_speed)
+    return model if undisclosed_speed == 1.0 else model.with_undisclosed_speed(undisclosed_speed)
 
 
 def _truth():
@@ -166,7 +178,8 @@ def _with_llm(wl, settings: Settings, seed: int = 0):
     if wl.window is not None:
         llm = arrivals_in_window(llm, wl.window.lo, wl.window.hi, seed)
     kinds = dict(wl.kinds)
-    kinds["inference"] = kinds.get("inference", 0) + len(llm)
+    for j in llm:
+        kinds[j.kind.value] = kinds.get(j.kind.value, 0) + 1
     return replace(wl, jobs=sorted([*wl.jobs, *llm], key=lambda j: j.arrival_s), kinds=kinds)
 
 
@@ -223,13 +236,14 @@ def run_one(task: Task) -> RunOutput:
            "remaining_estimate": task.settings.remaining_estimate,
            "gpu_utilization_ceiling": _ceiling(task.spec, task.gpus, task.seed, task.settings),
            "wall_s": round(time.perf_counter() - t0, 2)}
-    llm = [{"job": r.job_id, "status": r.status, "tokens": r.tokens, "tokens_done": r.tokens_done,
+    llm = [{"job": r.job_id, "kind": r.kind, "status": r.status, "tokens": r.tokens,
+            "tokens_done": r.tokens_done,
             "config": r.config, "startup_s": r.startup_s, "restarts": r.restarts,
             "jct_s": (r.finish_s - r.arrival_s) if r.finish_s is not None else None}
            for r in res.records if r.tokens > 0]
     lo = 0.0 if win is None else win.lo
     hi = math.inf if win is None else win.hi
-    if llm:  # offline LLM inference jobs (Settings.llm_jobs): tokens, configuration, JCT
+    if llm:  # LLM inference and training jobs (Settings.llm_jobs): tokens, configuration, JCT
         run["llm_jobs"] = llm
         run["llm_window"] = llm_window_metrics(res.records, lo, hi)
     counted = [r for r in res.records if r.kind != "service" and r.status == "finished"
@@ -243,9 +257,9 @@ def run_one(task: Task) -> RunOutput:
 
 
 def llm_window_metrics(records, lo: float, hi: float) -> dict:
-    """The offline LLM inference jobs (records with tokens) on their own, over the same
-    measurement window ``[lo, hi]`` (s) as the run's metrics (docs/metrics.md): ``jobs`` (all
-    of them), ``in_window`` (arrived in it), ``finished`` (of those), ``avg_jct_s`` and
+    """The LLM jobs (records with tokens: offline inference and training) on their own, over
+    the same measurement window ``[lo, hi]`` (s) as the run's metrics (docs/metrics.md):
+    ``jobs`` (all of them), ``in_window`` (arrived in it), ``finished`` (of those), ``avg_jct_s`` and
     ``p50_jct_s`` over the finished ones (0 when none), ``tokens`` and ``tokens_done`` of the
     window's jobs, ``avg_slowdown`` (JCT / run time alone at the requested shape, start-up
     included)."""

@@ -53,14 +53,22 @@ DEMO = "demo"
 KEYS = ("id", "model", "model_config", "requests", "tokens", "lengths", "arrival_s",
         "gpu_models", "reference_gpu", "tp", "replicas", "gpu_fraction", "dtype", "kv_dtype",
         "engine", "cpu", "mem_gib", "priority")
+#: the keys of a training entry (``"kind": "training"``)
+TRAINING_KEYS = ("id", "kind", "model", "model_config", "tokens", "seq_len", "global_batch",
+                 "global_batch_tokens", "mode", "precision", "zero", "recompute", "gpus",
+                 "arrival_s", "gpu_models", "reference_gpu", "cpu", "mem_gib", "priority")
+#: ``--llm-jobs train-demo``: the bundled training demo (data/llm-jobs/train-demo.json)
+TRAIN_DEMO = "train-demo"
+#: the bundled jobs files by name
+BUNDLED = {DEMO: "demo.json", TRAIN_DEMO: "train-demo.json"}
 _MAX_JOBS = 10_000
 
 
 def _path(source: str | Path) -> Path:
-    if str(source) == DEMO:
+    if str(source) in BUNDLED:
         from elastico.paths import data_file
 
-        return data_file("llm-jobs", "demo.json")
+        return data_file("llm-jobs", BUNDLED[str(source)])
     return Path(source)
 
 
@@ -147,27 +155,22 @@ def llm_jobs_from(doc: Any, *, offset_s: float = 0.0) -> list[Job]:
         w = f"jobs[{k}]"
         if not isinstance(e, dict):
             raise InvalidArgument(w, type(e).__name__, "an object")
-        stray = sorted(set(e) - set(KEYS))
+        kind = e.get("kind", "inference")
+        if kind not in ("inference", "training"):
+            raise InvalidArgument(f"{w}.kind", kind, "'inference' (default) or 'training'")
+        keys = TRAINING_KEYS if kind == "training" else KEYS + ("kind",)
+        stray = sorted(set(e) - set(keys))
         if stray:
-            raise InvalidArgument(f"{w}.{stray[0]}", e[stray[0]], "a key of " + ", ".join(KEYS))
+            raise InvalidArgument(f"{w}.{stray[0]}", e[stray[0]],
+                                  f"a key of a {kind} job: " + ", ".join(keys))
         jid = _text(f"{w}.id", e.get("id"))
         if jid in seen:
             raise InvalidArgument(f"{w}.id", jid, "a job id not used by an earlier job")
         seen.add(jid)
-        if ("model" in e) == ("model_config" in e):
-            raise InvalidArgument(f"{w}.model", e.get("model"), "exactly one of model (a catalogue "
-                                  "name: " + ", ".join(P.LLM_MODELS) + ") and model_config")
-        try:
-            if "model" in e:
-                model = P.llm_model(_text(f"{w}.model", e["model"]))
-            else:
-                cfg = e["model_config"]
-                model = P.from_hf_config(cfg, name=str(cfg.get("_name_or_path") or jid)
-                                         if isinstance(cfg, dict) else jid)
-        except InvalidArgument as err:
-            key = "model" if "model" in e else "model_config"
-            raise InvalidArgument(f"{w}.{key}" + ("" if err.field == "model" else f".{err.field}"),
-                                  err.value, err.allowed) from None
+        model = _model(w, e, jid)
+        if kind == "training":
+            out.append(_training_job(w, e, jid, model, offset_s))
+            continue
         if ("requests" in e) == ("tokens" in e):
             raise InvalidArgument(f"{w}.requests", e.get("requests"),
                                   "exactly one of requests (INPUT:OUTPUTxCOUNT classes) and tokens")
@@ -216,8 +219,94 @@ def llm_jobs_from(doc: Any, *, offset_s: float = 0.0) -> list[Job]:
     return out
 
 
+def _model(w: str, e: dict, jid: str):
+    """The entry's model: ``model`` (a catalogue name) or ``model_config`` (HF fields)."""
+    from elastico.perf import llm as P
+
+    if ("model" in e) == ("model_config" in e):
+        raise InvalidArgument(f"{w}.model", e.get("model"), "exactly one of model (a catalogue "
+                              "name: " + ", ".join(P.LLM_MODELS) + ") and model_config")
+    try:
+        if "model" in e:
+            return P.llm_model(_text(f"{w}.model", e["model"]))
+        cfg = e["model_config"]
+        return P.from_hf_config(cfg, name=str(cfg.get("_name_or_path") or jid)
+                                if isinstance(cfg, dict) else jid)
+    except InvalidArgument as err:
+        key = "model" if "model" in e else "model_config"
+        raise InvalidArgument(f"{w}.{key}" + ("" if err.field == "model" else f".{err.field}"),
+                              err.value, err.allowed) from None
+
+
+def _training_job(w: str, e: dict, jid: str, model, offset_s: float) -> Job:
+    """A ``"kind": "training"`` entry (docs/model.md 9.): ``tokens`` to train on (required),
+    ``seq_len`` (required), the global batch as ``global_batch`` sequences or
+    ``global_batch_tokens`` (a multiple of ``seq_len``), ``mode`` (``finetune`` default or
+    ``pretrain``), ``precision`` (``bf16``), ``zero`` (0-3; default the smallest that fits),
+    ``recompute`` (``selective`` default), ``gpus`` (1..8, default 8) and the common keys."""
+    from elastico import llm_train_job as LTJ
+    from elastico.llm_job import MAX_TOKENS
+    from elastico.perf.llm_training import LlmTrainingJob
+
+    if "tokens" not in e:
+        raise InvalidArgument(f"{w}.tokens", None, "the tokens to train on (required)")
+    tokens = _num(f"{w}.tokens", e["tokens"], 1, MAX_TOKENS)
+    if "seq_len" not in e:
+        raise InvalidArgument(f"{w}.seq_len", None, "the tokens per sequence (required)")
+    seq = _num(f"{w}.seq_len", e["seq_len"], 1, 2**20, integer=True)
+    if ("global_batch" in e) == ("global_batch_tokens" in e):
+        raise InvalidArgument(f"{w}.global_batch", e.get("global_batch"),
+                              "exactly one of global_batch (sequences) and global_batch_tokens")
+    if "global_batch" in e:
+        batch = _num(f"{w}.global_batch", e["global_batch"], 1, 2**24, integer=True)
+    else:
+        bt = _num(f"{w}.global_batch_tokens", e["global_batch_tokens"], 1, 2**34, integer=True)
+        if bt % seq:
+            raise InvalidArgument(f"{w}.global_batch_tokens", bt,
+                                  f"a multiple of seq_len={seq} (whole sequences)")
+        batch = bt // seq
+    mode = e.get("mode", "finetune")
+    if mode not in ("finetune", "pretrain"):
+        raise InvalidArgument(f"{w}.mode", mode, "'finetune' (full-parameter) or 'pretrain' "
+                              "(LoRA and other parameter-efficient fine-tuning are not modelled)")
+    zero = e.get("zero")
+    if zero is not None:
+        zero = _num(f"{w}.zero", zero, 0, 3, integer=True)
+    models = e.get("gpu_models", [])
+    if not isinstance(models, list) or not all(isinstance(m, str) and m for m in models):
+        raise InvalidArgument(f"{w}.gpu_models", models, "a list of GPU model names")
+    ref = _text(f"{w}.reference_gpu", e.get("reference_gpu"))
+    try:
+        train = LlmTrainingJob(jid, model, seq, batch, tokens, mode,
+                               e.get("precision", "bf16"))
+        return LTJ.llm_train_job(
+            jid, train, reference_gpu=ref, gpu_models=models, zero=zero,
+            gpus=_num(f"{w}.gpus", e.get("gpus", 8), 1, LTJ.MAX_GPUS, integer=True),
+            recompute=e.get("recompute", "selective"),
+            arrival_s=offset_s + _num(f"{w}.arrival_s", e.get("arrival_s", 0.0), 0, 1e9),
+            cpu=_num(f"{w}.cpu", e.get("cpu", 8.0), 0, 1e4),
+            mem_gib=_num(f"{w}.mem_gib", e.get("mem_gib", 64.0), 0, 1e6),
+            priority=_num(f"{w}.priority", e.get("priority", 1.0), 0, MAX_PRIORITY,
+                          lo_open=True))
+    except InvalidArgument as err:
+        if err.field.startswith(w):
+            raise
+        field = err.field[4:] if err.field.startswith("job.") else err.field
+        raise InvalidArgument(f"{w}.{field}", err.value, err.allowed) from None
+
+
 def describe(jobs: Sequence[Job]) -> str:
-    """``"5 LLM jobs (Llama-3-8B, ...), 1.2e+09 tokens"``."""
-    names = ", ".join(dict.fromkeys(j.llm.model.name for j in jobs))
-    tokens = sum(j.llm.work.total_tokens for j in jobs)
-    return f"{len(jobs)} LLM job{'s' if len(jobs) != 1 else ''} ({names}), {tokens:.3g} tokens"
+    """``"5 LLM jobs (Llama-3-8B, ...), 1.2e+09 tokens"`` (training jobs: ``3 of them
+    training``)."""
+    def name(j: Job) -> str:
+        return j.llm.model.name if j.llm is not None else j.llm_train.job.model.name
+
+    def tokens(j: Job) -> float:
+        return j.llm.work.total_tokens if j.llm is not None else j.llm_train.tokens
+
+    names = ", ".join(dict.fromkeys(name(j) for j in jobs))
+    total = sum(tokens(j) for j in jobs)
+    train = sum(1 for j in jobs if j.llm_train is not None)
+    of = f", {train} of them training" if train else ""
+    return (f"{len(jobs)} LLM job{'s' if len(jobs) != 1 else ''} ({names}{of}), "
+            f"{total:.3g} tokens")

@@ -51,6 +51,11 @@ is produced before the weights are on the GPUs.  ASSUMPTION: the requests finish
 reconfiguration stay done (an offline batch writes its outputs as they complete), so a restart
 loses the load time only.
 
+LLM training jobs (``Job.llm_train``; :mod:`elastico.llm_train_job`): progress is tokens
+trained the same way (``JobRecord.tokens``: the tokens to train on), at their configuration's
+tokens/s (6 N T at a cited MFU); a restart costs ``restart_s`` (checkpoint / restore) as any
+training job's.
+
 Services are not batch work: a service runs until its owner deletes it (the trace's
 ``deletion - scheduled``) and serves the load its request was sized for, however much GPU it
 is given.  So a placed service progresses at rate 1.0 (its lifetime passes in wall time) and
@@ -114,8 +119,9 @@ class JobRecord:
     censored: bool = False         # the trace's lifetime is cut off (Job.censored)
     alone_s: float = 0.0           # run time alone at the requested shape (docs/metrics.md)
     gpus: float = 0.0              # requested GPUs (num_gpus x share), for normalised work
-    # offline LLM inference jobs (Job.llm) only: total tokens (prompt + generated), tokens
-    # processed, start-up seconds paid (weight loading, every start), the last configuration
+    # LLM jobs only -- offline inference (Job.llm): total tokens (prompt + generated), tokens
+    # processed, start-up seconds paid (weight loading, every start), the last configuration;
+    # training (Job.llm_train): tokens to train on, tokens trained, the last configuration
     tokens: float = 0.0
     tokens_done: float = 0.0
     startup_s: float = 0.0
@@ -251,8 +257,7 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
                                slowdown_bound=j.slowdown_bound, censored=j.censored,
                                alone_s=j.work / max(alone(j), _EPS),
                                gpus=j.request.gpus_total,
-                               tokens=(float(j.llm.work.total_tokens) if j.llm is not None
-                                       else 0.0)) for j in jobs}
+                               tokens=_tokens(j)) for j in jobs}
     live: dict[str, _Live] = {}
     arrivals = list(reversed(jobs))  # pop() from the end = earliest first
     round_ms: list[float] = []
@@ -330,7 +335,7 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
                     rec.restarts += 1
                     if llm:
                         rec.startup_s += cost
-                if llm:
+                if llm or l.job.llm_train is not None:
                     rec.config = d.config.name
                 l.was_preempted = False
                 if l.config != d.config:
@@ -447,10 +452,11 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
             progress(sum(1 for jid in finished if records[jid].kind != "service"), t)
 
     for j in jobs:
-        if j.llm is not None:  # progress in tokens (module docstring)
+        spec = j.llm if j.llm is not None else j.llm_train
+        if spec is not None:  # progress in tokens (module docstring)
             rec = records[j.id]
             rec.tokens_done = (j.work if rec.status == "finished" else j.done) \
-                * j.llm.reference_tokens_per_s
+                * spec.reference_tokens_per_s
     recs = list(records.values())
     span = max(0.0, min(t, w_hi) - w_lo) if recs else 0.0
     metrics = _metrics(recs, span, total_gpus, alloc_int, util_int, round_ms,
@@ -459,6 +465,15 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
     metrics.update(meter.metrics(span))
     return SimResult(getattr(policy, "name", "?"), total_gpus, metrics, recs, n_rounds, timeline,
                      meter.per_gpu(span))
+
+
+def _tokens(job: Job) -> float:
+    """An LLM job's tokens: prompt + generated (inference), to train on (training); else 0."""
+    if job.llm is not None:
+        return float(job.llm.work.total_tokens)
+    if job.llm_train is not None:
+        return job.llm_train.tokens
+    return 0.0
 
 
 def _llm_startup(load_gbps: float | None) -> Callable[[Job, Configuration], float]:

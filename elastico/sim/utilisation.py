@@ -24,6 +24,12 @@ What a placed job contributes on each of its GPUs, as fractions of wall time
   service, which keeps busy only what its requested shape needs.
 * nothing while it restarts (checkpoint/restore, weight loading): the GPU reads 0 from it.
 
+An LLM training job (``Job.llm_train``) draws its profile the same way (AcmeTrace, whose
+clusters train LLMs, is its own population), except the all-reduce share: that of Sia's
+``bert`` (the one attention model Sia measured) on its data-parallel degree ``num_gpus / tp``
+of GPUs -- none with a single data-parallel rank (tensor-parallel all-reduces run inside the
+step the MFU times).
+
 A GPU's reading combines its residents by :func:`elastico.perf.activity.combine` with the
 GPU's mechanism: ``"mig"`` for a GPU in MIG mode, ``"time-slicing"`` under a time-slicing
 policy, ``"mps"`` otherwise (one job alone included).  Cluster-wide = the mean over every GPU
@@ -117,12 +123,22 @@ class UtilisationMeter:
     def profile(self, job: Job, config: Configuration, nodes: int) -> ActivityProfile:
         """The job's activity profile on ``config`` spread over ``nodes`` nodes (cached)."""
         data_parallel = job.kind is JobKind.TRAINING and job.llm is None
-        key = (job.id, config.num_gpus, nodes, config.gpu_model, data_parallel)
+        gpus, sia_job = max(1, config.num_gpus), None
+        if job.llm_train is not None:
+            # LLM training: the gradient all-reduce runs over the data-parallel ranks (the
+            # TP groups' own all-reduces are inside the compute the MFU counts), with the
+            # all-reduce share Sia measured for bert, its one attention model (module
+            # docstring; docs/model.md 10.)
+            from elastico.llm_train_job import data_parallel as dp_of
+
+            gpus, sia_job = dp_of(config), "bert"
+            data_parallel = gpus > 1
+        key = (job.id, config.num_gpus, nodes, config.gpu_model, data_parallel, gpus)
         p = self._profiles.get(key)
         if p is None:
             p = self._profiles[key] = draw_profile(
-                job.id, seed=self.seed, gpus=max(1, config.num_gpus), nodes=max(1, nodes),
-                gpu_model=config.gpu_model, data_parallel=data_parallel)
+                job.id, seed=self.seed, gpus=gpus, nodes=max(1, min(nodes, gpus)),
+                gpu_model=config.gpu_model, data_parallel=data_parallel, sia_job=sia_job)
         return p
 
     def resident(self, job: Job, config: Configuration, nodes: int, fraction: float,

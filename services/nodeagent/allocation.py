@@ -57,10 +57,18 @@ class PodInfo:
     gpu_containers: tuple[str, ...] = ()
     deleting: bool = False
     phase: str = "Pending"
+    #: the job's identity, the group key of its pods (:func:`elastico.contract.job_key`);
+    #: "" = the pod is a job of its own
+    job: str = ""
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def job_key(self) -> str:
+        """The job this pod belongs to: ``job``, else ``namespace/pod/name``."""
+        return self.job or f"{self.namespace}/pod/{self.name}"
 
 
 @dataclass(frozen=True)

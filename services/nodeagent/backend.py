@@ -20,6 +20,17 @@ Health: :meth:`GpuBackend.wait_health_event` blocks until something may have cha
 health (NVML: a critical XID or double-bit ECC event; simulated: :meth:`set_health`) or the
 timeout passes; ``list_gpus()`` then reports the new ``healthy`` flags.
 
+Activity (issue 23): :meth:`GpuBackend.activity` reads what a job does on a GPU, one
+:class:`ActivityReading` per *unit* -- the whole GPU, or each MIG instance of a GPU in MIG mode
+(instances are hardware-isolated, so each is read on its own): per process (= per MPS client)
+the SM utilisation NVML attributes to it (``nvmlDeviceGetProcessUtilization``, ``smUtil``) and
+its memory (``nvmlDeviceGetComputeRunningProcesses``, ``usedGpuMemory``); the unit's SM and
+DRAM activity (DCGM profiling fields ``DCGM_FI_PROF_SM_ACTIVE`` 1002 and
+``DCGM_FI_PROF_DRAM_ACTIVE`` 1005, read only where the DCGM python bindings import; otherwise
+``None`` = unavailable, never estimated); PCIe throughput (``nvmlDeviceGetPcieThroughput``,
+whole GPUs only: a MIG instance shares its GPU's PCIe link).  The simulated backend computes
+the same readings from :mod:`elastico.perf.activity` (:meth:`SimulatedGpuBackend.run_process`).
+
 Units: memory GiB, power W, temperature degrees C, clocks MHz, utilization percent (0..100),
 PCIe GB/s (1e9 bytes/s).
 """
@@ -38,17 +49,23 @@ from elastico.hardware import GPU_MEMORY_GIB
 from elastico.model import check_mps_percentage
 from elastico.nodeagent.gpu_models import mig_table_model, simulated_model_names
 from elastico.mig import MigGpu, mig_profile
+from elastico.perf.activity import ActivityProfile, Resident, combine
 
 __all__ = [
     "BackendUnavailable",
     "GpuInfo",
     "MpsLimits",
     "MigDevice",
+    "ProcessUsage",
+    "ActivityReading",
+    "DCGM_SM_ACTIVE",
+    "DCGM_DRAM_ACTIVE",
     "GpuBackend",
     "pinned_mem_amount",
     "pinned_mem_limit_env",
     "SimulatedGpuBackend",
     "NvmlGpuBackend",
+    "DcgmProfiling",
     "TELEMETRY_KEYS",
     "backend_from_env",
 ]
@@ -119,6 +136,56 @@ class MpsLimits:
     pinned_mem_limit_gib: float
 
 
+#: DCGM profiling field ids (DCGM user guide, "Profiling Metrics"; dcgm_fields.py):
+#: SM activity and DRAM activity, fractions of time.
+DCGM_SM_ACTIVE = 1002
+DCGM_DRAM_ACTIVE = 1005
+
+
+@dataclass(frozen=True)
+class ProcessUsage:
+    """One CUDA process (one MPS client) on a unit: ``pid``; ``sm_util``: NVML's per-process
+    SM utilisation over the last sample period as a fraction (``smUtil`` / 100: the share of
+    time a kernel of the process ran; None when NVML does not report it, e.g. on a MIG
+    device); ``mem_gib``: its GPU memory, GiB (``usedGpuMemory`` / 2^30; None when NVML
+    withholds it)."""
+
+    pid: int
+    sm_util: float | None
+    mem_gib: float | None
+
+
+@dataclass(frozen=True)
+class ActivityReading:
+    """One sample of one unit of GPU ``gpu_index``: the whole GPU (``mig_start`` None) or the
+    MIG instance of ``mig_profile`` at ``mig_start``.  ``processes``: by pid.
+    ``sm_active`` / ``dram_active``: DCGM 1002 / 1005 of the unit, fractions in [0, 1] (None:
+    DCGM profiling unavailable).  ``pcie_rx_gbs`` / ``pcie_tx_gbs``: GB/s (None on a MIG
+    instance or where NVML does not report it)."""
+
+    gpu_index: int
+    mig_start: int | None = None
+    mig_profile: str | None = None
+    processes: tuple[ProcessUsage, ...] = ()
+    sm_active: float | None = None
+    dram_active: float | None = None
+    pcie_rx_gbs: float | None = None
+    pcie_tx_gbs: float | None = None
+
+    @property
+    def mem_gib(self) -> float | None:
+        """Memory of all its processes, GiB (None when any withholds it)."""
+        vals = [p.mem_gib for p in self.processes]
+        return None if any(v is None for v in vals) else float(sum(vals))  # type: ignore[arg-type]
+
+    @property
+    def sm_util(self) -> float | None:
+        """NVML SM utilisation of its processes together, capped at 1 (None when any is
+        unreported)."""
+        vals = [p.sm_util for p in self.processes]
+        return None if any(v is None for v in vals) else min(1.0, float(sum(vals)))  # type: ignore[arg-type]
+
+
 @runtime_checkable
 class GpuBackend(Protocol):
     """What the node agent needs from the GPUs (one contract test suite runs against every
@@ -128,6 +195,11 @@ class GpuBackend(Protocol):
 
     def telemetry(self, index: int) -> dict[str, float]:
         """Readings named in :data:`TELEMETRY_KEYS` (unit in the key)."""
+        ...
+
+    def activity(self, index: int) -> list[ActivityReading]:
+        """One :class:`ActivityReading` per unit of GPU ``index`` (the GPU, or each MIG
+        instance by start); NotFound for an index not on the node."""
         ...
 
     def set_mps_limits(
@@ -260,6 +332,22 @@ class _MpsLimitsOf:
         return self._mps.env(client_id)
 
 
+@dataclass(frozen=True)
+class _SimProcess:
+    profile: ActivityProfile
+    mem_gib: float
+    mig_start: int | None
+    mps_share: float | None
+    pcie_rx_gbs: float
+    pcie_tx_gbs: float
+
+    def resident(self) -> Resident:
+        p = self.profile
+        level = p.level if self.mps_share is None else min(p.level, self.mps_share)
+        scale = level / p.level if p.level > 0 else 0.0
+        return Resident(level, p.dram_level * scale, p.compute, p.kernel)
+
+
 class SimulatedGpuBackend(_MpsLimitsOf):
     """An in-memory backend over a fixed list of GPUs.  Telemetry defaults to an idle GPU and
     can be set with :meth:`set_telemetry` (tests, the simulator).  MIG instances live in one
@@ -292,6 +380,7 @@ class SimulatedGpuBackend(_MpsLimitsOf):
         }
         self._mps = _MpsBook()
         self._lock = threading.Condition()
+        self._procs: dict[int, dict[int, _SimProcess]] = {g.index: {} for g in gpus}
         self._health_events = 0
         self._mig: dict[int, MigGpu] = {}
         self._busy: dict[tuple[int, int], bool] = {}
@@ -373,6 +462,80 @@ class SimulatedGpuBackend(_MpsLimitsOf):
                 raise InvalidArgument(f"readings.{k}", v, f"<= memory_total_gib {g.memory_total_gib:g}")
         self._readings[index].update({k: float(v) for k, v in readings.items()})
 
+    # --- activity ------------------------------------------------------------------------
+    def run_process(self, index: int, pid: int, profile: ActivityProfile, mem_gib: float = 0.0,
+                    *, mig_start: int | None = None, mps_share: float | None = None,
+                    pcie_rx_gbs: float = 0.0, pcie_tx_gbs: float = 0.0) -> None:
+        """Starts simulated CUDA process ``pid`` on GPU ``index`` (in the MIG instance at
+        ``mig_start`` on a MIG-mode GPU, required there), doing what ``profile``
+        (:class:`elastico.perf.activity.ActivityProfile`, its activity alone on the device it
+        sees) says, holding ``mem_gib`` GiB and moving ``pcie_*_gbs`` GB/s.  ``mps_share``: its
+        MPS active thread percentage / 100, which caps the SMs it holds (MPS docs).
+        InvalidArgument for a bad value, a pid already running, or a MIG start with no
+        instance."""
+        if not isinstance(profile, ActivityProfile):
+            raise InvalidArgument("profile", type(profile).__name__, "an ActivityProfile")
+        if isinstance(pid, bool) or not isinstance(pid, int) or pid < 1:
+            raise InvalidArgument("pid", pid, "a process id >= 1")
+        for name, v in (("mem_gib", mem_gib), ("pcie_rx_gbs", pcie_rx_gbs), ("pcie_tx_gbs", pcie_tx_gbs)):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise InvalidArgument(name, v, "a finite number >= 0")
+        if mps_share is not None and not (isinstance(mps_share, (int, float)) and 0 < mps_share <= 1):
+            raise InvalidArgument("mps_share", mps_share, "a fraction in (0, 1] or None")
+        with self._lock:
+            g = self._gpu(index)
+            if mem_gib > g.memory_total_gib:
+                raise InvalidArgument("mem_gib", mem_gib, f"<= the GPU's {g.memory_total_gib:g} GiB")
+            if any(pid in procs for procs in self._procs.values()):
+                raise InvalidArgument("pid", pid, "a pid not already running")
+            if g.mig_mode:
+                if mig_start not in self._mig[index].instances:
+                    raise InvalidArgument("mig_start", mig_start,
+                                          f"the start of a MIG instance of GPU {index} "
+                                          f"{sorted(self._mig[index].instances)}")
+                if mps_share is not None:
+                    raise InvalidArgument("mps_share", mps_share, "None on a MIG instance")
+            elif mig_start is not None:
+                raise InvalidArgument("mig_start", mig_start, "None on a GPU not in MIG mode")
+            self._procs[index][pid] = _SimProcess(profile, float(mem_gib), mig_start, mps_share,
+                                                  float(pcie_rx_gbs), float(pcie_tx_gbs))
+
+    def end_process(self, index: int, pid: int) -> None:
+        """Ends simulated process ``pid`` on GPU ``index``; NotFound when it is not running."""
+        with self._lock:
+            self._gpu(index)
+            if self._procs[index].pop(pid, None) is None:
+                raise NotFound(f"gpu {index}: no simulated process {pid}")
+
+    def activity(self, index: int) -> list[ActivityReading]:
+        """Readings from the running processes' activity profiles: per process ``sm_util`` =
+        its kernel time (NVML counts a sample period in which a kernel of the process ran) and
+        its memory; per unit ``sm_active`` / ``dram_active`` =
+        :func:`elastico.perf.activity.combine` of its processes under MPS rules (MPS clients,
+        or one job alone; a MIG instance's processes share it the same way), each process's
+        SM level capped at its MPS share with its DRAM level scaled alike (as
+        :mod:`elastico.sim.utilisation` does); PCIe = the sum of the processes' (whole GPUs).
+        The simulated GPU knows no slowdowns: co-located processes keep their solo time
+        fractions (a measurement would see them stretched)."""
+        with self._lock:
+            g = self._gpu(index)
+            procs = dict(self._procs[index])
+            units = ([(s, p) for s, p in sorted(self._mig[index].instances.items())]
+                     if g.mig_mode else [(None, None)])
+        out = []
+        for start, prof in units:
+            mine = sorted((pid, x) for pid, x in procs.items() if x.mig_start == start)
+            residents = [x.resident() for _pid, x in mine]
+            act = combine(residents, "mps")
+            whole = start is None
+            out.append(ActivityReading(
+                index, start, prof,
+                tuple(ProcessUsage(pid, x.profile.gpu_util(), x.mem_gib) for pid, x in mine),
+                act.sm_active, act.dram_active,
+                float(sum(x.pcie_rx_gbs for _p, x in mine)) if whole else None,
+                float(sum(x.pcie_tx_gbs for _p, x in mine)) if whole else None))
+        return out
+
     def set_health(self, index: int, healthy: bool) -> None:
         """Marks GPU ``index`` healthy or not (as an XID would) and wakes health waiters."""
         with self._lock:
@@ -452,6 +615,54 @@ def _unavailable(reason: str) -> BackendUnavailable:
     )
 
 
+class DcgmProfiling:
+    """DCGM profiling fields 1002 (``DCGM_FI_PROF_SM_ACTIVE``) and 1005
+    (``DCGM_FI_PROF_DRAM_ACTIVE``) per GPU, through DCGM's python bindings (``DcgmReader``
+    and ``dcgm_fields``, shipped with DCGM under ``/usr/local/dcgm/bindings/python3``) when they
+    import and a host engine answers; otherwise :attr:`reason` says why and :meth:`read`
+    returns ``(None, None)``: the fields are reported unavailable, never estimated from
+    other counters.  MIG instances: DCGM reports profiling fields per GPU-instance entity; this
+    reader watches GPU entities only, so an instance reads ``(None, None)`` (not yet read)."""
+
+    def __init__(self, update_us: int = 1_000_000) -> None:
+        self.reason = ""
+        self._reader: Any = None
+        try:
+            from DcgmReader import DcgmReader  # type: ignore[import-not-found]  # noqa: PLC0415
+        except Exception as e:  # not installed, or a broken install: unavailable, said why
+            self.reason = f"DCGM python bindings not importable ({type(e).__name__}: {e})"
+            return
+        try:
+            self._reader = DcgmReader(fieldIds=[DCGM_SM_ACTIVE, DCGM_DRAM_ACTIVE],
+                                      updateFrequency=int(update_us))
+        except Exception as e:
+            self.reason = f"DCGM host engine not reachable ({type(e).__name__}: {e})"
+
+    @property
+    def available(self) -> bool:
+        return self._reader is not None
+
+    def read(self, gpu_index: int, mig_start: int | None = None) -> tuple[float | None, float | None]:
+        """(SM activity, DRAM activity) of GPU ``gpu_index``, fractions, or None each where
+        DCGM does not give a finite value in [0, 1]; ``(None, None)`` for a MIG instance."""
+        if self._reader is None or mig_start is not None:
+            return None, None
+        try:
+            data = self._reader.GetLatestGpuValuesAsFieldIdDict()
+            vals = data.get(gpu_index, {})
+        except Exception:
+            return None, None
+
+        def ok(v: Any) -> float | None:
+            try:
+                f = float(v)
+            except (TypeError, ValueError):
+                return None
+            return f if math.isfinite(f) and 0.0 <= f <= 1.0 else None
+
+        return ok(vals.get(DCGM_SM_ACTIVE)), ok(vals.get(DCGM_DRAM_ACTIVE))
+
+
 #: XIDs that an application causes (NVIDIA k8s-device-plugin's list: 13 graphics engine
 #: exception, 31 GPU memory page fault, 43 GPU stopped processing, 45 preemptive cleanup,
 #: 68 video processor exception, 109 context switch timeout): they do not make the GPU unhealthy.
@@ -490,6 +701,8 @@ class NvmlGpuBackend(_MpsLimitsOf):
         self._unhealthy: dict[int, str] = {}   # index -> why
         self._ecc_seen: dict[int, int] = {}
         self._events: Any = None
+        self._last_seen: dict[tuple[int, int | None], int] = {}  # unit -> last sample timestamp (us)
+        self._dcgm: DcgmProfiling | None = None
 
     def _call(self, what: str, fn, *args):
         try:
@@ -612,6 +825,82 @@ class NvmlGpuBackend(_MpsLimitsOf):
             except Exception:
                 out[key] = math.nan
         return out
+
+    # --- activity ----------------------------------------------------------------------
+    def activity(self, index: int) -> list[ActivityReading]:
+        """NVML (and DCGM where it imports) readings of GPU ``index``'s units (module
+        docstring).  Per unit: ``nvmlDeviceGetComputeRunningProcesses`` (pids, memory),
+        ``nvmlDeviceGetProcessUtilization`` with the last timestamp seen on that unit (samples
+        newer than the previous call; a process with no sample since -- or the call's
+        ``NVML_ERROR_NOT_FOUND``, "no sample entries" -- ran no kernel: 0; any other error, such
+        as NOT_SUPPORTED on MIG devices: None), ``nvmlDeviceGetPcieThroughput`` (KB/s / 1e6,
+        whole GPUs), DCGM 1002/1005 (:class:`DcgmProfiling`; None where unavailable).  Raises
+        NotFound for an index not on the node, BackendUnavailable naming the NVML call that
+        failed for the process list."""
+        nv = self._nvml
+        h = self._handle(index)
+        try:
+            mig = bool(nv.nvmlDeviceGetMigMode(h)[0])
+        except Exception:
+            mig = False
+        if self._dcgm is None:
+            self._dcgm = DcgmProfiling()
+        units: list[tuple[int | None, str | None, Any]] = []
+        if mig:
+            handles = self._mig_handles(h)
+            for _name, _gi, info in self._gpu_instances(h):
+                mh = handles.get(int(info.id))
+                if mh is not None:
+                    units.append((int(info.placement.start), _name, mh))
+            units.sort(key=lambda u: u[0])
+        else:
+            units.append((None, None, h))
+        out = []
+        for start, prof, uh in units:
+            running = self._call("nvmlDeviceGetComputeRunningProcesses",
+                                 nv.nvmlDeviceGetComputeRunningProcesses, uh)
+            util = self._process_util(index, start, uh)
+            procs = []
+            for pr in sorted(running, key=lambda p: int(p.pid)):
+                used = getattr(pr, "usedGpuMemory", None)
+                mem = None if used is None else float(used) / _GIB
+                su = None if util is None else util.get(int(pr.pid), 0.0)
+                procs.append(ProcessUsage(int(pr.pid), su, mem))
+            sm, dram = self._dcgm.read(index, start)
+            rx = tx = None
+            if start is None:
+                rx = self._optional(lambda: nv.nvmlDeviceGetPcieThroughput(h, nv.NVML_PCIE_UTIL_RX_BYTES) / 1e6)
+                tx = self._optional(lambda: nv.nvmlDeviceGetPcieThroughput(h, nv.NVML_PCIE_UTIL_TX_BYTES) / 1e6)
+            out.append(ActivityReading(index, start, prof, tuple(procs), sm, dram, rx, tx))
+        return out
+
+    @staticmethod
+    def _optional(fn) -> float | None:
+        try:
+            v = float(fn())
+        except Exception:
+            return None
+        return v if math.isfinite(v) else None
+
+    def _process_util(self, index: int, start: int | None, uh) -> dict[int, float] | None:
+        """pid -> mean ``smUtil`` / 100 of the samples newer than the unit's last call; {} for
+        NVML_ERROR_NOT_FOUND (none); None when NVML cannot report it on this unit."""
+        nv = self._nvml
+        key = (index, start)
+        last = self._last_seen.get(key, 0)
+        try:
+            samples = nv.nvmlDeviceGetProcessUtilization(uh, last)
+        except Exception as e:
+            not_found = getattr(nv, "NVML_ERROR_NOT_FOUND", None)
+            if not_found is not None and getattr(e, "value", None) == not_found:
+                return {}
+            return None
+        sums: dict[int, list[float]] = {}
+        for smp in samples or ():
+            sums.setdefault(int(smp.pid), []).append(float(smp.smUtil) / 100.0)
+            last = max(last, int(smp.timeStamp))
+        self._last_seen[key] = last
+        return {pid: min(1.0, max(0.0, sum(v) / len(v))) for pid, v in sums.items()}
 
     # --- MIG ---------------------------------------------------------------------------
     def _gi_profiles(self, h) -> dict[str, Any]:

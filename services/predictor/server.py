@@ -36,12 +36,13 @@ from elastico.runtime.metrics import ServiceMetrics
 from elastico.tracing import NOOP, Tracer
 from elastico.predictor.observations import Observation, analytic_activity
 from elastico.predictor.profile import JobProfile
+from elastico.predictor.profiles import MAX_REPORT
 from elastico.predictor.schema import check_gpu_model, check_job_field
 from elastico.predictor.service import PredictorCore
 from elastico.v1 import predictor_pb2, predictor_pb2_grpc
 
 __all__ = ["SERVICE_NAME", "PredictorServicer", "build_server", "profile_from_message",
-           "observation_from_message"]
+           "observation_from_message", "solo_profile_from_message"]
 
 #: Full name of the service, as health checking and reflection know it.
 SERVICE_NAME: str = predictor_pb2.DESCRIPTOR.services_by_name["PredictorService"].full_name
@@ -97,6 +98,22 @@ def observation_from_message(m: predictor_pb2.Observation, where: str) -> Observ
         raise InvalidArgument(f"{where}.{e.field}", e.value, e.allowed) from None
 
 
+_SOLO_OPTIONAL = ("mps_share", "sm_activity", "dram_activity", "mem_gib", "pcie_rx_gbs",
+                  "pcie_tx_gbs", "process_sm_util")
+
+
+def solo_profile_from_message(m: predictor_pb2.SoloProfile) -> dict[str, Any]:
+    """The :class:`~elastico.predictor.profiles.StoredProfile` fields of a wire
+    ``SoloProfile`` (unset optional counters -> None; validated by the store)."""
+    out: dict[str, Any] = {"job_key": m.job_key, "gpu_model": m.gpu_model,
+                           "mechanism": m.mechanism, "mig_profile": m.mig_profile or None,
+                           "samples": int(m.samples), "period_s": m.period_s, "kind": m.kind,
+                           "node": m.node}
+    for name in _SOLO_OPTIONAL:
+        out[name] = getattr(m, name) if m.HasField(name) else None
+    return out
+
+
 class PredictorServicer(predictor_pb2_grpc.PredictorServiceServicer):
     """PredictSlowdown and ReportObservation over one :class:`PredictorCore`."""
 
@@ -143,6 +160,16 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServiceServicer):
         abort_if_expired(context, "deadline passed; no observation stored")
         stored = self.core.report(obs)
         return predictor_pb2.ReportObservationResponse(accepted=len(obs), stored=stored)
+
+    def ReportProfile(self, request: predictor_pb2.ReportProfileRequest,
+                      context: grpc.ServicerContext) -> predictor_pb2.ReportProfileResponse:
+        abort_if_expired(context, "deadline passed before the profiles were read")
+        if len(request.profiles) > MAX_REPORT:
+            raise InvalidArgument("profiles", len(request.profiles), f"at most {MAX_REPORT} per request")
+        rows = [solo_profile_from_message(m) for m in request.profiles]
+        abort_if_expired(context, "deadline passed; no profile stored")
+        stored = self.core.profiles.report(rows)  # all or none, the field named
+        return predictor_pb2.ReportProfileResponse(accepted=len(rows), stored=stored)
 
 
 def build_server(address: str = "127.0.0.1:0", *, core: PredictorCore | None = None,

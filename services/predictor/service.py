@@ -6,6 +6,8 @@ Model store (a folder)::
     DIR/models/<version>.json        every promoted model (model file format: model.py)
     DIR/CURRENT                      one line: the file name under models/ that serves
     DIR/observations/reported.csv    observations accepted by ReportObservation (CSV format)
+    DIR/profiles.json                solo activity profiles accepted by ReportProfile
+                                     (:mod:`elastico.predictor.profiles`: bounded, persisted)
 
 Serving (:class:`PredictorCore`): at start the store's CURRENT model, else the bundled model,
 else the analytic model (the fallback; its version says ``analytic-...``).  Before each
@@ -52,6 +54,7 @@ from elastico.predictor.observations import (
     write_observations,
 )
 from elastico.predictor.profile import JobProfile
+from elastico.predictor.profiles import ProfileStore
 from elastico.predictor.schema import check_gpu_model
 
 __all__ = ["ModelStore", "PredictorCore", "retrain", "MAX_PAIRS"]
@@ -84,6 +87,7 @@ class ModelStore:
         self.models = self.root / "models"
         self.current_file = self.root / "CURRENT"
         self.reported_file = self.root / "observations" / "reported.csv"
+        self.profiles_file = self.root / "profiles.json"
         self._lock = threading.Lock()
 
     def _mkdirs(self) -> None:
@@ -167,11 +171,15 @@ class PredictorCore:
     ``store``: a :class:`ModelStore` (or None: no retraining, reports kept in memory);
     ``model_path``: serve this file instead (refused file -> InvalidArgument at start);
     ``use_bundled``: fall back to the bundled model when the store has none (default True).
+    ``profiles``: the solo-profile store (default: ``profiles.json`` in ``store``'s folder,
+    in memory without a store; a file that cannot be read back is logged, renamed to
+    ``profiles.json.bad`` and the store starts empty).
     """
 
     def __init__(self, store: ModelStore | None = None, model_path: str | Path | None = None,
-                 *, use_bundled: bool = True):
+                 *, use_bundled: bool = True, profiles: ProfileStore | None = None):
         self.store = store
+        self.profiles = profiles if profiles is not None else _profile_store(store)
         self._lock = threading.Lock()
         self._learned: LearnedSlowdown | None = None
         self._fallback = AnalyticSlowdown()
@@ -274,6 +282,19 @@ class PredictorCore:
         with self._lock:
             self._memory.extend(obs)
             return len(self._memory)
+
+
+def _profile_store(store: ModelStore | None) -> ProfileStore:
+    if store is None:
+        return ProfileStore()
+    path = store.profiles_file
+    try:
+        return ProfileStore(path)
+    except InvalidArgument as e:
+        bad = path.with_name(path.name + ".bad")
+        _LOG.error("profile store refused (%s); moved to %s, starting empty", e, bad)
+        os.replace(path, bad)
+        return ProfileStore(path)
 
 
 def _mae(obs: Sequence[Observation], pa: np.ndarray, pb: np.ndarray) -> float:

@@ -20,7 +20,7 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from elastico.contract import GPU_RESOURCE
+from elastico.contract import GPU_RESOURCE, job_key
 from elastico.errors import ElasticoError, NotFound
 from elastico.nodeagent.allocation import PodInfo
 
@@ -59,10 +59,14 @@ def pod_info(p: Any) -> PodInfo:
     spec, meta = p.spec, p.metadata
     containers = [c.name for c in (spec.init_containers or []) if _requests_gpu(c)]
     containers += [c.name for c in (spec.containers or []) if _requests_gpu(c)]
+    owners = [(o.kind or "", o.name or "", bool(o.controller))
+              for o in (getattr(meta, "owner_references", None) or [])]
     return PodInfo(meta.namespace, meta.name, meta.uid, spec.node_name or "",
                    spec.scheduler_name or "", dict(meta.annotations or {}), tuple(containers),
                    meta.deletion_timestamp is not None,
-                   (p.status.phase if p.status is not None else None) or "Pending")
+                   (p.status.phase if p.status is not None else None) or "Pending",
+                   job_key(meta.namespace, meta.name, dict(getattr(meta, "labels", None) or {}),
+                           owners))
 
 
 class KubernetesNodeApi:

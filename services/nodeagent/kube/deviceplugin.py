@@ -137,10 +137,13 @@ class DevicePluginServicer(api_pb2_grpc.DevicePluginServicer):
     checked)."""
 
     def __init__(self, backend: GpuBackend, api: NodeApi, cfg: DevicePluginConfig, *,
-                 exists: Callable[[str], bool] = os.path.exists, mps=None):
+                 exists: Callable[[str], bool] = os.path.exists, mps=None,
+                 on_allocate: Callable[[], None] | None = None):
         check_devices(cfg.devices)
         self.backend, self.api, self.cfg, self.exists = backend, api, cfg, exists
         self.mps = mps
+        #: called after each successful Allocate (the activity sampler re-reads placements)
+        self.on_allocate = on_allocate
         self._cond = threading.Condition()
         self._version = 0
         self._closed = False
@@ -226,6 +229,8 @@ class DevicePluginServicer(api_pb2_grpc.DevicePluginServicer):
                 _LOG.info("allocated %s container %s (round %s): %s", target.pod.key,
                           target.container, d.round_id, dict(alloc.envs))
                 out.append(_response(alloc))
+        if self.on_allocate is not None:
+            self.on_allocate()
         return api_pb2.AllocateResponse(container_responses=out)
 
     def PreStartContainer(self, request, context):

@@ -114,7 +114,7 @@ class JobCatalog:
         """Drops the job's cached entries when its kind, job type or request differ from
         what they were built from (everything a family, its arrays and requested shapes
         depend on besides the cluster)."""
-        spec = (job.kind, job.job_type, job.request, job.reshape, job.llm)
+        spec = (job.kind, job.job_type, job.request, job.reshape, job.llm, job.llm_train)
         old = self._specs.get(job.id)
         if old != spec:
             if old is not None:
@@ -187,8 +187,10 @@ class JobCatalog:
         plus what the predictor reads (docs/predictor.md): the GPU model, the MPS share
         (None for a whole GPU) and the solo steps/s on a whole GPU of that model."""
         s = config.gpu_share if config.gpu_share > 0 else 1.0
-        if job.llm is not None or job.job_type.startswith(LLM_JOB_TYPE_PREFIX):
-            # offline LLM inference (also one rebuilt from its booking): no job type
+        if job.llm is not None or job.llm_train is not None \
+                or job.job_type.startswith(LLM_JOB_TYPE_PREFIX):
+            # offline LLM inference (also one rebuilt from its booking) and LLM training
+            # (elastico.llm_train_job): no Gavel job type
             return self._llm_profile(job, config, s)
         # a profile depends only on these (not on the job's id), and a round asks for the
         # same few thousand of them again and again: built once, shared (profiles are frozen)
@@ -208,7 +210,10 @@ class JobCatalog:
 
     def _llm_profile(self, job: Job, config: Configuration, s: float) -> JobProfile:
         """An LLM job's profile: its activity is its compute share
-        (:func:`elastico.llm_shapes.activity`); no solo steps/s (tokens are not steps)."""
+        (:func:`elastico.llm_shapes.activity`); no solo steps/s (tokens are not steps).  An
+        LLM training job's too (whole GPUs: 1; ASSUMPTION as for an offline engine: a dense
+        training step runs matmul kernels over every SM; what the meter reads over time is
+        the activity model's, :mod:`elastico.sim.utilisation`)."""
         from elastico.llm_shapes import activity
 
         key = (job.job_type, job.kind, s, config.gpu_mem_gib, config.gpu_model, "llm")
@@ -293,8 +298,9 @@ def _memory_needed(catalog: JobCatalog, job: Job, whole_gpus: bool) -> str:
     short = {m: mem for m, mem in have.items() if not fits_on(job, m, mem, whole_gpus=whole_gpus)}
     if not short:
         return ""
-    if job.llm is not None:
-        return (f" where {job.llm.model.name} fits (not on " + ", ".join(
+    if job.llm is not None or job.llm_train is not None:
+        name = job.llm.model.name if job.llm is not None else job.llm_train.job.model.name
+        return (f" where {name} fits (not on " + ", ".join(
             f"{m} with {mem:g} GiB" for m, mem in short.items()) + ")")
     need = job.request.gpu_mem_gib if whole_gpus else memory_need_gib(job, min(short.values()))
     return (f" with {need:g} GiB of GPU memory each (the cluster's "

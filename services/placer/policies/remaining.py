@@ -22,7 +22,8 @@ A live scheduler does not know how long a job will run.  The ``jct`` utility's r
 
 An offline LLM inference job (``Job.llm``) names its work -- its requests' tokens -- so every
 estimate takes its declared work minus progress (:mod:`elastico.llm_job`): what the job told
-the scheduler, not an oracle.
+the scheduler, not an oracle.  So does an LLM training job (``Job.llm_train``: the tokens it
+trains on, :mod:`elastico.llm_train_job`).
 
 Who calls it: :class:`~elastico.placer.policies.elastico.ElasticoPolicy` builds one; stage 3
 of its round (:func:`elastico.placer.policies.pipeline.value`) calls it.  Pure (the prior is
@@ -112,7 +113,8 @@ class RemainingEstimator:
         return float(suf[i] / (w.size - i) - attained)
 
     def __call__(self, job: Job) -> float:
-        if self.mode == "oracle" or job.llm is not None:  # an LLM job declares its tokens
+        if self.mode == "oracle" or job.llm is not None or job.llm_train is not None:
+            # an LLM job (inference or training) declares its tokens
             return job.remaining
         if self.mode == "user":
             est = self.user_estimates.get(job.id, job.work)

@@ -1,0 +1,1 @@
+"""The node agent's gRPC clients (adapters): :mod:`elastico.nodeagent.rpc.predictor`."""
