@@ -193,3 +193,17 @@ def test_the_demo_llm_jobs_through_the_placer_service_equal_the_in_process_run(p
         (r.job_id, r.status, r.reason) for r in llm]
     assert all(r.tokens_done == pytest.approx(r.tokens) for r in llm)
     assert any(c.replica_gpus > 1 for c in placed), sorted(c.name for c in placed)
+
+
+def test_an_llm_training_job_is_refused_on_the_wire_and_by_simulate_via_grpc(capsys):
+    from elastico.cli import main
+
+    train = [j for j in load_llm_jobs("train-demo") if j.llm_train is not None]
+    assert train
+    with pytest.raises(InvalidArgument) as e:
+        _msg(train[0])
+    assert e.value.field == f"job[{train[0].id}].llm_train"
+    # refused before any service starts, naming the flag
+    assert main(["simulate", "--cluster", "a100h100-mig", "--gpus", "64", "--jobs", "4",
+                 "--llm-jobs", "train-demo", "--no-progress", "--via-grpc"]) == 2
+    assert "--llm-jobs" in capsys.readouterr().err

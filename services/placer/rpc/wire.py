@@ -228,6 +228,10 @@ def fill_job(m: placer_pb2.JobSpec, a: ActiveJob) -> placer_pb2.JobSpec:
     """:func:`job_to_message` written into an empty ``m`` in place (e.g.
     ``request.jobs.add()``); returns ``m``."""
     j, r = a.job, a.job.request
+    if j.llm_train is not None:
+        raise InvalidArgument(f"job[{j.id}].llm_train", j.llm_train.job.model.name,
+                              "unset: the wire carries LLM inference jobs (JobSpec.llm), not yet "
+                              "LLM training jobs")
     m.id, m.kind, m.arrival_s, m.work = j.id, KIND_TO_WIRE[j.kind], j.arrival_s, j.work
     q = m.request
     q.num_gpus, q.gpu_share, q.cpu, q.mem_gib = r.num_gpus, r.gpu_share, r.cpu, r.mem_gib
