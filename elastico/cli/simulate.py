@@ -272,9 +272,6 @@ def _check(args: argparse.Namespace) -> None:
 
         if args.llm_jobs not in BUNDLED:
             check_input_file("--llm-jobs", Path(args.llm_jobs), "JSON file (or demo)")
-        if args.via_grpc is not None:
-            raise InvalidArgument("--llm-jobs", args.llm_jobs, "not with --via-grpc (the "
-                                  "placer service's RunRound carries no LLM job)")
     elif g is not None:
         raise InvalidArgument("--llm-load-gbps", g, "only with --llm-jobs")
     if getattr(args, "via_grpc", None):  # "" = start the services here
@@ -398,6 +395,12 @@ def run(args: argparse.Namespace) -> int:
     llm = []
     if args.llm_jobs is not None:
         wl, llm = _with_llm_jobs(wl, args.llm_jobs)
+        train = [j.id for j in llm if j.llm_train is not None]
+        if args.via_grpc is not None and train:
+            raise InvalidArgument("--llm-jobs", args.llm_jobs,
+                                  "offline LLM inference jobs only with --via-grpc (PlacerService's "
+                                  "JobSpec carries an LLM inference job, not an LLM training job: "
+                                  + ", ".join(train[:3]) + ")")
     if args.load is not None and not math.isfinite(wl.offered_load):
         raise InvalidArgument("--load", args.load,
                               f"cannot be met: the {len(wl.jobs)} sampled pod(s) have fewer "
