@@ -202,3 +202,21 @@ def test_truth_is_never_a_predictor_input():
              for j in jobs]
     assert bench.true_pair(other[0], other[4]) != bench.true_pair(jobs[0], jobs[4])
     np.testing.assert_array_equal(served(other), p1)
+
+
+def test_the_correction_is_rebuilt_from_the_store_after_a_restart(tmp_path):
+    from elastico.predictor.service import ModelStore
+
+    corr = (0.04, 0.01, 0.04)
+    core = PredictorCore(ModelStore(tmp_path), use_bundled=False,
+                         corrections=JobCorrections(variances=corr))
+    a, b = _job("a", 0.8), _job("b", 0.7)
+    pop = core.population([a], [b], GPU)[0]
+    core.report([Observation(a, b, GPU, pop * 1.4, pop * 1.2)])
+    served = core.predict([a], [b], GPU)
+    again = PredictorCore(ModelStore(tmp_path), use_bundled=False,
+                          corrections=JobCorrections(variances=corr))
+    back = again.predict([a], [b], GPU)
+    assert served[0][0] != pytest.approx(pop)
+    np.testing.assert_allclose(back[0], served[0], rtol=1e-12)
+    np.testing.assert_allclose(back[1], served[1], rtol=1e-12)
