@@ -292,11 +292,11 @@ def main() -> None:
         a, b = summ["new_job_mae"][str(k)], summ["new_job_mae_population"][str(k)]
         print(f"{k:>4}{a['mean']:>14.4f}{a['ci95']:>10.4f}{a['share_jobs_le_0.05']:>8.2f}"
               f"{b['mean']:>17.4f}{b['ci95']:>10.4f}")
-    print("overall MAE on seen jobs' pairs vs observations (seed 1):")
+    print(f"overall MAE on seen jobs' pairs vs observed co-locations (seed {args.first_seed}):")
     for o in runs[0]["overall"]:
         print(f"  {o['observations']:>5} obs: per-job {o['mae']:.4f}, "
               f"population {o['mae_population']:.4f}")
-    print("refits (seed 1):", runs[0]["refits"])
+    print(f"refits (seed {args.first_seed}):", runs[0]["refits"])
     print("variances (tau_v2, tau_g2, s2) at the end:", [
         [round(x, 5) for x in v] for v in summ["variances"]])
 

@@ -220,3 +220,17 @@ def test_the_correction_is_rebuilt_from_the_store_after_a_restart(tmp_path):
     assert served[0][0] != pytest.approx(pop)
     np.testing.assert_allclose(back[0], served[0], rtol=1e-12)
     np.testing.assert_allclose(back[1], served[1], rtol=1e-12)
+
+
+def test_repeated_observations_of_one_pair_feed_its_pair_effect():
+    # only a pair effect (tau_p2 = 0.04, s2 = 0.04): two observations of a next to b, 1.5 on
+    # a population of 1.2; the mode solves theta = tau_p2 * sum J r / s2 over both
+    c = JobCorrections(variances=(0.0, 0.0, 0.04), pair_variance=0.04)
+    a, b = _job("a"), _job("b")
+    c.observe([Observation(a, b, GPU, 1.5)] * 2, _const(1.2), "m")
+    th = _root(0.04, 0.04, [(0.2, math.log(1.5))] * 2)
+    assert c.pair[(job_key(a), job_key(b))] == pytest.approx(th, abs=1e-9)
+    assert c.v == {} and c.g == {}
+    # the pair effect is the ordered pair's only: b next to a, or a next to another job, not
+    assert c.apply([b], [a], np.array([1.2]))[0] == 1.2
+    assert c.apply([a], [_job("c")], np.array([1.2]))[0] == 1.2

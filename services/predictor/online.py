@@ -14,12 +14,14 @@ the prior's ``u_a u_b (D - 1)``, the simulator's ``busy_a q_b (g - 1)``
 (or inflicts) more than its counters say does so by a factor.  For victim ``a`` next to
 partner ``b`` on which the population model predicts ``p``::
 
-    slowdown = 1 + e exp(v[a] + g[b]),     e = max(p - 1, MIN_EXTRA)
+    slowdown = 1 + e exp(v[a] + g[b] + w[a, b]),     e = max(p - 1, MIN_EXTRA)
     ln(observed) = ln(slowdown) + eps,     eps ~ N(0, s2)
-    v[a] ~ N(0, tau_v2),  g[b] ~ N(0, tau_g2)
+    v[a] ~ N(0, tau_v2),  g[b] ~ N(0, tau_g2),  w[a, b] ~ N(0, tau_p2)
 
 ``v[a]``: the log factor by which ``a`` suffers more than predicted (victim effect); ``g[b]``:
-by which ``b`` inflicts more (partner effect); ``eps``: measurement noise (multiplicative, as
+by which ``b`` inflicts more (partner effect); ``w[a, b]``: what is particular to the ordered
+pair (learned from repeated observations of it -- co-located jobs stay together and are
+measured again; ``pair_effects=False`` leaves it out); ``eps``: measurement noise (multiplicative, as
 step-time noise is) and what neither effect explains.  The keys ``a``, ``b`` are the *live
 jobs* as the profile store keys them (:func:`job_key`: the profile's ``job_type`` -- for
 node-reported profiles the job's pod-group key -- with the GPU model, the sharing mechanism
@@ -45,11 +47,13 @@ job, as it should.
 had not been trained on it -- to first order ``y_i = J_i (v + g) + eps``): two observations with
 the same victim and different partners have covariance ``J_i J_k tau_v2``; with the same
 partner and different victims ``J_i J_k tau_g2``; ``E y_i^2 = J_i^2 (tau_v2 + tau_g2) + s2``.
-So ``tau_v2 = sum y_i y_k / sum J_i J_k`` over such pairs, ``tau_g2`` likewise, ``s2`` =
-``(sum y_i^2 - (tau_v2 + tau_g2) sum J_i^2) / n`` (floored at :data:`MIN_VARIANCE`; a negative
+repeated observations of one ordered pair ``J_i J_k (tau_v2 + tau_g2 + tau_p2)``.  So
+``tau_v2 = sum y_i y_k / sum J_i J_k`` over such pairs, ``tau_g2`` likewise, ``tau_p2`` the
+same over repeats minus ``tau_v2 + tau_g2``, ``s2`` =
+``(sum y_i^2 - (tau_v2 + tau_g2 + tau_p2) sum J_i^2) / n`` (floored at :data:`MIN_VARIANCE`; a negative
 component is set to 0: no correction of that kind).  Until at least :data:`MIN_JOBS` victims
 and partners have two observations each, no correction is applied: the population model serves
-alone.  No tuned constant: the three variances are re-estimated on every update.
+alone.  No tuned constant: the four variances are re-estimated on every update.
 
 **When the population model changes** (a refit is promoted) the effects are solved again
 against the new model, so a bias the refit absorbed is not counted twice.
@@ -107,11 +111,14 @@ class JobCorrections:
     """Per-job log-residual effects over the population model (module docstring).
 
     ``max_records``: observations kept (newest), an integer >= 1.  ``variances``: fix
-    ``(tau_v2, tau_g2, s2)`` instead of estimating them (tests; each >= 0, ``s2 > 0``).
+    ``(tau_v2, tau_g2, s2)`` instead of estimating them (tests; each >= 0, ``s2 > 0``), with
+    ``pair_variance`` (``tau_p2``, default 0) fixed too; ``pair_effects=False``: no pair
+    effects.
     InvalidArgument for a bad argument."""
 
     def __init__(self, max_records: int = 20_000,
-                 variances: tuple[float, float, float] | None = None):
+                 variances: tuple[float, float, float] | None = None,
+                 pair_variance: float = 0.0, pair_effects: bool = True):
         if isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 1:
             raise InvalidArgument("max_records", max_records, "an integer >= 1")
         if variances is not None:
@@ -128,11 +135,29 @@ class JobCorrections:
         self._ed: deque = deque(maxlen=max_records)  # population extra slowdown per record
         # (log residual, slope J) of each record at arrival (out of sample)
         self._y0: deque = deque(maxlen=max_records)
-        self.v: dict[tuple, float] = {}
-        self.g: dict[tuple, float] = {}
+        # (victim effects, partner effects), replaced as one object by each solve
+        self._effects: tuple[dict, dict, dict] = ({}, {}, {})
         self.variances: tuple[float, float, float] = (0.0, 0.0, 1.0)
+        self.pair_effects = bool(pair_effects)
+        #: ``tau_p2``, the pair effects' variance (estimated unless ``variances`` is fixed)
+        self.pair_variance = float(pair_variance)
         self.pop_version: str | None = None
         self._lock = threading.Lock()
+
+    @property
+    def v(self) -> dict[tuple, float]:
+        """Victim effects by :func:`job_key` (log factor on the extra slowdown; absent = 0)."""
+        return self._effects[0]
+
+    @property
+    def g(self) -> dict[tuple, float]:
+        """Partner effects by :func:`job_key` (absent = 0)."""
+        return self._effects[1]
+
+    @property
+    def pair(self) -> dict[tuple, float]:
+        """Pair effects by ``(victim key, partner key)`` (absent = 0)."""
+        return self._effects[2]
 
     def __len__(self) -> int:
         return len(self._rec)
@@ -211,6 +236,31 @@ class JobCorrections:
         p2 = np.bincount(inv, z * z)
         return tot - float(np.sum(p1 * p1 - p2))
 
+    @staticmethod
+    def _pair_index(vi: np.ndarray, gi: np.ndarray) -> tuple[np.ndarray, int]:
+        pair = vi * (int(gi.max()) + 1 if len(gi) else 1) + gi
+        _, inv = np.unique(pair, return_inverse=True)
+        return inv, int(inv.max()) + 1 if len(inv) else 0
+
+    @staticmethod
+    def _same(z: np.ndarray, grp: np.ndarray, n_grp: int) -> float:
+        """Sum of ``z_i z_k`` over ordered pairs ``i != k`` in one ``grp``."""
+        s1 = np.bincount(grp, z, n_grp)
+        s2 = np.bincount(grp, z * z, n_grp)
+        return float(np.sum(s1 * s1 - s2))
+
+    def estimate_pair_variance(self, tv: float, tg: float) -> float:
+        """``tau_p2`` (module docstring): repeated observations of one ordered pair have
+        covariance ``J_i J_k (tau_v2 + tau_g2 + tau_p2)``; 0 without repeats."""
+        if len(self._y0) != len(self._rec) or len(self._rec) < 2:
+            return 0.0
+        y = np.array([t[0] for t in self._y0], dtype=float)
+        j = np.array([t[1] for t in self._y0], dtype=float)
+        _, _, vi, gi = self._index()
+        pi, n = self._pair_index(vi, gi)
+        d = self._same(j, pi, n)
+        return max(0.0, self._same(y, pi, n) / d - tv - tg) if d > 0 else 0.0
+
     def estimate_variances(self) -> tuple[float, float, float]:
         """``(tau_v2, tau_g2, s2)`` by the moments of the module docstring from the records'
         residuals *at arrival*; ``(0, 0, 1)`` (no correction) with too little data."""
@@ -225,24 +275,30 @@ class JobCorrections:
         dg = self._cross(j, gi, vi, len(gids))
         tv = max(0.0, self._cross(y, vi, gi, len(vids)) / dv) if dv > 0 else 0.0
         tg = max(0.0, self._cross(y, gi, vi, len(gids)) / dg) if dg > 0 else 0.0
-        s2 = max(MIN_VARIANCE, float(np.mean(y * y - (tv + tg) * j * j)))
+        tp = self.estimate_pair_variance(tv, tg) if self.pair_effects else 0.0
+        s2 = max(MIN_VARIANCE, float(np.mean(y * y - (tv + tg + tp) * j * j)))
+        self.pair_variance = tp
         return (tv, tg, s2)
 
     def _solve(self, iterations: int = _GN_ITERS) -> None:
         self.variances = self._fixed if self._fixed is not None else self.estimate_variances()
         tv, tg, s2 = self.variances
-        self.v, self.g = {}, {}
-        if len(self._rec) == 0 or (tv <= 0 and tg <= 0):
+        tp = self.pair_variance if self.pair_effects else 0.0
+        if len(self._rec) == 0 or (tv <= 0 and tg <= 0 and tp <= 0):
+            self._effects = ({}, {}, {})
             return
         vids, gids, vi, gi = self._index()
+        pi, npair = self._pair_index(vi, gi)
         lv = s2 / tv if tv > 0 else math.inf
         lg = s2 / tg if tg > 0 else math.inf
+        lp = s2 / tp if tp > 0 else math.inf
         v = np.zeros(len(vids))
         g = np.zeros(len(gids))
+        q = np.zeros(npair)
         e = np.array(self._ed, dtype=float)
         lo = np.array([r[5] for r in self._rec], dtype=float)
         for _ in range(iterations):  # Gauss-Newton (iterated EKF)
-            th = v[vi] + g[gi]
+            th = v[vi] + g[gi] + q[pi]
             ex = e * np.exp(th)
             sl = 1.0 + ex
             jac = ex / sl
@@ -250,40 +306,54 @@ class JobCorrections:
             jj = jac * jac
             nv = np.bincount(vi, jj, len(vids)) + lv
             ng = np.bincount(gi, jj, len(gids)) + lg
-            v0, g0 = v.copy(), g.copy()
+            npp = np.bincount(pi, jj, npair) + lp
+            v0, g0, q0 = v.copy(), g.copy(), q.copy()
             for _ in range(_SWEEPS):  # Gauss-Seidel on the linear step
-                v_new = np.bincount(vi, jac * (z - jac * g[gi]), len(vids)) / nv \
+                v_new = np.bincount(vi, jac * (z - jac * (g[gi] + q[pi])), len(vids)) / nv \
                     if tv > 0 else v
-                g_new = np.bincount(gi, jac * (z - jac * v_new[vi]), len(gids)) / ng \
+                g_new = np.bincount(gi, jac * (z - jac * (v_new[vi] + q[pi])), len(gids)) / ng \
                     if tg > 0 else g
+                q_new = np.bincount(pi, jac * (z - jac * (v_new[vi] + g_new[gi])), npair) / npp \
+                    if tp > 0 else q
                 done = (np.max(np.abs(v_new - v), initial=0) < _TOL
-                        and np.max(np.abs(g_new - g), initial=0) < _TOL)
-                v, g = v_new, g_new
+                        and np.max(np.abs(g_new - g), initial=0) < _TOL
+                        and np.max(np.abs(q_new - q), initial=0) < _TOL)
+                v, g, q = v_new, g_new, q_new
                 if done:
                     break
             if (np.max(np.abs(v - v0), initial=0) < _TOL
-                    and np.max(np.abs(g - g0), initial=0) < _TOL):
+                    and np.max(np.abs(g - g0), initial=0) < _TOL
+                    and np.max(np.abs(q - q0), initial=0) < _TOL):
                 break
-        self.v = {k: float(v[i]) for k, i in vids.items() if v[i] != 0.0}
-        self.g = {k: float(g[i]) for k, i in gids.items() if g[i] != 0.0}
+        vkeys, gkeys = list(vids), list(gids)
+        pkeys = {}
+        for r_vi, r_gi, r_pi in zip(vi.tolist(), gi.tolist(), pi.tolist()):
+            pkeys[r_pi] = (vkeys[r_vi], gkeys[r_gi])
+        # one assignment: a concurrent predict sees the old or the new effects, never a mix
+        self._effects = ({k: float(v[i]) for k, i in vids.items() if v[i] != 0.0},
+                         {k: float(g[i]) for k, i in gids.items() if g[i] != 0.0},
+                         {pkeys[i]: float(q[i]) for i in range(npair) if q[i] != 0.0})
 
     # -- serving -----------------------------------------------------------------------------
     def factors(self, victims: Sequence[JobProfile], partners: Sequence[JobProfile]
                 ) -> np.ndarray:
         """``exp(v[victim] + g[partner])`` per pair, shape (n,): the factor on the extra
         slowdown; 1 where neither job has observations."""
-        v, g = self.v, self.g
-        if not v and not g:
+        v, g, q = self._effects
+        if not v and not g and not q:
             return np.ones(len(victims))
-        return np.exp(np.array([v.get(job_key(a), 0.0) + g.get(job_key(b), 0.0)
-                                for a, b in zip(victims, partners)], dtype=float))
+        out = []
+        for a, b in zip(victims, partners):
+            ka, kb = job_key(a), job_key(b)
+            out.append(v.get(ka, 0.0) + g.get(kb, 0.0) + q.get((ka, kb), 0.0))
+        return np.exp(np.array(out, dtype=float))
 
     def apply(self, victims: Sequence[JobProfile], partners: Sequence[JobProfile],
               population: np.ndarray) -> np.ndarray:
         """The corrected slowdowns, shape (n,): ``1 + max(p - 1, MIN_EXTRA) x factor`` where
         a factor is not 1, clipped to [1, 50]; ``population`` unchanged elsewhere."""
         pop = np.asarray(population, dtype=float)
-        if not self.v and not self.g:
+        if not any(self._effects):
             return pop
         f = self.factors(victims, partners)
         out = np.where(f == 1.0, pop, 1.0 + np.maximum(pop - 1.0, MIN_EXTRA) * f)
