@@ -191,10 +191,8 @@ class PredictorCore:
                  corrections: JobCorrections | None = None, per_job: bool = True):
         self.corrections = (corrections if corrections is not None else JobCorrections()) \
             if per_job else None
-        try:
-            self._init(store, model_path, use_bundled, profiles)
-        finally:
-            self._replay()
+        self._init(store, model_path, use_bundled, profiles)
+        self._replay()
 
     def _replay(self) -> None:
         """Feeds the newest reported observations of the store to the per-job correction
