@@ -162,3 +162,30 @@ def test_assume_profiled_is_todays_behaviour():
         out.append(simulate(nodes, jobs, pol, unknown_profiles=unknown,
                             activity=lambda j, c: pol.catalog.base_profile(j, c).gpu_activity))
     assert "unknown_run_s" not in out[0].metrics and "unknown_run_s" in out[1].metrics
+
+
+def test_lookup_profiles_over_grpc_and_the_placer_client(tmp_path):
+    grpc = pytest.importorskip("grpc")
+    from elastico.placer.rpc.remote import RemoteSlowdownModel
+    from elastico.predictor.server import build_server
+    from elastico.predictor.service import ModelStore, PredictorCore
+    from elastico.v1 import predictor_pb2, predictor_pb2_grpc
+
+    core = PredictorCore(ModelStore(tmp_path), use_bundled=False)
+    core.profiles.report([_stored()])
+    server, port = build_server("127.0.0.1:0", core=core)
+    server.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+            remote = RemoteSlowdownModel(ch, timeout_s=5)
+            assert remote.known_jobs(["ns/Job/a", "ns/Job/b"]) == {"ns/Job/a"}
+            stub = predictor_pb2_grpc.PredictorServiceStub(ch)
+            with pytest.raises(grpc.RpcError) as e:
+                stub.LookupProfiles(predictor_pb2.LookupProfilesRequest(), timeout=5)
+            assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert "job_keys" in e.value.details()
+    finally:
+        server.stop(None)
+    # unreachable predictor: None (the loop keeps those jobs unknown)
+    with grpc.insecure_channel("127.0.0.1:1") as ch:
+        assert RemoteSlowdownModel(ch, timeout_s=0.5).known_jobs(["x"]) is None
