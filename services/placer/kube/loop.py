@@ -439,6 +439,16 @@ class SchedulerLoop:
                                  time.perf_counter() - t0, report.pod_counts())
         return report
 
+    def _placing_model(self) -> SlowdownModel:
+        """The slowdown model of the loop's own placements (gangs, reclaim trials): with the
+        unknown-job rule (:class:`elastico.predictor.prior.UnknownSafe`) while any job is
+        unknown, as the elastico policy's own placements."""
+        if self._catalog.unknown:
+            from elastico.predictor.prior import UnknownSafe
+
+            return UnknownSafe(self.slowdown)
+        return self.slowdown
+
     def _mark_unknown(self, pods: dict, policy: Policy) -> None:
         """The unknown-job rule (issue 23, docs/predictor.md "Unknown jobs"): ask
         ``profile_lookup`` which jobs (pod group keys) have a stored solo profile and mark the
@@ -629,11 +639,11 @@ class SchedulerLoop:
             except (ElasticoError, ValueError, KeyError):
                 continue
             if not any(trial.place(job.id, c, cat.profile(job, c), job.slowdown_bound,
-                                   self.slowdown, scorer=cat.env.scorer).placed
+                                   self._placing_model(), scorer=cat.env.scorer).placed
                        for c in cat.requested(job, whole)):
                 continue
             if not trial.place(key, shrunk, cat.profile(small, shrunk), small.slowdown_bound,
-                               self.slowdown, scorer=cat.env.scorer).placed:
+                               self._placing_model(), scorer=cat.env.scorer).placed:
                 continue
             ns, name = key.split("/", 1)
             uid = (pod.get("metadata") or {}).get("uid")
@@ -702,7 +712,7 @@ class SchedulerLoop:
             reasons = []
             for c in configs:
                 placed = state.place(job.id, c, cat.profile(job, c), job.slowdown_bound,
-                                     self.slowdown, scorer=cat.env.scorer, gang=Gang(pods=P))
+                                     self._placing_model(), scorer=cat.env.scorer, gang=Gang(pods=P))
                 if placed.assignment is not None:
                     out[job.id] = Decision(job.id, Status.PLACED, c, placed.assignment,
                                            placed.slowdown, f"placed as a gang of {P} pods",
