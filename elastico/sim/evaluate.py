@@ -226,7 +226,7 @@ def run_one(task: Task) -> RunOutput:
     policy = make_policy(task.policy, env)
     win = wl.window
     res = simulate(nodes, wl.jobs, policy, restart_s=task.settings.restart_s,
-                   activity=lambda j, c, _cat=policy.catalog: _cat.profile(j, c).gpu_activity,
+                   activity=lambda j, c, _cat=policy.catalog: getattr(_cat, "base_profile", _cat.profile)(j, c).gpu_activity,
                    truth=truth, window=None if win is None else (win.lo, win.hi),
                    horizon_s=None if win is None else win.horizon)
     from elastico.sim.simulator import backlog_bounded
