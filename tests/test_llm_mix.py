@@ -325,6 +325,12 @@ def test_runs_carry_their_workload():
     assert math.isclose(sum(mix["mix_demand"].values()), mix["load"], rel_tol=1e-9)
     assert math.isclose(mix["mix_demand"]["inference-llm"] / mix["load"], 0.6, rel_tol=1e-6)
     assert "llm_jobs" not in mix  # hundreds of jobs: counted under mix, not listed
+    parts = mix["mix_window"]
+    assert set(parts) == set(M.PARTS)
+    done = sum(p["finished"] for p in parts.values())
+    assert done > 0 and math.isclose(
+        sum(p["avg_jct_s"] * p["finished"] for p in parts.values()) / done, mix["avg_jct_s"],
+        rel_tol=1e-6)
     openb = run_one(Task(load_cluster("trace"), 8, "exclusive", 0, Settings(arrivals="trace",
                                                            jobs_per_gpu=1.0))).run
     assert openb["workload"] == "openb" and "mix" not in openb

@@ -282,6 +282,10 @@ def run_one(task: Task) -> RunOutput:
         run["llm_window"] = llm_window_metrics(res.records, lo, hi)
     counted = [r for r in res.records if r.kind != "service" and r.status == "finished"
                and not r.censored and lo - 1e-9 <= r.arrival_s <= hi + 1e-9]
+    if task.settings.workload == "llm-mix":
+        from elastico.sim.llm_mix import mix_window
+
+        run["mix_window"] = mix_window(counted)
     jct = sorted(r.finish_s - r.arrival_s for r in counted)
     slow = sorted((r.finish_s - r.arrival_s) / r.alone_s for r in counted if r.alone_s > 0)
     arrivals = [j.arrival_s for j in wl.jobs]

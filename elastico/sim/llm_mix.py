@@ -63,7 +63,8 @@ __all__ = ["WORKLOADS", "OPENB", "LLM_MIX", "SHARE_SWEEP", "DEFAULT_INFERENCE_SH
            "LLM_TRAIN_SHARE", "LENGTH_SOURCES", "BURST_SOURCES", "check_workload",
            "check_inference_share", "request_lengths", "sample_request_lengths",
            "length_classes", "arrival_gaps", "burst_epochs", "build_llm_mix_workload",
-           "inference_models", "train_models", "reference_gpu", "MixWorkload", "PARTS", "check_cluster"]
+           "inference_models", "train_models", "reference_gpu", "MixWorkload", "PARTS", "check_cluster", "part_of",
+           "mix_window"]
 
 OPENB = "openb"
 LLM_MIX = "llm-mix"
@@ -282,6 +283,33 @@ def train_models(ref: str) -> tuple[tuple[str, tuple[int, ...]], ...]:
         if counts:
             out.append((name, tuple(counts)))
     return tuple(out)
+
+
+def part_of(job_id: str) -> str:
+    """The part (:data:`PARTS`) of a job of this workload, from its id: ``llm-inf-*`` inference,
+    ``llm-train-*`` LLM fine-tuning, else (``<pod>#<i>``) the measured families."""
+    if job_id.startswith("llm-inf-"):
+        return PARTS[2]
+    if job_id.startswith("llm-train-"):
+        return PARTS[1]
+    return PARTS[0]
+
+
+def mix_window(records) -> dict:
+    """Per part (:data:`PARTS`): ``finished``, ``avg_jct_s``, ``p50_jct_s`` (numpy median) and
+    ``avg_slowdown`` (JCT / run time alone at the requested shape) of ``records``
+    (:class:`elastico.sim.simulator.JobRecord`, already restricted to the jobs the JCT metrics
+    count); 0.0 where a part has none."""
+    out = {}
+    for part in PARTS:
+        rs = [r for r in records if part_of(r.job_id) == part]
+        jct = np.array([r.finish_s - r.arrival_s for r in rs], float)
+        slow = [(r.finish_s - r.arrival_s) / r.alone_s for r in rs if r.alone_s > 0]
+        out[part] = {"finished": len(rs),
+                     "avg_jct_s": float(jct.mean()) if len(rs) else 0.0,
+                     "p50_jct_s": float(np.median(jct)) if len(rs) else 0.0,
+                     "avg_slowdown": float(np.mean(slow)) if slow else 0.0}
+    return out
 
 
 def check_cluster(nodes: Sequence[Node], inference_share: float) -> tuple[str, ...]:
