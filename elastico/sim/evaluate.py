@@ -76,7 +76,7 @@ class Settings:
     #: inference, :mod:`elastico.sim.llm_mix`; continuous arrivals only, ``inference_share``
     #: of the offered demand is inference; docs/model.md, "The llm-mix workload")
     workload: str = "openb"
-    inference_share: float = 0.4
+    inference_share: float = 0.4  # elastico.sim.llm_mix.DEFAULT_INFERENCE_SHARE
 
 
 @dataclass(frozen=True)
@@ -244,7 +244,8 @@ def run_one(task: Task) -> RunOutput:
                    horizon_s=None if win is None else win.horizon)
     from elastico.sim.simulator import backlog_bounded
 
-    run = {"workload": task.settings.workload, "cluster": task.cluster, "gpus": task.gpus, "policy": task.policy, "seed": task.seed,
+    run = {"workload": task.settings.workload, "cluster": task.cluster, "gpus": task.gpus,
+           "policy": task.policy, "seed": task.seed,
            "load": wl.offered_load, "load_target": task.settings.load,
            "arrivals": task.settings.arrivals, "jobs": len(wl.jobs), "kinds": dict(wl.kinds),
            "window": None if win is None else {"warmup_s": win.warmup_s,
@@ -264,8 +265,8 @@ def run_one(task: Task) -> RunOutput:
            "remaining_estimate": task.settings.remaining_estimate,
            "gpu_utilization_ceiling": _ceiling(task.spec, task.gpus, task.seed, task.settings),
            "wall_s": round(time.perf_counter() - t0, 2)}
-    if task.settings.workload == "llm-mix":  # the composition (docs/model.md, "The llm-mix
-        run["inference_share"] = task.settings.inference_share  # workload")
+    if task.settings.workload == "llm-mix":  # its composition (docs/model.md 11.)
+        run["inference_share"] = task.settings.inference_share
         run["mix"] = dict(wl.mix)
         run["mix_demand"] = dict(wl.mix_demand)
     llm = [{"job": r.job_id, "kind": r.kind, "status": r.status, "tokens": r.tokens,
