@@ -273,6 +273,8 @@ def test_bad_shares_are_refused(bad):
     (["simulate", "--workload", "llm-mix", "--arrivals", "trace", "--no-progress"],
      ["--arrivals", "continuous"]),
     (["simulate", "--workload", "llm-mix", "--jobs", "10", "--no-progress"], ["--jobs", "10"]),
+    (["simulate", "--workload", "llm-mix", "--load", "500", "--no-progress"],
+     ["--load", "500", "(0, 10]"]),
     (["simulate", "--workload", "llm-mix", "--gpus", "8", "--no-progress"],
      ["--gpus 8", "G2", "--inference-share 0"]),
 ])

@@ -436,6 +436,7 @@ def run(args: argparse.Namespace) -> int:
     except InvalidArgument as e:
         if e.field == "load":  # the user's knob is --load (or --jobs, which sets the maximum)
             hint = ("raise --load" if workload.load_is_too_low(e)
+                    else "lower --load" if args.workload == "llm-mix"
                     else "lower --load or replay more pods with --jobs")
             raise InvalidArgument("--load", e.value, f"{e.allowed}; {hint}") from None
         raise

@@ -98,6 +98,9 @@ PROBE_TOKENS = 1e7
 _CPU_PER_GPU = 128 / 8 / 4
 _MEM_PER_GPU = 2048 / 8 / 4
 _TP_DEGREES = (1, 2, 4, 8)
+#: the largest offered load the builder takes: 10x the cluster (as evaluate's --sweep-loads);
+#: beyond it the thousands of LLM jobs take minutes to build and every policy saturates
+MAX_LOAD = 10.0
 #: the parts of the workload (``Workload.mix`` keys)
 PARTS = ("training-measured", "training-llm", "inference-llm")
 
@@ -444,15 +447,16 @@ def build_llm_mix_workload(pods: Sequence[TracePod], nodes: Sequence[Node], *, s
     ``seed`` as the openb builder does; the LLM training and inference processes draw from
     ``default_rng([seed, 1])`` and ``default_rng([seed, 2])``.
 
-    Raises InvalidArgument for a ``load`` not a finite number > 0, an ``inference_share``
+    Raises InvalidArgument for a ``load`` not a number in (0, :data:`MAX_LOAD`], an ``inference_share``
     outside [0, 1], a bad seed, a cluster without GPUs, an unknown ``burst_source``, or a
     cluster where no catalogue model fits (with an inference share > 0).
     """
     from elastico.sim import workload as W
 
     if isinstance(load, bool) or not isinstance(load, (int, float)) or not math.isfinite(load) \
-            or load <= 0:
-        raise InvalidArgument("load", load, "must be a finite number > 0")
+            or not 0 < load <= MAX_LOAD:
+        raise InvalidArgument("load", load, f"a number in (0, {MAX_LOAD:g}] (the demand "
+                                            "offered in the window over the cluster's GPUs)")
     share = check_inference_share(inference_share)
     if burst_source not in BURST_SOURCES:
         raise InvalidArgument("burst_source", burst_source, "one of " + ", ".join(BURST_SOURCES))
@@ -507,8 +511,10 @@ def build_llm_mix_workload(pods: Sequence[TracePod], nodes: Sequence[Node], *, s
 
 
 def _first(epochs: np.ndarray, n: int) -> np.ndarray:
-    if n > len(epochs):  # pragma: no cover - 65,536 arrivals cover any supported run
-        raise InvalidArgument("load", n, f"at most {len(epochs):,} arrivals of one part per run")
+    if n > len(epochs):
+        raise InvalidArgument("load", f"{n:,} arrivals of one part",
+                              f"at most {len(epochs):,} arrivals of one part per run; lower "
+                              "the load")
     return epochs[:n]
 
 
