@@ -189,3 +189,26 @@ def test_lookup_profiles_over_grpc_and_the_placer_client(tmp_path):
     # unreachable predictor: None (the loop keeps those jobs unknown)
     with grpc.insecure_channel("127.0.0.1:1") as ch:
         assert RemoteSlowdownModel(ch, timeout_s=0.5).known_jobs(["x"]) is None
+
+
+def test_evaluate_starts_jobs_unknown_like_simulate_unless_assume_profiled():
+    import argparse
+
+    from elastico.cli import evaluate as cli_eval
+    from elastico.sim.clusters import load_cluster
+    from elastico.sim.evaluate import Settings, Task, run_one
+
+    # the flag: parsed into the settings every run shares (default: jobs arrive unknown)
+    ap = argparse.ArgumentParser()
+    cli_eval.register(ap.add_subparsers())
+    base = ["evaluate", "--gpus", "8", "--clusters", "trace", "--seeds", "0"]
+    assert cli_eval.parse(ap.parse_args(base))[4].assume_profiled is False
+    assert cli_eval.parse(ap.parse_args(base + ["--assume-profiled"]))[4].assume_profiled is True
+    # the runs: the simulator's one code path, unknown jobs profiled after the window by default
+    spec = load_cluster("trace")
+    runs = {flag: run_one(Task(spec, 8, "elastico", 0,
+                               Settings(jobs_per_gpu=2.0, assume_profiled=flag))).run
+            for flag in (False, True)}
+    assert runs[False]["assume_profiled"] is False
+    assert runs[False]["unknown_jobs_profiled"] >= 1 and runs[False]["unknown_run_s"] > 0
+    assert "unknown_jobs_profiled" not in runs[True] and runs[True]["assume_profiled"] is True

@@ -120,6 +120,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "its count), so the window metrics count them; each run's results.json "
                         "entry lists them under llm_jobs and their own window metrics under "
                         "llm_window (default: none)")
+    p.add_argument("--assume-profiled", action="store_true",
+                   help="every job has its solo activity profile from the start (as "
+                        "'elastico simulate --assume-profiled'); default: jobs arrive unknown "
+                        "and are profiled after 60 s alone, as 'elastico simulate' runs them "
+                        "(docs/predictor.md, 'Unknown jobs')")
     p.add_argument("--out", type=_folder, default=Path("docs/evaluation"), metavar="DIR",
                    help="output folder (default: %(default)s)")
     p.add_argument("--jobs", type=int, default=None, metavar="PROCESSES",
@@ -250,7 +255,8 @@ def parse(args: argparse.Namespace):
                         window_quantile=quantile, gpu_speed=args.gpu_speed_sensitivity,
                         remaining_estimate=args.remaining_estimate, llm_jobs=llm_jobs,
                         undisclosed_speed=float(u),
-                        contention=contention)
+                        contention=contention,
+                        assume_profiled=bool(getattr(args, "assume_profiled", False)))
     if args.load is not None and arrivals == "trace":
         _check_load(specs, gpus, seeds, settings)
     return specs, gpus, policies, seeds, settings, args.jobs or os.cpu_count() or 1
@@ -395,6 +401,8 @@ def run(args: argparse.Namespace) -> int:
             **({"G2/G3 speed (x V100)": f"{settings.undisclosed_speed:g}"}
                if settings.undisclosed_speed != 1.0 else {}),
             "contention model (unmeasured pairs)": settings.contention,
+            "solo profiles": "every job profiled from the start (--assume-profiled)"
+            if settings.assume_profiled else "jobs arrive unknown, profiled after 60 s alone",
             "processes": workers,
             "wall time": f"{wall / 60:.1f} min",
         }, "closing": _closing_note(args.out)}

@@ -59,7 +59,10 @@ class Settings:
     over the measurement window instead (:func:`_with_llm`) -- (None: none).
     ``undisclosed_speed``: the trace's undisclosed G2/G3 one-GPU speed over the reference
     V100's (:meth:`elastico.perf.throughput.ThroughputModel.with_undisclosed_speed`: a
-    sensitivity parameter; 1.0 = they run as the reference)."""
+    sensitivity parameter; 1.0 = they run as the reference).  ``assume_profiled``: every job
+    has its solo profile from the start (``elastico simulate --assume-profiled``); default
+    False, as ``elastico simulate``: jobs arrive unknown and are profiled after the window
+    (:func:`elastico.sim.simulator.simulate`'s ``unknown_profiles``; docs/predictor.md 6b)."""
 
     jobs_per_gpu: float = 4.0
     load: float | None = None
@@ -72,6 +75,7 @@ class Settings:
     llm_jobs: str | None = None
     undisclosed_speed: float = 1.0
     contention: str = "default"
+    assume_profiled: bool = False
 
 
 @dataclass(frozen=True)
@@ -228,7 +232,8 @@ def run_one(task: Task) -> RunOutput:
     res = simulate(nodes, wl.jobs, policy, restart_s=task.settings.restart_s,
                    activity=lambda j, c, _cat=policy.catalog: getattr(_cat, "base_profile", _cat.profile)(j, c).gpu_activity,
                    truth=truth, window=None if win is None else (win.lo, win.hi),
-                   horizon_s=None if win is None else win.horizon)
+                   horizon_s=None if win is None else win.horizon,
+                   unknown_profiles=not task.settings.assume_profiled)
     from elastico.sim.simulator import backlog_bounded
 
     run = {"cluster": task.cluster, "gpus": task.gpus, "policy": task.policy, "seed": task.seed,
@@ -249,6 +254,7 @@ def run_one(task: Task) -> RunOutput:
            if truth.gpu_evaluations else 0.0,
            "contention": truth.params.describe(),
            "remaining_estimate": task.settings.remaining_estimate,
+           "assume_profiled": task.settings.assume_profiled,
            "gpu_utilization_ceiling": _ceiling(task.spec, task.gpus, task.seed, task.settings),
            "wall_s": round(time.perf_counter() - t0, 2)}
     llm = [{"job": r.job_id, "kind": r.kind, "status": r.status, "tokens": r.tokens,

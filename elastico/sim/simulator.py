@@ -560,9 +560,10 @@ def _measure_solo(meter: UtilisationMeter, job: Job, config: Configuration, node
       time a kernel of the process ran) = the activity model's kernel time in the window /
       the window (:class:`elastico.perf.activity.ActivityProfile`: each step is compute,
       then the all-reduce, both kernels, then idle);
-    * DRAM activity: DCGM's ``DRAM_ACTIVE`` = its DRAM level (capped by its compute share as
-      :meth:`UtilisationMeter.resident` caps it) x the compute time in the window / the
-      window.
+    * DRAM activity: DCGM's ``DRAM_ACTIVE`` = its DRAM level (the roofline's
+      :func:`elastico.perf.contention.roofline_dram`, not capped by an MPS share: as
+      :meth:`UtilisationMeter.resident` reads it and the contention truth charges it) x the
+      compute time in the window / the window.
 
     The measurement noise is that of a finite window over a phased step (a window of a few
     steps reads more or less than the mean), not an invented constant; never the contention
@@ -571,8 +572,6 @@ def _measure_solo(meter: UtilisationMeter, job: Job, config: Configuration, node
     import zlib
 
     p = meter.profile(job, config, nodes)
-    share = config.gpu_share if config.gpu_share > 0 else 1.0
-    scale = min(p.level, share) / p.level if p.level > 0 else 0.0
     T = p.step_s
     phase = (zlib.crc32(job.id.encode()) % 10_000) / 10_000 * T
 
@@ -584,7 +583,7 @@ def _measure_solo(meter: UtilisationMeter, job: Job, config: Configuration, node
         return (within(phase + window_s, part) - within(phase, part)) / window_s
 
     busy = frac(p.kernel)
-    dram = p.dram_level * scale * frac(p.compute)
+    dram = p.dram_level * frac(p.compute)
     return min(1.0, max(0.0, busy)), min(1.0, max(0.0, dram))
 
 
