@@ -94,7 +94,8 @@ def compute_bound_of(job: Job, config: Configuration) -> float:
     (:func:`elastico.perf.contention.job_compute_bound`).  What sets its DRAM activity in
     both the utilisation meter and this truth (:func:`elastico.perf.contention.roofline_dram`)."""
     if job.llm is not None:
-        key = (job.id, config.name, config.gpu_model, config.gpu_share, config.replicas)
+        key = (job.id, job.llm, config.name, config.gpu_model, config.gpu_share,
+               config.replicas)
         phi = _LLM_PHI.get(key)
         if phi is None:
             if len(_LLM_PHI) >= _CACHE_LIMIT:
