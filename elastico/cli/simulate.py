@@ -46,6 +46,10 @@ _ROWS = [
     ("dcgm_sm_active", "SM activity (DCGM)", "{:.1%}"),
     ("dcgm_gpu_util", "GPU util (DCGM)", "{:.1%}"),
     ("restarts", "reconfigurations", "{:,.0f}"),
+    ("evictions", "evictions", "{:,.0f}"),
+    ("shrinks", "shrinks", "{:,.0f}"),
+    ("wasted_gpu_s", "wasted GPU-s", "{:,.0f}"),
+    ("wasted_tokens", "wasted tokens", "{:,.3g}"),
     ("round_ms_p50", "round p50 (ms)", "{:,.2f}"),
     ("round_ms_p99", "round p99 (ms)", "{:,.2f}"),
 ]
@@ -514,6 +518,7 @@ def llm_records(records) -> list[dict]:
             out.append({"job": r.job_id, "kind": r.kind, "status": r.status, "tokens": r.tokens,
                         "tokens_done": r.tokens_done, "config": r.config,
                         "startup_s": r.startup_s, "restarts": r.restarts,
+                        "evictions": r.evictions, "wasted_tokens": r.wasted_tokens,
                         "arrival_s": r.arrival_s, "first_start_s": r.first_start_s,
                         "jct_s": (r.finish_s - r.arrival_s) if r.finish_s is not None else None,
                         "reason": r.reason if r.status != "finished" else ""})
@@ -534,14 +539,15 @@ def _print_llm(runs: list[dict]) -> None:
             print(f"\nLLM inference jobs, {r['policy']}: tokens are prompt + generated; "
                   "start-up = weight loading, every start")
         head = (f"{'job':<24}{'tokens':>10}{'done':>7}{'status':>11}{'JCT (s)':>10}"
-                f"{'start-up (s)':>13}{'restarts':>9}  last configuration")
+                f"{'start-up (s)':>13}{'restarts':>9}{'evicted':>8}  last configuration")
         print(head)
         print("-" * (len(head) + 10))
         for x in rows:
             jct = f"{x['jct_s']:,.0f}" if x["jct_s"] is not None else "-"
             done = x["tokens_done"] / x["tokens"] if x["tokens"] else 0.0
             print(f"{x['job'][:23]:<24}{x['tokens']:>10.3g}{done:>7.0%}{x['status']:>11}{jct:>10}"
-                  f"{x['startup_s']:>13,.1f}{x['restarts']:>9}  {x['config'] or x['reason'][:60]}")
+                  f"{x['startup_s']:>13,.1f}{x['restarts']:>9}{x['evictions']:>8}  "
+                  f"{x['config'] or x['reason'][:60]}")
 
 
 def _write_json(path: Path | None, runs: list[dict]) -> None:
@@ -589,7 +595,7 @@ def _print_table(runs: list[dict]) -> None:
             lower_better = key.endswith("_s") or key.startswith("round") or "slowdown" in key
             num, den = (ex, el) if lower_better else (el, ex)
             counts = ("jobs_unfinished", "restarts", "jobs_completed", "services_never_placed",
-                      "jobs_censored")
+                      "jobs_censored", "evictions", "shrinks", "wasted_gpu_s", "wasted_tokens")
             line += f"{num / den:>9.2f}x" if den and key not in counts else f"{'':>10}"
         print(line)
     if ratio:

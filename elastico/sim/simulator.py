@@ -127,6 +127,15 @@ class JobRecord:
     tokens_done: float = 0.0
     startup_s: float = 0.0
     config: str = ""
+    # evictions (docs/metrics.md, "Evictions and wasted work"): times it was taken off its
+    # GPUs while running, times it was shrunk (reconfigured to less GPU compute), normalized
+    # work lost at evictions (redone later), GPU-seconds wasted (the lost work's and the
+    # restarts' after evictions) and, for an offline LLM job, tokens lost
+    evictions: int = 0
+    shrinks: int = 0
+    lost_work: float = 0.0
+    wasted_gpu_s: float = 0.0
+    wasted_tokens: float = 0.0
 
 
 @dataclass
@@ -148,6 +157,8 @@ class _Live:
     restart_until: float = 0.0
     was_preempted: bool = False
     activity: float = 0.0
+    run_from: float = 0.0   # Job.done when its current run began (what an eviction may lose)
+    rate: float = 0.0       # its progress rate over the last interval
 
 
 def _time_sliced(policy: Policy) -> bool:
@@ -338,6 +349,12 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
                     rec.restarts += 1
                     if llm:
                         rec.startup_s += cost
+                    if l.was_preempted:  # GPUs held, nothing produced: eviction's waste
+                        rec.wasted_gpu_s += cost * d.config.gpus_total
+                    elif l.config is not None and d.config.gpus_total < l.config.gpus_total - _EPS:
+                        rec.shrinks += 1
+                if l.config is None or d.changed or l.was_preempted:
+                    l.run_from = l.job.done
                 if llm or l.job.llm_train is not None:
                     rec.config = d.config.name
                 l.was_preempted = False
@@ -350,6 +367,7 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
             else:
                 if l.config is not None:
                     l.was_preempted = True
+                    _evict(l, rec, t)
                 l.config = None
                 rec.reason = d.reason
         if hasattr(truth, "slowdowns_of"):
@@ -396,6 +414,7 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
             if seen > records[jid].max_slowdown:
                 records[jid].max_slowdown = seen
             rates[jid] = r
+            l.rate = r
             start = max(t, l.restart_until)
             if r > 0:
                 next_t = min(next_t, start + l.job.remaining / r)
@@ -472,6 +491,31 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
     metrics.update(meter.metrics(span))
     return SimResult(getattr(policy, "name", "?"), total_gpus, metrics, recs, n_rounds, timeline,
                      meter.per_gpu(span))
+
+
+def _evict(l: _Live, rec: JobRecord, t: float) -> None:
+    """A running job is taken off its GPUs at ``t`` (docs/metrics.md, "Evictions and wasted
+    work").  An offline LLM job (``Job.llm``) loses its in-flight requests
+    (:func:`elastico.llm_shapes.inflight_tokens`: finished requests are kept), at most what
+    it did since its current run began; the lost work is redone (``Job.done`` goes back) and
+    the GPU-seconds it took are wasted (lost work over the rate it ran at, times the GPUs
+    held).  Any other job loses nothing here: its checkpoint/restore is the ``restart_s``
+    it pays when it starts again (counted as wasted then)."""
+    rec.evictions += 1
+    if l.job.llm is None or l.config is None or t < l.restart_until:
+        return
+    from elastico.llm_shapes import inflight_tokens
+
+    ref = l.job.llm.reference_tokens_per_s
+    lost = min(max(0.0, l.job.done - l.run_from), inflight_tokens(l.job, l.config) / ref)
+    if lost <= 0:
+        return
+    l.job.done -= lost
+    rec.progress -= lost
+    rec.lost_work += lost
+    rec.wasted_tokens += lost * ref
+    if l.rate > 0:
+        rec.wasted_gpu_s += lost / l.rate * l.config.gpus_total
 
 
 def _tokens(job: Job) -> float:
@@ -633,6 +677,10 @@ def _metrics(recs: list[JobRecord], span: float, gpus: int, alloc_int: float,
         "gpu_allocation": alloc_int / denom if denom else 0.0,
         "gpu_utilization": util_int / denom if denom else 0.0,
         "restarts": sum(r.restarts for r in recs),
+        "evictions": sum(r.evictions for r in recs),
+        "shrinks": sum(r.shrinks for r in recs),
+        "wasted_gpu_s": float(sum(r.wasted_gpu_s for r in recs)),
+        "wasted_tokens": float(sum(r.wasted_tokens for r in recs)),
         "service_avg_queue_s": float(np.mean([r.first_start_s - r.arrival_s for r in svc]))
         if svc else 0.0,
         "services_never_placed": sum(1 for r in recs if r.kind == "service"
