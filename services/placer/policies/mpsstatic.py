@@ -102,7 +102,7 @@ class MpsStaticPolicy:
         # Kubernetes counts replicas; it knows nothing of interference
         self.env = dataclasses.replace(env, slowdown=NoInterference())
         self.catalog = JobCatalog(self.env)
-        self._replica: dict[str, tuple[Configuration, ...] | str] = {}
+        self._replica: dict[str, tuple[tuple, tuple[Configuration, ...] | str]] = {}
 
     def forget(self, job_id: str) -> None:
         self.catalog.forget(job_id)
@@ -112,9 +112,12 @@ class MpsStaticPolicy:
         """The one-replica configuration of a single-GPU ``job`` on every allowed GPU model
         where it fits in a replica's memory (share ``1/N``, ``memory / N`` GiB), or, when it
         fits on none, the reason (a string: it would run out of memory)."""
-        out = self._replica.get(job.id)
-        if out is not None:
-            return out
+        # a live job id may come back with another request (a pod recreated under its
+        # name): the cached entry holds for the request it was built from only
+        spec = (job.kind, job.job_type, job.request, job.llm, job.llm_train)
+        hit = self._replica.get(job.id)
+        if hit is not None and hit[0] == spec:
+            return hit[1]
         n = self.replicas
         share = replica_share(n)
         allowed = job.request.gpu_models or frozenset(self.catalog.gpu_models)
@@ -156,7 +159,7 @@ class MpsStaticPolicy:
             "would run out of memory in an MPS replica (pinned device memory limit = GPU "
             f"memory / {n}): " + "; ".join(short) if short
             else f"no allowed GPU model {sorted(job.request.gpu_models)} in the cluster")
-        self._replica[job.id] = out
+        self._replica[job.id] = (spec, out)
         return out
 
     def __call__(self, inp: RoundInput, state: ClusterState) -> RoundResult:

@@ -39,10 +39,11 @@ wraps every registered one, so the comparison is fair) and, after the policy's r
 ``min_run_s``: the minimum guaranteed run, seconds (``PolicyEnv.min_run_s``, default
 :data:`MIN_RUN_S`).  GFS makes the guaranteed duration a quota parameter; its production
 value is not given in the abstract we could read (UNVERIFIED), so the default is a documented
-choice: 300 s, five rounds of 60 s or ~10 x the weight loading of a 70B model at the
-simulator's load bandwidth (:data:`elastico.llm_shapes.LOAD_GBPS`), which bounds the time
-lost to start-ups after evictions at ~10 % of run time -- the same bound the ``elastico``
-policy's dwell time keeps for its own reconfigurations (``PolicyEnv.dwell_factor``).
+choice: 300 s, the ``elastico`` policy's own dwell time (``PolicyEnv.dwell_factor`` x
+``restart_s`` = 10 x 30 s), which bounds the time lost to restarts at ~10 % of run time; a
+Llama-2-70B replica loads in 17.5 s at the simulator's load bandwidth (docs/model.md 8.), so
+an evicted 70B job has run at least ~17x its start-up.  Kubernetes itself has no minimum run
+(a victim gets only its graceful termination period, 30 s by default).
 
 What an eviction costs is the simulator's business (:mod:`elastico.sim.simulator`,
 "Evictions"): the in-flight requests (:func:`elastico.llm_shapes.inflight_tokens`) and a new
