@@ -52,6 +52,13 @@ is produced before the weights are on the GPUs.  ASSUMPTION: the requests finish
 reconfiguration stay done (an offline batch writes its outputs as they complete), so a restart
 loses the load time only.
 
+Evictions (docs/metrics.md, "Evictions and wasted work"): a running job the round leaves
+without a configuration is evicted (``JobRecord.evictions``).  An offline LLM job loses its
+in-flight requests (:func:`elastico.llm_shapes.inflight_tokens`, at most what it did since its
+current run began): its progress goes back by them and they count as wasted tokens and
+GPU-seconds; any evicted job's restart when it starts again counts as wasted GPU-seconds too.
+A reconfiguration to less GPU compute is a shrink (``JobRecord.shrinks``).
+
 LLM training jobs (``Job.llm_train``; :mod:`elastico.llm_train_job`): progress is tokens
 trained the same way (``JobRecord.tokens``: the tokens to train on), at their configuration's
 tokens/s (6 N T at a cited MFU); a restart costs ``restart_s`` (checkpoint / restore) as any
@@ -211,7 +218,8 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
     when alone (for utilization; see docs/metrics.md).  ``progress(n, now)`` is called after every
     event with the number of batch jobs that just finished and the virtual time (for a
     progress bar).  Returns per-job records and the
-    metrics of :data:`METRIC_KEYS` (plus ``jobs_unfinished``, ``restarts``,
+    metrics of :data:`METRIC_KEYS` (plus ``evictions``, ``shrinks``, ``wasted_gpu_s``,
+    ``wasted_tokens`` (module docstring, "Evictions"), ``jobs_unfinished``, ``restarts``,
     ``service_avg_queue_s``, ``services_never_placed``, ``batch_bound_violations``).
 
     ``validate=True`` re-checks the placement state's invariants (no GPU, node or MIG slot
