@@ -142,6 +142,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--restart-s", type=float, default=None,
                    help="seconds of progress a running job loses when it changes "
                         f"configuration or restarts, 0..{MAX_RESTART_S:g} (default: 30.0)")
+    p.add_argument("--mps-replicas", type=int, default=2, metavar="N",
+                   help="mps-static: MPS replicas per GPU, the device plugin's "
+                        "sharing.mps.replicas (1..48; default: 2)")
+    p.add_argument("--min-run-s", type=float, default=300.0, metavar="S",
+                   help="minimum guaranteed run of offline LLM inference before a job of "
+                        "higher priority may evict it, every policy (docs/model.md 6.; "
+                        "default: 300)")
+    p.add_argument("--no-preemption", action="store_true",
+                   help="no policy preempts offline LLM inference for jobs of higher priority")
     p.add_argument("--slowdown-model", choices=("predictor", "analytic"), default=None,
                    help="what the placer predicts co-location slowdowns with: the LightGBM "
                         "predictor, k-fold by job type so that it never predicts a pair it "
@@ -259,6 +268,12 @@ def _check(args: argparse.Namespace) -> None:
         raise InvalidArgument("--load", args.load, "must be a finite number > 0")
     if not (math.isfinite(args.restart_s) and 0 <= args.restart_s <= MAX_RESTART_S):
         raise InvalidArgument("--restart-s", args.restart_s, f"must be in 0..{MAX_RESTART_S:g}")
+    from elastico.placer.policies.mpsstatic import MAX_REPLICAS
+
+    if not 1 <= args.mps_replicas <= MAX_REPLICAS:
+        raise InvalidArgument("--mps-replicas", args.mps_replicas, f"must be in 1..{MAX_REPLICAS}")
+    if not (math.isfinite(args.min_run_s) and args.min_run_s >= 0):
+        raise InvalidArgument("--min-run-s", args.min_run_s, "must be a finite number >= 0")
     for flag, path in (("--trace", args.trace), ("--nodes", args.nodes)):
         if path is not None:
             check_input_file(flag, path, "CSV file")
@@ -460,7 +475,9 @@ def _replay(args, policies, nodes, model, wl, slowdown, truth, tracer, via) -> l
     for name in policies:
         env = PolicyEnv(nodes=nodes, throughput=model, slowdown=slowdown, tracer=tracer,
                         utility=args.utility, restart_s=args.restart_s,
-                        remaining_estimate=args.remaining_estimate, user_estimates=estimates)
+                        remaining_estimate=args.remaining_estimate, user_estimates=estimates,
+                        mps_replicas=args.mps_replicas, min_run_s=args.min_run_s,
+                        preemption=not args.no_preemption)
         policy = make_policy(name, env) if via is None else via.policy(name, env)
         batch = sum(1 for j in wl.jobs if j.kind.elastic) or len(wl.jobs)
         bar = tqdm(total=batch, desc=f"{name:>9}", unit="job", file=sys.stderr,

@@ -134,17 +134,20 @@ class ElasticoPolicy:
     def place_shrunk(self, job, config, state: ClusterState, now: float, was: str = ""):
         """Book ``job`` (not booked in ``state``) in ``config``, one of
         :meth:`shrink_options`, where the placer puts it; its Decision (changed: it restarts
-        in that configuration, and its dwell clock starts ``now``), or None -- ``state``
-        unchanged -- when it finds no room."""
+        in that configuration), or None -- ``state`` unchanged -- when it finds no room."""
         from ..round import Decision, Status
 
         out = state.place(job.id, config, self.catalog.profile(job, config), job.slowdown_bound,
                           self.env.slowdown, scorer=self.env.scorer)
         if out.assignment is None:
             return None
-        self.memory.changed_at[job.id] = now
         return Decision(job.id, Status.PLACED, config, out.assignment, slowdown=out.slowdown,
                         changed=True, reason=f"shrunk from {was} for a higher-priority job")
+
+    def shrunk(self, job_id: str, now: float) -> None:
+        """A shrink of :meth:`place_shrunk` was kept: the job's dwell clock starts ``now``
+        (stage 1 keeps it in its new configuration for the dwell time)."""
+        self.memory.changed_at[job_id] = now
 
 
 class ElasticoNoRst(ElasticoPolicy):

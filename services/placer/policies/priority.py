@@ -23,7 +23,7 @@ wraps every registered one, so the comparison is fair) and, after the policy's r
 4. *shrink first*: when the policy can shrink a victim (only ``elastico`` can:
    ``policy.shrink_options(job, config)``, smaller configurations of the job's family on the
    same GPU model -- fewer replicas or a smaller MPS share, fastest first -- and
-   ``policy.place_shrunk``; :meth:`~.elastico.ElasticoPolicy.shrink_options`), each victim
+   ``policy.place_shrunk``, then ``policy.shrunk``; :meth:`~.elastico.ElasticoPolicy.shrink_options`), each victim
    in turn is tried in each smaller configuration until one lets the preemptor fit; the
    shrunk job keeps running (it restarts in its smaller configuration, ``changed``).  When
    no single shrink makes room, nothing is shrunk.
@@ -116,10 +116,20 @@ class PriorityPreemption:
                              key=lambda a: (a.job.arrival_s, a.job.id))
             # latest start first: the least work lost (ties by id)
             victims.sort(key=lambda j: (-started.get(j, now), j))
+            # requests that found no room even with every victim gone: a later request that
+            # asks at least as much on the same models cannot either (within a round the
+            # victims only go and the cluster only fills)
+            failed: list[tuple] = []
             for a in waiting:
                 if not victims:
                     break
-                self._preempt(a, victims, decisions, jobs, res.state, now)
+                req = a.job.request
+                key = (req.num_gpus, req.gpu_share, req.gpu_models)
+                if any(key[0] >= f[0] and key[1] >= f[1] - _EPS and key[2] == f[2]
+                       for f in failed):
+                    continue
+                if not self._preempt(a, victims, decisions, jobs, res.state, now):
+                    failed.append(key)
         for jid, d in decisions.items():
             if not low_priority(jobs[jid].job):
                 continue
@@ -150,7 +160,8 @@ class PriorityPreemption:
     def _preempt(self, a: ActiveJob, victims: list[str], decisions: dict[str, Decision],
                  jobs: dict[str, ActiveJob], state: ClusterState, now: float) -> None:
         """Make room for ``a`` (module docstring, steps 4 and 5); updates ``decisions``,
-        ``victims`` and ``state`` when it succeeds, changes nothing otherwise."""
+        ``victims`` and ``state`` and returns True when it succeeds, changes nothing and
+        returns False otherwise."""
         options = getattr(self.policy, "shrink_options", None)
         if options is not None:
             for v in victims:
@@ -165,7 +176,8 @@ class PriorityPreemption:
                             decisions[a.job.id] = placed
                             decisions[v] = d
                             victims.remove(v)  # shrunk once: not a victim again this round
-                            return
+                            self.policy.shrunk(v, now)
+                            return True
                         state.release(v)
                     state.rebook(*booked)
         evicted = []
@@ -186,9 +198,10 @@ class PriorityPreemption:
                         reason=f"preempted by {a.job.id} (offline inference is low priority; "
                                f"it ran past its minimum guaranteed run of "
                                f"{self.min_run_s:g} s)")
-            return
+            return True
         for v, booked in reversed(evicted):  # no room even without every victim: undo
             state.rebook(*booked)
+        return False
 
 
 def _booking(state: ClusterState, job_id: str):
