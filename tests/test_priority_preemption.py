@@ -136,3 +136,15 @@ def test_bad_minimum_run_is_refused_naming_the_field():
     for bad in (-1.0, float("nan"), float("inf"), "300", True):
         with pytest.raises(InvalidArgument, match="min_run_s"):
             PolicyEnv(nodes=a100s(1), throughput=TM, slowdown=AnalyticSlowdown(), min_run_s=bad)
+
+
+def test_only_the_victims_needed_are_evicted_latest_start_first():
+    # two LLM jobs on two GPUs, started at 0 and 10; both past a 20 s guarantee when a
+    # one-GPU training job arrives at 50: only one is evicted, the one that started last
+    # (the least work lost), and the other keeps running
+    a = LJ.llm_job("a", L8, LJ.requests_work([(512, 128, 100_000)]), reference_gpu="A100-80GB")
+    b = LJ.llm_job("b", L8, LJ.requests_work([(512, 128, 100_000)]), reference_gpu="A100-80GB",
+                   arrival_s=10.0)
+    _, r = run("exclusive", a100s(2), [a, b, train()], min_run_s=20.0)
+    assert r["train"].first_start_s == 50.0
+    assert (r["a"].evictions, r["b"].evictions) == (0, 1)

@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import math
 
-from elastico.errors import InvalidArgument
+from elastico.errors import Infeasible, InvalidArgument
 from elastico.model import Job, JobKind
 
 from ..placement import ClusterState
@@ -158,7 +158,7 @@ class PriorityPreemption:
                                  scorer="bestfit")
 
     def _preempt(self, a: ActiveJob, victims: list[str], decisions: dict[str, Decision],
-                 jobs: dict[str, ActiveJob], state: ClusterState, now: float) -> None:
+                 jobs: dict[str, ActiveJob], state: ClusterState, now: float) -> bool:
         """Make room for ``a`` (module docstring, steps 4 and 5); updates ``decisions``,
         ``victims`` and ``state`` and returns True when it succeeds, changes nothing and
         returns False otherwise."""
@@ -191,7 +191,7 @@ class PriorityPreemption:
             for u, booked in reversed(evicted):  # reprieve: back onto exactly its GPUs
                 try:
                     state.rebook(*booked)
-                except Exception:  # noqa: BLE001 -- Infeasible: its GPUs are taken now
+                except Infeasible:  # its GPUs are taken now
                     victims.remove(u)
                     decisions[u] = Decision(
                         u, Status.WAITING, None,
