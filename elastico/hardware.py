@@ -290,12 +290,14 @@ GPU_MEMORY_GIB: Mapping[str, float] = MappingProxyType(
     {**{n: s.memory_gib for n, s in GPUS.items()},
      **{a: GPUS[k].memory_gib for a, k in ALIASES.items()}})
 
-#: NVML product names (``nvmlDeviceGetName``) -> the GPU model names of
-#: :mod:`elastico.perf.throughput` the scheduler places them as (the scheduler knows the trace's
-#: classes, not every form factor: a V100 PCIe joins the V100M16 / V100M32 pool).  Exact strings
-#: only: a name not listed must be written by the node agent in ElastiCo's own spelling (e.g.
-#: ``A100-40GB``), never guessed from a substring.  Every key is a catalogue NVML name (tested).
-NVML_NAMES: Mapping[str, str] = MappingProxyType({
+#: NVML product names (``nvmlDeviceGetName``) -> the GPU model names the scheduler places them
+#: as (:data:`SCHEDULER_NAMES`): every catalogue product's NVML names (:attr:`GpuSpec.nvml_names`)
+#: as its catalogue key (the MIG tables' spelling for H100 SXM / NVL and GH200), except the
+#: trace's classes, which keep their pools (a V100 PCIe joins the V100M16 / V100M32 pool, an
+#: A100 80GB PCIe the A100-80GB one).  Exact strings only: a name not listed must be written by
+#: the node agent in ElastiCo's own spelling (e.g. ``A100-40GB``), never guessed from a
+#: substring.  Every key is a catalogue NVML name (tested).
+_TRACE_POOLS: Mapping[str, str] = {
     "Tesla P100-PCIE-16GB": "P100", "Tesla P100-SXM2-16GB": "P100",
     "Tesla V100-SXM2-16GB": "V100M16", "Tesla V100-PCIE-16GB": "V100M16",
     "Tesla V100-SXM2-32GB": "V100M32", "Tesla V100-PCIE-32GB": "V100M32",
@@ -303,6 +305,23 @@ NVML_NAMES: Mapping[str, str] = MappingProxyType({
     "Tesla T4": "T4", "NVIDIA A10": "A10",
     "NVIDIA A100-SXM4-40GB": "A100-40GB", "NVIDIA A100-PCIE-40GB": "A100-40GB",
     "NVIDIA A100-SXM4-80GB": "A100-80GB", "NVIDIA A100 80GB PCIe": "A100-80GB",
+}
+
+#: The spelling a catalogue model is placed as where it is not its :data:`GPUS` key: the MIG
+#: tables' names (:data:`elastico.mig.MIG_PROFILES`, the MIG user guide's "H100 80GB",
+#: "H100 94GB", "H100 96GB"), so a node of those GPUs in MIG mode finds its profile table.
+_PLACED_AS: Mapping[str, str] = {"H100-SXM": "H100-80GB", "H100-NVL": "H100-94GB",
+                                 "GH200": "H100-96GB"}
+
+#: Every ElastiCo spelling of a catalogue GPU -- each :data:`GPUS` key, then each
+#: :data:`ALIASES` spelling -- in catalogue order: the GPU models the scheduler places on
+#: (:data:`elastico.perf.throughput.SCHEDULER_GPU_MODELS` is this; the training speed model
+#: predicts each, the LLM model each with a 16-bit peak and a bandwidth).
+SCHEDULER_NAMES: tuple[str, ...] = tuple(GPUS) + tuple(ALIASES)
+
+NVML_NAMES: Mapping[str, str] = MappingProxyType({
+    **{n: _PLACED_AS.get(s.name, s.name) for s in _SPECS for n in s.nvml_names},
+    **_TRACE_POOLS,
 })
 
 

@@ -137,7 +137,8 @@ def test_the_mig_models_listed_are_ones_gpu_model_accepts():
     err = _bad(lambda d: d["pools"][1].update(gpu_model="T4", gpu_mem_gib=16,
                                               mig_gpus_per_node=1))
     listed = err.allowed.split("MIG models: ")[1].rstrip(")").split(", ")
-    assert listed == ["A100-40GB", "A100-80GB", "H100-80GB"]
+    # every MIG table's model is a GPU model of the catalogue, so a cluster may use each
+    assert listed == ["A100-40GB", "A100-80GB", "H100-80GB", "H100-94GB", "H100-96GB", "H200", "A30"]
     for model in listed:  # each one passes as a gpu_model with MIG GPUs
         doc = copy.deepcopy(GOOD)
         doc["pools"][1].update(gpu_model=model, mig_gpus_per_node=1)

@@ -58,7 +58,7 @@ def test_valid_values_are_read_exactly():
     (A.GPU_FRACTION, "50m"), (A.GPU_FRACTION, "NaN"), (A.GPU_FRACTION, "inf"),
     (A.GPU_FRACTION, " 0.5"), (A.GPU_FRACTION, ""), (A.GPU_FRACTION, "0.995"),
     (A.GPU_FRACTION, "0.025"), (A.GPU_FRACTION, "0.005"), (A.GPU_MEMORY_GIB, "-1"),
-    (A.GPU_MEMORY_GIB, "0"), (A.GPU_MEMORY_GIB, "90"),
+    (A.GPU_MEMORY_GIB, "0"), (A.GPU_MEMORY_GIB, "1000"),
     (A.GPU_MEMORY_GIB, "8Gi"), (A.GPU_MODEL, "A100"), (A.GPU_MODEL, "V100"),
     (A.GPU_MODEL, "a10"), (A.GPU_MODEL, "A10,"), (A.GPUS, "0"), (A.GPUS, "1.5"),
     (A.GPUS, "65"), (A.PRIORITY, "0"), (A.PRIORITY, "1000001"), (A.SLOWDOWN_BOUND, "0.9"),
@@ -78,13 +78,17 @@ def test_several_gpus_cannot_share_and_memory_is_bounded_by_the_allowed_gpu_mode
     with pytest.raises(InvalidArgument, match="gpu-fraction"):
         parse({A.GPUS: "2", A.GPU_FRACTION: "0.5"})
     # memory is not tied to the share (issue 18 class 5): up to what the allowed models have
-    # (elastico.trace.GPU_MEMORY_GIB: V100M32 32 GiB, the largest of all 80 GiB)
+    # (elastico.hardware.GPU_MEMORY_GIB: V100M32 32 GiB, A100-80GB 80, the largest of the
+    # catalogue the B200's 180)
     assert parse({A.GPU_FRACTION: "0.5", A.GPU_MEMORY_GIB: "10"}).gpu_memory_gib == 10.0
     assert parse({A.GPU_FRACTION: "0.25", A.GPU_MEMORY_GIB: "80"}).gpu_memory_gib == 80.0
     with pytest.raises(InvalidArgument, match=r"at most 32 .*V100M32"):
         parse({A.GPU_MODEL: "V100M16,V100M32", A.GPU_MEMORY_GIB: "33"})
-    with pytest.raises(InvalidArgument, match="at most 80"):
-        parse({A.GPU_MEMORY_GIB: "80.5"})
+    with pytest.raises(InvalidArgument, match="at most 80 .*A100-80GB"):
+        parse({A.GPU_MODEL: "A100-80GB", A.GPU_MEMORY_GIB: "80.5"})
+    assert parse({A.GPU_MEMORY_GIB: "120"}).gpu_memory_gib == 120.0   # an H200 or a B200
+    with pytest.raises(InvalidArgument, match="at most 180 .*B200"):
+        parse({A.GPU_MEMORY_GIB: "180.5"})
     for tiny in ("0", "0.0001"):   # below 1 MiB: the pinned limit would be 0M
         with pytest.raises(InvalidArgument, match="at least 1 MiB"):
             parse({A.GPU_MEMORY_GIB: tiny})

@@ -590,3 +590,55 @@ def test_cpu_taken_by_other_schedulers_pods_is_not_offered(core, make_loop):
     assert rep.bound == [] and "default/needs2" in rep.waiting
     core.delete_namespaced_pod("web", NS)
     assert step(loop, core).bound == ["default/needs2"]
+
+
+class _RecordingTracer:
+    """Span attributes by span name (the last span of each name)."""
+
+    def __init__(self):
+        self.attrs: dict[str, dict] = {}
+
+    def span(self, name, attributes=None):
+        import contextlib
+
+        rec = self.attrs.setdefault(name, {})
+        rec.clear()
+        rec.update(attributes or {})
+
+        class _S:
+            def set_attribute(self, k, v):
+                rec[k] = v
+
+        return contextlib.nullcontext(_S())
+
+
+def test_an_unknown_job_gets_an_event_and_a_trace_attribute_with_the_reason(core, make_loop):
+    # issue 23: no stored solo profile -> the unknown-job rule; it is alone on an empty
+    # node, and both the pod's Event and the round's span say so and why
+    make_node(core, "n1")
+    make_pod(core, "svc", {A.WORKLOAD: "service"})
+    asked = []
+    tracer = _RecordingTracer()
+
+    def lookup(keys):
+        asked.append(list(keys))
+        return set()
+    loop = make_loop(profile_lookup=lookup, tracer=tracer)
+    rep = step(loop, core)
+    assert rep.bound == ["default/svc"]
+    assert asked == [["default/pod/svc"]]
+    ev = [e for e in events(core, "svc") if e["reason"] == "UnknownProfile"]
+    assert len(ev) == 1 and ev[0]["message"].startswith("unknown profile: alone on its GPUs")
+    assert "worst case" in ev[0]["message"]
+    span = tracer.attrs["elastico.round"]
+    # the round's job id of a one-pod job is its pod key
+    assert span["round.unknown_jobs"] == "default/svc"
+    assert span["round.unknown_reasons"][0].startswith("default/svc: unknown profile: alone")
+
+
+def test_a_profiled_job_gets_no_unknown_event(core, make_loop):
+    make_node(core, "n1")
+    make_pod(core, "svc", {A.WORKLOAD: "service"})
+    loop = make_loop(profile_lookup=lambda keys: set(keys))
+    assert step(loop, core).bound == ["default/svc"]
+    assert not [e for e in events(core, "svc") if e["reason"] == "UnknownProfile"]

@@ -149,14 +149,14 @@ def test_gpu_memory_gib_40_on_an_a100_80gb_binds_and_is_pinned_as_asked(core, ma
 def test_gpu_memory_gib_beyond_every_gpu_model_is_rejected_naming_the_field_and_the_max(
         core, make_loop):
     make_node(core, "a80", model="A100-80GB", gpus=1, mem=80.0)
-    make_pod(core, "huge", {A.GPU_MEMORY_GIB: "90"})
+    make_pod(core, "huge", {A.GPU_MEMORY_GIB: "190"})   # the catalogue's largest: B200, 180
     make_pod(core, "forty-on-v100", {A.GPU_MEMORY_GIB: "40", A.GPU_MODEL: "V100M32"})
     loop = make_loop()
     rep = step(loop, core)
     assert rep.bound == [] and set(rep.rejected) == {f"{NS}/huge", f"{NS}/forty-on-v100"}
     [msg] = rejected(core, "huge")
-    assert msg.startswith(f"{A.GPU_MEMORY_GIB}: '90' is not allowed")
-    assert "at most 80" in msg
+    assert msg.startswith(f"{A.GPU_MEMORY_GIB}: '190' is not allowed")
+    assert "at most 180" in msg and "B200" in msg
     # the hint is about memory, never "raise gpu-fraction" (it is already 1 here)
     assert A.GPU_FRACTION not in msg
     [msg] = rejected(core, "forty-on-v100")             # a V100M32 has 32 GiB

@@ -128,10 +128,11 @@ def apply(c: LiveCluster, event: tuple, gangs: list[int]) -> None:
         raise ValueError(f"unknown event {event!r}")
 
 
-def run_events(events: list[tuple]) -> None:
+def run_events(events: list[tuple], unknown: bool = False) -> None:
     """A fresh cluster, then ``events`` one by one with the invariants checked after each,
-    then :meth:`LiveCluster.settle`.  A failure names the step and the event."""
-    c = LiveCluster(NODES)
+    then :meth:`LiveCluster.settle`.  A failure names the step and the event.  ``unknown``:
+    every job without a solo profile (issue 23's unknown-job rule on)."""
+    c = LiveCluster(NODES, unknown=unknown)
     gangs = [0]
     where = "at the start"
     try:
@@ -186,6 +187,20 @@ REPLAYS = {
 @pytest.mark.parametrize("name", sorted(REPLAYS))
 def test_live_cluster_replay(name):
     run_events(REPLAYS[name])
+
+
+@pytest.mark.parametrize("name", sorted(REPLAYS))
+def test_live_cluster_replay_with_every_job_unknown(name):
+    run_events(REPLAYS[name], unknown=True)
+
+
+@settings(max_examples=10, deadline=None, derandomize=True, database=None, print_blob=False,
+          phases=[Phase.explicit, Phase.generate],
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                 HealthCheck.large_base_example])
+@given(st.lists(EVENTS, min_size=8, max_size=24))
+def test_live_cluster_invariants_hold_with_every_job_unknown(events):
+    run_events(events, unknown=True)
 
 
 def test_the_invariants_see_a_double_booked_gpu_and_an_allocation_that_differs():

@@ -88,7 +88,9 @@ def test_tensor_parallel_defaults_to_all_the_pods_gpus_and_replicas_are_the_rest
     ({A.WORK: "3600"}, A.WORK, "3600", "absent on an offline LLM inference pod"),
     ({A.JOB_TYPE: "LM (batch size 20)"}, A.JOB_TYPE, "LM (batch size 20)", "absent"),
     ({A.WORKLOAD: "training"}, A.LLM_MODEL, "Llama-3-8B", "only on a pod with elastico.io/workload inference"),
-    ({A.LLM_MODEL: "Llama-2-70B"}, A.LLM_MODEL, "Llama-2-70B", "exceed the 72.0 GiB vllm may use"),
+    # on one A100-80GB (0.9 x 80 GiB for vLLM); unrestricted it fits a B200 (below)
+    ({A.LLM_MODEL: "Llama-2-70B", A.GPU_MODEL: "A100-80GB"}, A.LLM_MODEL, "Llama-2-70B",
+     "exceed the 72.0 GiB vllm may use"),
     ({A.GPU_MODEL: "T4"}, A.LLM_MODEL, "Llama-3-8B", "T4: weights 15.0 GiB"),
     ({A.GPU_MODEL: "G2"}, A.LLM_MODEL, "Llama-3-8B", "no allowed GPU model has LLM figures"),
 ])

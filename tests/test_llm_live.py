@@ -46,7 +46,7 @@ def test_a_70b_pod_runs_one_tp2_engine_on_two_whole_gpus_and_one_gpu_is_rejected
         core, make_loop, plugin_for):
     make_node(core, "h2", model="A100-80GB", gpus=2, mem=80.0)
     make_pod(core, "eval", {**LLM, A.LLM_MODEL: "Llama-2-70B", A.GPUS: "2"}, gpu="1")
-    make_pod(core, "small", {**LLM, A.LLM_MODEL: "Llama-2-70B"})
+    make_pod(core, "small", {**LLM, A.LLM_MODEL: "Llama-2-70B", A.GPU_MODEL: "A100-80GB"})
     loop = make_loop()
     rep = step(loop, core)
     assert rep.bound == [f"{NS}/eval"], (rep.rejected, rep.waiting)

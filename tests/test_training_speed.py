@@ -377,7 +377,8 @@ def tm_():
 
 @pytest.mark.parametrize("call,field,value,allowed", [
     (lambda m: m.solo("GPT-9", "V100M16"), "job_type", "GPT-9", "ResNet-18 (batch size 16)"),
-    (lambda m: m.solo("A3C", "L4"), "gpu_model", "L4", "V100M16"),
+    # every catalogue GPU is a scheduler GPU (issue 21): only a name outside it is refused
+    (lambda m: m.solo("A3C", "Z100"), "gpu_model", "Z100", "V100M16"),
     (lambda m: m.training.base("A3C", "V200"), "gpu_model", "V200", "compute peak"),
     (lambda m: m.training.speedup("A3C", "V100M16", 9), "num_gpus", 9, "1..8"),
     (lambda m: m.provenance("A3C", "T4", 1, 1.5), "gpu_share", 1.5, "(0, 1]"),

@@ -115,8 +115,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "the smallest of --gpus)")
     p.add_argument("--llm-jobs", default=None, metavar="FILE|demo",
                    help="also replay offline LLM inference jobs from a jobs file, or demo "
-                        "(as simulate's --llm-jobs); each run's results.json entry lists them "
-                        "under llm_jobs (default: none)")
+                        "(as simulate's --llm-jobs); with continuous arrivals they arrive "
+                        "over the measurement window (uniform times: a Poisson process given "
+                        "its count), so the window metrics count them; each run's results.json "
+                        "entry lists them under llm_jobs and their own window metrics under "
+                        "llm_window (default: none)")
     p.add_argument("--out", type=_folder, default=Path("docs/evaluation"), metavar="DIR",
                    help="output folder (default: %(default)s)")
     p.add_argument("--jobs", type=int, default=None, metavar="PROCESSES",

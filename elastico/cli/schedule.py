@@ -200,7 +200,11 @@ def run(args: argparse.Namespace) -> int:
                                               tracer=tracer, pricer=pricer),
         config=LoopConfig(identity=identity, policy=args.policy,
                           round_interval_s=args.round_interval,
-                          round_timeout_s=args.round_timeout))
+                          round_timeout_s=args.round_timeout),
+        # issue 23: with a predictor service, jobs it holds no solo profile of are unknown
+        # (co-located only where the prior's worst case keeps every bound); without one
+        # there is no profile store, and every job is taken as profiled
+        profile_lookup=None if remote_slowdown is None else remote_slowdown.known_jobs)
 
     stop = threading.Event()
     thread = threading.Thread(target=loop.run_forever, args=(stop,), name="scheduler-loop",

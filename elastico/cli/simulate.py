@@ -54,6 +54,15 @@ _ROWS = [
     ("round_ms_p99", "round p99 (ms)", "{:,.2f}"),
 ]
 
+#: printed when some run has them (issue 23: jobs arrive unknown unless --assume-profiled)
+_UNKNOWN_ROWS = [
+    ("batch_bound_violations", "batch past bound", "{:,.0f}"),
+    ("unknown_jobs_profiled", "solo profiles recorded", "{:,.0f}"),
+    ("unknown_bound_violation_jobs", "unknown >5% past bound", "{:,.0f}"),
+    ("unknown_bound_violation_any", "unknown past bound", "{:,.0f}"),
+    ("unknown_bound_violation_time_share", "unknown time past bnd", "{:.2%}"),
+    ("unknown_bound_violation_max", "unknown max overshoot", "{:.1%}"),
+]
 
 MAX_RESTART_S = 86_400.0  # a checkpoint/restore longer than a day is a typo, not a model
 #: --jobs at most this many pods per GPU: beyond it the queue grows for simulated weeks and a
@@ -212,6 +221,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                 "--gpu-speed-sensitivity, --remaining-estimate, --user-estimate-badness, "
                 "--llm-jobs, --llm-load-gbps, --contention and --via-grpc are for --mode replay, --workload "
                 "for --mode inflation; a flag given in the other mode is refused.")
+    p.add_argument("--assume-profiled", action="store_true",
+                   help="every job has its solo activity profile from the start (the behaviour "
+                        "before issue 23, for comparison); default: jobs arrive unknown, the "
+                        "elastico policy co-locates one only where the contention prior's worst "
+                        "case keeps every resident within its bound, and records its solo "
+                        "profile after 60 s alone (docs/predictor.md, 'Unknown jobs')")
     p.add_argument("--no-progress", action="store_true",
                    help="hide the progress bar (shown only on a terminal)")
     p.set_defaults(func=run)
@@ -291,9 +306,6 @@ def _check(args: argparse.Namespace) -> None:
 
         if args.llm_jobs not in BUNDLED:
             check_input_file("--llm-jobs", Path(args.llm_jobs), "JSON file (or demo)")
-        if args.via_grpc is not None:
-            raise InvalidArgument("--llm-jobs", args.llm_jobs, "not with --via-grpc (the "
-                                  "placer service's RunRound carries no LLM job)")
     elif g is not None:
         raise InvalidArgument("--llm-load-gbps", g, "only with --llm-jobs")
     if getattr(args, "via_grpc", None):  # "" = start the services here
@@ -417,6 +429,12 @@ def run(args: argparse.Namespace) -> int:
     llm = []
     if args.llm_jobs is not None:
         wl, llm = _with_llm_jobs(wl, args.llm_jobs)
+        train = [j.id for j in llm if j.llm_train is not None]
+        if args.via_grpc is not None and train:
+            raise InvalidArgument("--llm-jobs", args.llm_jobs,
+                                  "offline LLM inference jobs only with --via-grpc (PlacerService's "
+                                  "JobSpec carries an LLM inference job, not an LLM training job: "
+                                  + ", ".join(train[:3]) + ")")
     if args.load is not None and not math.isfinite(wl.offered_load):
         raise InvalidArgument("--load", args.load,
                               f"cannot be met: the {len(wl.jobs)} sampled pod(s) have fewer "
@@ -490,11 +508,12 @@ def _replay(args, policies, nodes, model, wl, slowdown, truth, tracer, via) -> l
         try:
             win = wl.window
             res = simulate(nodes, wl.jobs, policy, restart_s=args.restart_s,
-                           activity=lambda j, c, _cat=policy.catalog: _cat.profile(j, c).gpu_activity,
+                           activity=lambda j, c, _cat=policy.catalog: getattr(_cat, "base_profile", _cat.profile)(j, c).gpu_activity,
                            progress=progress, truth=truth, tracer=tracer,
                            window=None if win is None else (win.lo, win.hi),
                            horizon_s=None if win is None else win.horizon,
-                           llm_load_gbps=args.llm_load_gbps)
+                           llm_load_gbps=args.llm_load_gbps,
+                           unknown_profiles=not args.assume_profiled)
         finally:
             bar.close()
         runs.append({"policy": name, "gpus": args.gpus, "seed": args.seed,
@@ -596,16 +615,19 @@ def _kind_mix(jobs) -> str:
 
 
 def _print_table(runs: list[dict]) -> None:
+    rows = _ROWS + ([row for row in _UNKNOWN_ROWS]
+                    if any("unknown_run_s" in r for r in runs) else [])
+    runs = [{**{k: math.nan for k, _, _ in rows}, **r} for r in runs]
     names = [r["policy"] for r in runs]
     ratio = "exclusive" in names and "elastico" in names and len(names) == 2
     # each column at least two spaces wider than its policy name (elastico-no-rst, ...) and
     # than its widest value (a makespan of a very thin load can run to 13+ digits)
     w = max(14, *(len(n) + 2 for n in names),
-            *(len(fmt.format(r[key])) + 2 for key, _, fmt in _ROWS for r in runs))
+            *(len(fmt.format(r[key])) + 2 for key, _, fmt in rows for r in runs))
     head = f"{'metric':<22}" + "".join(f"{n:>{w}}" for n in names) + (f"{'ratio':>10}" if ratio else "")
     print(head)
     print("-" * len(head))
-    for key, label, fmt in _ROWS:
+    for key, label, fmt in rows:
         line = f"{label:<22}" + "".join(f"{fmt.format(r[key]):>{w}}" for r in runs)
         if ratio:
             ex, el = (next(r[key] for r in runs if r["policy"] == p) for p in ("exclusive", "elastico"))

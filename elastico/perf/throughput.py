@@ -57,6 +57,7 @@ import numpy as np
 from scipy.optimize import nnls
 
 from elastico.errors import InvalidArgument
+from elastico.hardware import SCHEDULER_NAMES
 from elastico.mig import MIG_GEOMETRY, mig_profiles
 from elastico.model import Provenance
 from elastico.paths import data_file
@@ -97,12 +98,13 @@ GAVEL_TO_MISO: Mapping[str, str] = MappingProxyType({
 #: docstring); ``datasheet`` (the model as fitted) is the default.
 GPU_SPEED_SENSITIVITIES = ("low", "datasheet", "high")
 
-#: The GPU models the scheduler places on (:meth:`ThroughputModel.gpu_models`): the trace's
-#: (P100, T4, V100M16, V100M32, A10 measured or predicted; G2, G3 by assumption) and the MIG
-#: clusters' (A100-40GB, A100-80GB, H100-80GB).  The training model predicts any catalogue GPU
-#: with a compute peak and a bandwidth; this list is what the scheduler's pools are named by.
-SCHEDULER_GPU_MODELS = ("P100", "V100M16", "V100M32", "T4", "A10", "A100-40GB", "A100-80GB",
-                        "H100-80GB", "G2", "G3")
+#: The GPU models the scheduler places on (:meth:`ThroughputModel.gpu_models`): the GPU
+#: catalogue's, every spelling (:data:`elastico.hardware.SCHEDULER_NAMES`: one source of
+#: truth) -- the trace's (P100, T4, V100M16, V100M32, A10 measured or predicted; G2, G3 by
+#: assumption), the MIG clusters' (A100-40GB, A100-80GB, H100-80GB) and every other datacenter
+#: GPU from K80 to B200, which the training model predicts from its compute peak and bandwidth
+#: (docs/model.md section 2).  The scheduler's pools are named by these.
+SCHEDULER_GPU_MODELS = SCHEDULER_NAMES
 
 #: The GPU MISO measured its MIG slices on, and its compute slices C (share of a profile g/C).
 _MISO_GPU = "A100-40GB"

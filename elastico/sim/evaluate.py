@@ -55,7 +55,8 @@ class Settings:
     sized from the trace's batch durations at ``window_quantile``; docs/model.md,
     "Continuous arrivals"; ``jobs_per_gpu`` is then unused).  ``llm_jobs``: a jobs file of
     LLM jobs (or ``demo``, ``train-demo``; :mod:`elastico.sim.llm_workload`) replayed
-    beside the trace's, arriving from the workload's first arrival (None: none).
+    beside the trace's, arriving from the workload's first arrival -- with continuous arrivals
+    over the measurement window instead (:func:`_with_llm`) -- (None: none).
     ``undisclosed_speed``: the trace's undisclosed G2/G3 one-GPU speed over the reference
     V100's (:meth:`elastico.perf.throughput.ThroughputModel.with_undisclosed_speed`: a
     sensitivity parameter; 1.0 = they run as the reference)."""
@@ -163,23 +164,28 @@ def _workload(spec: ClusterSpec, gpus: int, seed: int, settings: Settings):
         wl = workload.build_continuous_workload(
             pods, nodes, seed=seed, load=1.0 if settings.load is None else settings.load,
             model=model, window=window)
-        return nodes, _with_llm(wl, settings)
+        return nodes, _with_llm(wl, settings, seed)
     n_jobs = max(1, int(round(settings.jobs_per_gpu * gpus)))
     wl = workload.build_workload(pods, nodes, seed=seed, load=settings.load, model=model,
                                  jobs=n_jobs)
-    return nodes, _with_llm(wl, settings)
+    return nodes, _with_llm(wl, settings, seed)
 
 
-def _with_llm(wl, settings: Settings):
+def _with_llm(wl, settings: Settings, seed: int = 0):
     """``wl`` with the settings' LLM jobs added (:mod:`elastico.sim.llm_workload`); itself
-    without any."""
+    without any.  Continuous arrivals: they arrive over the measurement window
+    (:func:`~elastico.sim.llm_workload.arrivals_in_window`, seeded by the run's ``seed``), so
+    the window's metrics count them; trace arrivals (no warm-up: the window is the arrivals')
+    keep the file's ``arrival_s`` after the workload's first arrival."""
     if settings.llm_jobs is None:
         return wl
     from dataclasses import replace
 
-    from elastico.sim.llm_workload import load_llm_jobs
+    from elastico.sim.llm_workload import arrivals_in_window, load_llm_jobs
 
     llm = load_llm_jobs(settings.llm_jobs, offset_s=min((j.arrival_s for j in wl.jobs), default=0.0))
+    if wl.window is not None:
+        llm = arrivals_in_window(llm, wl.window.lo, wl.window.hi, seed)
     kinds = dict(wl.kinds)
     for j in llm:
         kinds[j.kind.value] = kinds.get(j.kind.value, 0) + 1
@@ -220,7 +226,7 @@ def run_one(task: Task) -> RunOutput:
     policy = make_policy(task.policy, env)
     win = wl.window
     res = simulate(nodes, wl.jobs, policy, restart_s=task.settings.restart_s,
-                   activity=lambda j, c, _cat=policy.catalog: _cat.profile(j, c).gpu_activity,
+                   activity=lambda j, c, _cat=policy.catalog: getattr(_cat, "base_profile", _cat.profile)(j, c).gpu_activity,
                    truth=truth, window=None if win is None else (win.lo, win.hi),
                    horizon_s=None if win is None else win.horizon)
     from elastico.sim.simulator import backlog_bounded
@@ -250,10 +256,11 @@ def run_one(task: Task) -> RunOutput:
             "config": r.config, "startup_s": r.startup_s, "restarts": r.restarts,
             "jct_s": (r.finish_s - r.arrival_s) if r.finish_s is not None else None}
            for r in res.records if r.tokens > 0]
-    if llm:  # LLM inference and training jobs (Settings.llm_jobs): tokens, configuration, JCT
-        run["llm_jobs"] = llm
     lo = 0.0 if win is None else win.lo
     hi = math.inf if win is None else win.hi
+    if llm:  # LLM inference and training jobs (Settings.llm_jobs): tokens, configuration, JCT
+        run["llm_jobs"] = llm
+        run["llm_window"] = llm_window_metrics(res.records, lo, hi)
     counted = [r for r in res.records if r.kind != "service" and r.status == "finished"
                and not r.censored and lo - 1e-9 <= r.arrival_s <= hi + 1e-9]
     jct = sorted(r.finish_s - r.arrival_s for r in counted)
@@ -262,6 +269,28 @@ def run_one(task: Task) -> RunOutput:
     span = (max(arrivals) - min(arrivals)) if arrivals else 0.0
     horizon = SERIES_SPANS * span if win is None else win.horizon
     return RunOutput(run, jct, _bin_series(res.timeline, task.gpus, horizon=horizon), slow)
+
+
+def llm_window_metrics(records, lo: float, hi: float) -> dict:
+    """The LLM jobs (records with tokens: offline inference and training) on their own, over
+    the same measurement window ``[lo, hi]`` (s) as the run's metrics (docs/metrics.md):
+    ``jobs`` (all of them), ``in_window`` (arrived in it), ``finished`` (of those), ``avg_jct_s`` and
+    ``p50_jct_s`` over the finished ones (0 when none), ``tokens`` and ``tokens_done`` of the
+    window's jobs, ``avg_slowdown`` (JCT / run time alone at the requested shape, start-up
+    included)."""
+    import numpy as np
+
+    llm = [r for r in records if r.tokens > 0]
+    win = [r for r in llm if lo - 1e-9 <= r.arrival_s <= hi + 1e-9]
+    done = [r for r in win if r.status == "finished"]
+    jct = np.array([r.finish_s - r.arrival_s for r in done])
+    slow = [(r.finish_s - r.arrival_s) / r.alone_s for r in done if r.alone_s > 0]
+    return {"jobs": len(llm), "in_window": len(win), "finished": len(done),
+            "avg_jct_s": float(jct.mean()) if len(jct) else 0.0,
+            "p50_jct_s": float(np.median(jct)) if len(jct) else 0.0,
+            "avg_slowdown": float(np.mean(slow)) if slow else 0.0,
+            "tokens": float(sum(r.tokens for r in win)),
+            "tokens_done": float(sum(r.tokens_done for r in win))}
 
 
 #: the offered loads (demand in the window / cluster GPUs) of ``elastico evaluate``'s load

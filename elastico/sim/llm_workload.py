@@ -46,7 +46,7 @@ from typing import Any, Sequence
 from elastico.errors import InvalidArgument
 from elastico.model import MAX_PRIORITY, Job
 
-__all__ = ["load_llm_jobs", "llm_jobs_from", "DEMO", "KEYS"]
+__all__ = ["load_llm_jobs", "llm_jobs_from", "arrivals_in_window", "DEMO", "KEYS"]
 
 #: ``--llm-jobs demo``: the bundled demo file (data/llm-jobs/demo.json).
 DEMO = "demo"
@@ -102,6 +102,40 @@ def _text(where: str, v: Any) -> str:
     if not isinstance(v, str) or not v.strip():
         raise InvalidArgument(where, v, "a non-empty string")
     return v
+
+
+#: the numpy seed stream of :func:`arrivals_in_window`, beside the workload's own seed: the
+#: trace jobs' draws (``numpy.random.default_rng(seed)``) are not shifted by the LLM jobs
+_ARRIVAL_STREAM = 21
+
+
+def arrivals_in_window(jobs: Sequence[Job], lo: float, hi: float, seed: int) -> list[Job]:
+    """``jobs`` (copies) arriving over the measurement window ``[lo, hi)`` (seconds, the
+    simulation clock): ``len(jobs)`` times drawn i.i.d. uniform on ``[lo, hi)``
+    (``numpy.random.default_rng((seed, 21))``), sorted, and given to the jobs in the order of
+    their own ``arrival_s`` (ties: file order).
+
+    Why uniform: given that ``n`` arrivals of a homogeneous Poisson process fall in a window,
+    their times are distributed as the order statistics of ``n`` i.i.d. uniforms on it (Ross,
+    *Introduction to Probability Models*, 10th ed., Theorem 5.2) -- the same process as the
+    continuous workload's trace pods (:func:`elastico.sim.workload.build_continuous_workload`,
+    Poisson over the run), with ``n`` fixed to the file's jobs so every seed replays all of
+    them.  Offline batch jobs are submitted as whole jobs, so the request-level arrivals of
+    the Azure LLM inference trace 2023 (an online service's requests) are not their process.
+
+    InvalidArgument for a window that is not finite with ``hi > lo``."""
+    import numpy as np
+    from dataclasses import replace
+
+    if not (math.isfinite(lo) and math.isfinite(hi) and hi > lo):
+        raise InvalidArgument("window", (lo, hi), "finite seconds (lo, hi) with hi > lo")
+    rng = np.random.default_rng((int(seed), _ARRIVAL_STREAM))
+    times = np.sort(rng.uniform(lo, hi, size=len(jobs)))
+    order = sorted(range(len(jobs)), key=lambda i: (jobs[i].arrival_s, i))
+    out = list(jobs)
+    for k, i in enumerate(order):
+        out[i] = replace(jobs[i], arrival_s=float(times[k]))
+    return out
 
 
 def llm_jobs_from(doc: Any, *, offset_s: float = 0.0) -> list[Job]:

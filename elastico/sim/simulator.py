@@ -133,6 +133,13 @@ class JobRecord:
     tokens: float = 0.0
     tokens_done: float = 0.0
     startup_s: float = 0.0
+    # issue 23, "unknown stays safe" (simulate(unknown_profiles=True)): seconds it ran while it
+    # had no solo profile, of those seconds how many past its slowdown bound, the largest
+    # slowdown / bound seen while unknown, and when its solo profile was recorded (None: never)
+    unknown_run_s: float = 0.0
+    unknown_over_s: float = 0.0
+    unknown_max_ratio: float = 1.0
+    profiled_s: float | None = None
     config: str = ""
     # evictions (docs/metrics.md, "Evictions and wasted work"): times it was taken off its
     # GPUs while running, times it was shrunk (reconfigured to less GPU compute), normalized
@@ -166,6 +173,7 @@ class _Live:
     activity: float = 0.0
     run_from: float = 0.0   # Job.done when its current run began (what an eviction may lose)
     rate: float = 0.0       # its progress rate over the last interval
+    solo_since: float | None = None  # unknown job alone on its unit(s) since (profiling clock)
 
 
 def _time_sliced(policy: Policy) -> bool:
@@ -211,7 +219,9 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
              alone: Callable[[Job], float] | None = None,
              startup: Callable[[Job, Configuration], float] | None = None,
              llm_load_gbps: float | None = None,
-             meter: UtilisationMeter | None = None) -> SimResult:
+             meter: UtilisationMeter | None = None,
+             unknown_profiles: bool = False,
+             profile_window_s: float = 60.0) -> SimResult:
     """Replay ``jobs`` (each with ``arrival_s`` and ``work``) on ``nodes`` under ``policy``.
 
     ``activity(job, config)`` gives the fraction of one GPU's SMs the job keeps busy per GPU
@@ -254,6 +264,20 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
     them (:mod:`elastico.sim.utilisation`; default: activity seed 0) -- the metrics
     ``dcgm_sm_active``, ``dcgm_gpu_util``, ``dcgm_dram_active`` and ``SimResult.gpu_activity``.
 
+    ``unknown_profiles`` (issue 23, docs/predictor.md "Unknown jobs"): every job arrives with
+    no solo profile (``policy.catalog.unknown``; only for a policy with ``handles_unknown``,
+    i.e. ``elastico`` with IAC), so the placer books it at its worst case and co-locates it only
+    where the contention prior's worst case keeps every resident within its bound.  Once it
+    has run alone on its unit(s) -- whole GPUs with no other resident, or its own MIG
+    instance -- for ``profile_window_s`` seconds in one stretch (default 60 s, the node agent's
+    averaging window, :data:`elastico.nodeagent.profiling.DEFAULT_WINDOW_S`) with no restart
+    in it, its solo profile is recorded (:func:`_measure_solo`: what the simulated backend
+    reads -- the activity model's kernel time and DRAM activity over the window -- never the
+    contention truth's parameters) into ``policy.catalog.measured`` and its booking
+    is re-entered with that profile.  Adds the metrics ``unknown_*`` (:func:`_unknown_metrics`).
+    False (default; the CLI's ``--assume-profiled``): every job is taken as profiled, today's
+    behaviour.
+
     Jobs are not mutated: the simulator works on copies.
     """
     jobs = sorted((Job(**{**j.__dict__, "done": 0.0}) for j in jobs),
@@ -281,6 +305,12 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
                                gpus=j.request.gpus_total,
                                tokens=_tokens(j)) for j in jobs}
     live: dict[str, _Live] = {}
+    catalog = getattr(policy, "catalog", None)
+    unknown_on = bool(unknown_profiles and getattr(policy, "handles_unknown", False)
+                      and catalog is not None)
+    if unknown_on and not (isinstance(profile_window_s, (int, float))
+                           and math.isfinite(profile_window_s) and profile_window_s > 0):
+        raise ValueError(f"profile_window_s: {profile_window_s!r} must be seconds > 0")
     arrivals = list(reversed(jobs))  # pop() from the end = earliest first
     round_ms: list[float] = []
     alloc_int = util_int = 0.0
@@ -322,6 +352,15 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
         while arrivals and arrivals[-1].arrival_s <= t + _EPS:
             j = arrivals.pop()
             live[j.id] = _Live(j)
+            if unknown_on:
+                catalog.unknown.add(j.id)
+        if unknown_on:  # solo profiles whose window is complete (profiled before the round)
+            for jid, l in live.items():
+                if l.solo_since is not None and jid in catalog.unknown \
+                        and t >= l.solo_since + profile_window_s - _EPS:
+                    _record_profile(catalog, state, l, meter, profile_window_s)
+                    records[jid].profiled_s = t
+                    l.solo_since = None
         # ---- one round ----
         inp = RoundInput(now=t, nodes=nodes, state=state,
                          jobs=[ActiveJob(l.job, l.config) for l in live.values()])
@@ -378,6 +417,19 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
                     _evict(l, rec, t)
                 l.config = None
                 rec.reason = d.reason
+        if unknown_on:  # the profiling clock: alone on its unit(s), not restarting
+            for jid, l in live.items():
+                if jid not in catalog.unknown or l.config is None or jid not in state:
+                    l.solo_since = None
+                    continue
+                d = result.decisions.get(jid)
+                if d is not None and d.changed:
+                    l.solo_since = None
+                if _solo(state, jid, l.config):
+                    if l.solo_since is None:
+                        l.solo_since = max(t, l.restart_until)
+                else:
+                    l.solo_since = None
         if hasattr(truth, "slowdowns_of"):
             # the simulator's ground truth (elastico.sim.contention_truth): measured pairs
             # where they apply, the contention model elsewhere
@@ -391,6 +443,7 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
 
         # ---- rates, next event ----
         rates: dict[str, float] = {}
+        seen_unknown: dict[str, float] = {}  # slowdown now of the jobs still unknown
         duty: dict[str, float] = {}  # fraction of its capacity a service's load uses
         alloc_now = state.used_gpus()
         next_t = arrivals[-1].arrival_s if arrivals else math.inf
@@ -421,6 +474,10 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
                 r = 1.0
             if seen > records[jid].max_slowdown:
                 records[jid].max_slowdown = seen
+            if unknown_on and jid in catalog.unknown:
+                seen_unknown[jid] = seen
+                if l.solo_since is not None:  # wake when its profiling window completes
+                    next_t = min(next_t, l.solo_since + profile_window_s)
             rates[jid] = r
             l.rate = r
             start = max(t, l.restart_until)
@@ -451,6 +508,13 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
             if run <= 0:
                 continue
             gain = r * run
+            if jid in seen_unknown:
+                rec_u = records[jid]
+                ratio = seen_unknown[jid] / rec_u.slowdown_bound
+                rec_u.unknown_run_s += run
+                if ratio > 1.0 + 1e-9:
+                    rec_u.unknown_over_s += run
+                rec_u.unknown_max_ratio = max(rec_u.unknown_max_ratio, ratio)
             l.job.done = min(l.job.work, l.job.done + gain)
             records[jid].progress += gain
             busy = _busy(l.activity, l.config.num_gpus, slow.get(jid, 1.0)) * duty.get(jid, 1.0)
@@ -497,6 +561,8 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
                        (w_lo, w_lo + span), win_work)
     metrics["queue_growth"] = backlog_growth(timeline, w_lo, w_lo + span)
     metrics.update(meter.metrics(span))
+    if unknown_on:
+        metrics.update(_unknown_metrics(recs))
     return SimResult(getattr(policy, "name", "?"), total_gpus, metrics, recs, n_rounds, timeline,
                      meter.per_gpu(span))
 
@@ -524,6 +590,93 @@ def _evict(l: _Live, rec: JobRecord, t: float) -> None:
     rec.wasted_tokens += lost * ref
     if l.rate > 0:
         rec.wasted_gpu_s += lost / l.rate * l.config.gpus_total
+
+
+def _solo(state, job_id: str, config: Configuration) -> bool:
+    """Is the job alone on its unit(s) -- its own MIG instance(s), or whole GPUs with no
+    other resident (what the node agent's sampler needs for a solo window,
+    :func:`elastico.nodeagent.profiling.solo_units`)?"""
+    if config.mig_profile is not None:
+        return True
+    a = state.assignment(job_id)
+    return all(state.residents(n, gi) == [job_id] for n, gi in set(a.gpus))
+
+
+def _measure_solo(meter: UtilisationMeter, job: Job, config: Configuration, nodes: int,
+                  window_s: float) -> tuple[float, float]:
+    """(busy fraction, DRAM activity) of ``job`` alone on its unit as the simulated backend
+    measures them over one profiling window of ``window_s`` seconds, the window starting at a
+    phase of the job's step drawn from its id (a window does not start on a step boundary):
+
+    * busy fraction: NVML's per-process SM utilisation (``process_sm_util``, the share of
+      time a kernel of the process ran) = the activity model's kernel time in the window /
+      the window (:class:`elastico.perf.activity.ActivityProfile`: each step is compute,
+      then the all-reduce, both kernels, then idle);
+    * DRAM activity: DCGM's ``DRAM_ACTIVE`` = its DRAM level (capped by its compute share as
+      :meth:`UtilisationMeter.resident` caps it) x the compute time in the window / the
+      window.
+
+    The measurement noise is that of a finite window over a phased step (a window of a few
+    steps reads more or less than the mean), not an invented constant; never the contention
+    truth's parameters.  It is what :meth:`elastico.predictor.profiles.StoredProfile.
+    job_profile` hands the predictor: the busy fraction as the prior's ``u``."""
+    import zlib
+
+    p = meter.profile(job, config, nodes)
+    share = config.gpu_share if config.gpu_share > 0 else 1.0
+    scale = min(p.level, share) / p.level if p.level > 0 else 0.0
+    T = p.step_s
+    phase = (zlib.crc32(job.id.encode()) % 10_000) / 10_000 * T
+
+    def within(x: float, part: float) -> float:  # time in [0, x) spent in a step's first part
+        n, r = divmod(x, T)
+        return n * part * T + min(r, part * T)
+
+    def frac(part: float) -> float:
+        return (within(phase + window_s, part) - within(phase, part)) / window_s
+
+    busy = frac(p.kernel)
+    dram = p.dram_level * scale * frac(p.compute)
+    return min(1.0, max(0.0, busy)), min(1.0, max(0.0, dram))
+
+
+def _record_profile(catalog, state, l: _Live, meter: UtilisationMeter, window_s: float) -> None:
+    """The job's solo profile is measured (:func:`_measure_solo`): it is no longer unknown,
+    the catalogue keeps its counters and its booking is re-entered with its new profile."""
+    jid, config = l.job.id, l.config
+    a = state.assignment(jid)
+    nodes = len({pt.node_index for pt in a.parts})
+    catalog.measured[jid] = _measure_solo(meter, l.job, config, nodes, window_s)
+    catalog.unknown.discard(jid)
+    bound = state.slowdown_bound(jid)
+    state.release(jid)
+    state.rebook(a, catalog.profile(l.job, config), bound, unhealthy_ok=True)
+
+
+#: The goal of issue 23: no job past its slowdown bound by more than 5 % while unknown.
+UNKNOWN_TOLERANCE = 0.05
+
+
+def _unknown_metrics(recs: list[JobRecord]) -> dict[str, float]:
+    """The unknown-job rule's outcome (docs/metrics.md): ``unknown_jobs_profiled`` (solo
+    profiles recorded), ``unknown_run_s`` (job-seconds run while unknown),
+    ``unknown_bound_violation_jobs`` (jobs whose true slowdown while unknown went past
+    ``bound * (1 + UNKNOWN_TOLERANCE)``: the goal is 0), ``unknown_bound_violation_any`` (past
+    the bound at all), ``unknown_bound_violation_time_share`` (share of the run time while
+    unknown spent past the bound), ``unknown_bound_violation_max`` (largest slowdown / bound
+    - 1 while unknown, 0 when never past)."""
+    run = sum(r.unknown_run_s for r in recs)
+    over = sum(r.unknown_over_s for r in recs)
+    worst = max((r.unknown_max_ratio for r in recs if r.unknown_run_s > 0), default=1.0)
+    return {
+        "unknown_jobs_profiled": sum(1 for r in recs if r.profiled_s is not None),
+        "unknown_run_s": run,
+        "unknown_bound_violation_jobs": sum(
+            1 for r in recs if r.unknown_max_ratio > 1.0 + UNKNOWN_TOLERANCE + 1e-9),
+        "unknown_bound_violation_any": sum(1 for r in recs if r.unknown_max_ratio > 1.0 + 1e-9),
+        "unknown_bound_violation_time_share": over / run if run > 0 else 0.0,
+        "unknown_bound_violation_max": max(0.0, worst - 1.0),
+    }
 
 
 def _tokens(job: Job) -> float:

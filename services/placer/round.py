@@ -39,8 +39,20 @@ from elastico.tracing import NOOP, Tracer
 
 from .placement import Assignment, ClusterState
 
-__all__ = ["Status", "ActiveJob", "Decision", "RoundInput", "RoundResult", "Policy", "RoundObserver",
+__all__ = ["UNKNOWN_PREFIX", "unknown_reason", "Status", "ActiveJob", "Decision", "RoundInput", "RoundResult", "Policy", "RoundObserver",
            "MarkDegraded", "run_round"]
+
+
+#: Every reason the unknown-job rule (issue 23; :func:`elastico.placer.policies.pipeline.
+#: mark_unknown`) adds to a decision starts with this; :func:`run_round` puts those reasons in
+#: the round's span and the Kubernetes loop in the pod's ``UnknownProfile`` Event.
+UNKNOWN_PREFIX = "unknown profile: "
+
+
+def unknown_reason(reason: str) -> str:
+    """The unknown-job rule's part of a decision's ``reason`` ("" when it has none)."""
+    i = reason.find(UNKNOWN_PREFIX)
+    return reason[i:] if i >= 0 else ""
 
 
 class Status(str, enum.Enum):
@@ -154,7 +166,9 @@ def run_round(policy: Policy, inp: RoundInput,
     attributes ``round.placed``, ``round.waiting``, ``round.unplaceable``, ``round.degraded``,
     ``round.error`` (ints); a degraded round (``result.degraded``, e.g. the predictor was
     unreachable) also says why in ``round.degraded_reason`` (a string); jobs with status
-    ``error`` are named in ``round.error_jobs`` (comma-separated job ids).
+    ``error`` are named in ``round.error_jobs`` (comma-separated job ids).  Jobs placed with
+    no solo profile yet (issue 23) are named in ``round.unknown_jobs`` (comma-separated) and
+    ``round.unknown_reasons`` (strings ``"<job id>: unknown profile: <why>"``).
     ``metrics``: told about every round that returns (not about one that raises).
     """
     t0 = timer()
@@ -167,6 +181,11 @@ def run_round(policy: Policy, inp: RoundInput,
                 1 for d in result.decisions.values() if d.status is status))
         if result.degraded:
             span.set_attribute("round.degraded_reason", result.degraded)
+        unknown = sorted((j, unknown_reason(d.reason)) for j, d in result.decisions.items()
+                         if UNKNOWN_PREFIX in d.reason)
+        if unknown:
+            span.set_attribute("round.unknown_jobs", ",".join(j for j, _ in unknown))
+            span.set_attribute("round.unknown_reasons", [f"{j}: {r}" for j, r in unknown])
         errs = sorted(j for j, d in result.decisions.items() if d.status is Status.ERROR)
         if errs:
             span.set_attribute("round.error_jobs", ",".join(errs))

@@ -90,6 +90,10 @@ __all__ = [
     "prior_slowdowns",
     "prior_pair",
     "ContentionPrior",
+    "worst_case_profile",
+    "is_worst_case",
+    "UnknownSafe",
+    "worst_case_pair",
 ]
 
 #: Where a job's busy fraction ``u`` came from (:func:`solo_activity`).
@@ -199,3 +203,79 @@ class ContentionPrior:
 
     def gpu_slowdowns(self, residents: Sequence[JobProfile]) -> np.ndarray:
         return compose_additive(self, residents)
+
+
+# -- unknown jobs (issue 23, deliverable 3; docs/predictor.md, "Unknown jobs") -------------------
+
+def worst_case_profile(p: JobProfile) -> JobProfile:
+    """``p`` as a job with no solo profile yet is assumed to behave: activity at its maximum
+    -- busy all the time (``sm_activity`` 1, so the prior's ``u`` = 1), DRAM intensity 1
+    (``dram_activity`` 1: ``i`` = 1), full SM width within its share (``mps_share`` kept: the
+    MPS limit is enforced by the driver, so the width is the share and no more) -- and
+    ``gpu_activity`` 1.  Everything else (kind, memory, GPU model, mechanism) is kept."""
+    import dataclasses
+
+    return dataclasses.replace(p, sm_activity=1.0, dram_activity=1.0, gpu_activity=1.0)
+
+
+def is_worst_case(p: JobProfile) -> bool:
+    """True for a profile at the worst case of :func:`worst_case_profile` (SM and DRAM
+    activity both 1).  A measured profile that reads 1 and 1 *is* that worst case, so treating
+    it as unknown changes nothing the prior says about it."""
+    return p.sm_activity == 1.0 and p.dram_activity == 1.0
+
+
+class UnknownSafe:
+    """The placer's slowdown model with the unknown-job rule (docs/predictor.md, "Unknown
+    jobs"): on a GPU where some resident has a worst-case profile (:func:`is_worst_case`, the
+    profile the catalogue gives a job with no solo profile yet), each resident's slowdown is
+    the larger of ``base``'s prediction and the contention prior's worst case
+    (:func:`worst_case_pair`, composed additively as the prior composes), the unknown job
+    taken at its worst case.  So such a job is co-located only where the prior's worst case keeps every
+    resident within its bound; elsewhere the bound check refuses and it runs alone (an empty
+    GPU, or its own MIG instance: MIG slowdowns are 1).  GPUs without an unknown resident get
+    ``base``'s slowdowns unchanged (bit for bit).  ``base``: any SlowdownModel."""
+
+    def __init__(self, base):
+        self.base = base
+        self._prior = ContentionPrior()
+        self.version = getattr(base, "version", "?")
+
+    def __getattr__(self, name):  # fell_back, degraded flags, ... of the base model
+        return getattr(self.base, name)
+
+    def pair_slowdown(self, a: JobProfile, b: JobProfile) -> float:
+        s = self.base.pair_slowdown(a, b)
+        if is_worst_case(a) or is_worst_case(b):
+            s = max(s, worst_case_pair(a, b))
+        return s
+
+    def gpu_slowdowns(self, residents: Sequence[JobProfile]) -> np.ndarray:
+        out = np.asarray(self.base.gpu_slowdowns(residents), float)
+        if len(residents) >= 2 and any(is_worst_case(p) for p in residents):
+            out = np.maximum(out, compose_additive(_WorstCasePrior(), residents))
+        return out
+
+
+def worst_case_pair(a: JobProfile, b: JobProfile) -> float:
+    """The prior's largest slowdown of ``a`` next to ``b`` over what is not known of where
+    their kernels run: 1 on MIG, else ``1 + u_a * u_b`` -- the prior's time-slicing value,
+    which is also its MPS value at ``D = 2``, the most ``D = max(1, w_a + w_b, i_a + i_b)``
+    can be for a pair.  Why not the MPS value with the shares' widths: an MPS active thread
+    percentage caps *how many* SMs a client's kernels may use, not *which* -- clients "may
+    execute on the same SM, depending on load-balancing" (NVIDIA MPS documentation, section
+    2.3.5.2 / "Volta MPS execution resource provisioning") -- so two clients whose shares
+    sum to <= 1 can still contend for the same SMs, and a bound that must hold for a job
+    never measured cannot count on them not doing so.  ``u`` as :func:`solo_activity` reads
+    it (1 for a worst-case profile)."""
+    if mechanism(a, b) == "mig":
+        return 1.0
+    xa, xb = solo_activity(a), solo_activity(b)
+    return 1.0 + xa.u * xb.u
+
+
+class _WorstCasePrior:
+    """:func:`worst_case_pair` as a pair model (composed additively on a GPU)."""
+
+    def pair_slowdown(self, a: JobProfile, b: JobProfile) -> float:
+        return worst_case_pair(a, b)

@@ -139,18 +139,35 @@ class StoredProfile:
     def job_profile(self) -> JobProfile:
         """The predictor's :class:`JobProfile` of this measurement: ``job_type`` the job key
         (a label, not a catalogue type), the measured counters, ``sharing="mps"`` and the
-        share for an MPS measurement, ``gpu_model`` where the predictor knows the GPU (else
+        share for an MPS measurement, ``sharing="mig"`` for a MIG one (the prior then gives
+        1: instances are isolated), ``gpu_model`` where the predictor knows the GPU (else
         "").  ``gpu_activity`` (the analytic model's input, required): DCGM SM activity when
         measured, else NVML's per-process SM utilisation (the share of time a kernel ran, an
-        upper bound of SM activity), else 1 (unknown = fully busy, the conservative end)."""
+        upper bound of SM activity), else 1 (unknown = fully busy, the conservative end).
+
+        The busy fraction: the contention prior (:func:`elastico.predictor.prior.
+        solo_activity`) reads the profile's ``sm_activity`` field as its ``u``, the share of
+        the job's time its kernels hold the GPU.  NVML's ``process_sm_util`` *is* that share
+        (nvmlDeviceGetProcessUtilization ``smUtil``: the percentage of time a kernel of the
+        process was executing), so when it was measured it goes into ``sm_activity`` -- the
+        schema's documented coarser fallback for that field (utilisation, not DCGM's
+        ``SM_ACTIVE``); DCGM's ``SM_ACTIVE`` (SMs x time) only when NVML's is missing.  What
+        the field holds is then a time fraction, not DCGM SM activity: it is >= SM activity
+        (a narrow kernel holds the GPU's time slice while few SMs are active), which is what
+        the prior's time-slicing rule ``1 + u_a u_b`` needs (docs/predictor.md, "Unknown
+        jobs" and "The contention prior", LIMITATION)."""
         act = self.sm_activity if self.sm_activity is not None else (
             self.process_sm_util if self.process_sm_util is not None else 1.0)
+        busy = self.process_sm_util if self.process_sm_util is not None else self.sm_activity
+        sharing = {"mps": "mps", "mig": "mig"}.get(self.mechanism)
         return JobProfile(
             self.job_key, self.kind, act, self.mem_gib or 0.0,
             self.gpu_model if self.gpu_model in GPU_SPECS else "",
-            sharing="mps" if self.mechanism == "mps" else None, mps_share=self.mps_share,
-            sm_activity=self.sm_activity, dram_activity=self.dram_activity,
+            sharing=sharing, mps_share=self.mps_share,
+            sm_activity=busy, dram_activity=self.dram_activity,
             pcie_rx_gbs=self.pcie_rx_gbs, pcie_tx_gbs=self.pcie_tx_gbs)
+
+
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -263,6 +280,14 @@ class ProfileStore:
         with self._lock:
             return self._entries.get((job_key, gpu_model, mechanism,
                                       None if mps_share is None else float(mps_share), mig_profile))
+
+    def known_jobs(self, job_keys) -> set[str]:
+        """The keys of ``job_keys`` with at least one stored solo profile (any configuration):
+        the placer's lookup for the unknown-job rule (docs/predictor.md, "Unknown jobs"); the
+        others are unknown."""
+        want = set(job_keys)
+        with self._lock:
+            return {p.job_key for p in self._entries.values() if p.job_key in want}
 
     def for_job(self, job_key: str) -> list[StoredProfile]:
         """Every stored configuration of ``job_key``, most recently reported first."""

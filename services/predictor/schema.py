@@ -22,7 +22,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from elastico.errors import InvalidArgument
-from elastico.hardware import gpu_spec
+from elastico.hardware import SCHEDULER_NAMES, gpu_spec
 
 __all__ = [
     "MAX_SLOWDOWN",
@@ -146,14 +146,15 @@ class GpuSpec:
     assumed: bool = False
 
 
-#: GPU models the predictor knows, their figures read from the GPU catalogue
-#: (:mod:`elastico.hardware`, NVIDIA datasheets, one GPU: K80 is one GK210 of the two on a board,
-#: P100 the PCIe 16 GB part, V100M16/V100M32 the SXM2 parts, H100-80GB the SXM part, H200 the
-#: SXM part).  G2, G3 are anonymised in the Alibaba trace (the catalogue has no figures for them):
-#: ASSUMED V100-class (:data:`_STAND_IN`'s figures), as the throughput model assumes.
+#: GPU models the predictor knows: every GPU model the scheduler places on
+#: (:data:`elastico.hardware.SCHEDULER_NAMES`, the catalogue's keys and aliases: one source of
+#: truth), their figures read from the GPU catalogue (:mod:`elastico.hardware`, NVIDIA
+#: datasheets, one GPU: K80 is one GK210 of the two on a board, P100 the PCIe 16 GB part,
+#: V100M16/V100M32 the SXM2 parts, H100-80GB the SXM part, H200 the SXM part).  G2, G3 are
+#: anonymised in the Alibaba trace (the catalogue has no figures for them): ASSUMED V100-class
+#: (:data:`_STAND_IN`'s figures), as the throughput model assumes.
 _STAND_IN = "V100M16"
-_MODELS = ("K80", "P100", "V100M16", "V100M32", "T4", "A10", "A100-40GB", "A100-80GB", "H100-80GB",
-           "H200")
+_MODELS = tuple(m for m in SCHEDULER_NAMES if m not in ("G2", "G3"))
 
 
 def _from_catalogue(name: str, assumed: bool = False) -> GpuSpec:

@@ -172,6 +172,17 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServiceServicer):
         stored = self.core.profiles.report(rows)  # all or none, the field named
         return predictor_pb2.ReportProfileResponse(accepted=len(rows), stored=stored)
 
+    def LookupProfiles(self, request: predictor_pb2.LookupProfilesRequest,
+                       context: grpc.ServicerContext) -> predictor_pb2.LookupProfilesResponse:
+        """Which of the requested job keys have a stored solo profile (the placer's lookup
+        for the unknown-job rule, docs/predictor.md "Unknown jobs")."""
+        keys = list(request.job_keys)
+        if not keys or len(keys) > MAX_REPORT:
+            raise InvalidArgument("job_keys", len(keys), f"1..{MAX_REPORT} job keys")
+        known = self.core.profiles.known_jobs(keys)
+        return predictor_pb2.LookupProfilesResponse(
+            known_job_keys=[k for k in dict.fromkeys(keys) if k in known])
+
 
 def build_server(address: str = "127.0.0.1:0", *, core: PredictorCore | None = None,
                  max_workers: int = 4, max_concurrent_rpcs: int = 32,

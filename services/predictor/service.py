@@ -56,6 +56,7 @@ from elastico.predictor.observations import (
     read_observations,
     write_observations,
 )
+from elastico.predictor.online import JobCorrections
 from elastico.predictor.profile import JobProfile
 from elastico.predictor.profiles import ProfileStore
 from elastico.predictor.schema import check_gpu_model
@@ -179,10 +180,35 @@ class PredictorCore:
     ``profiles``: the solo-profile store (default: ``profiles.json`` in ``store``'s folder,
     in memory without a store; a file that cannot be read back is logged, renamed to
     ``profiles.json.bad`` and the store starts empty).
+    ``corrections``: the per-job correction (:class:`~elastico.predictor.online.
+    JobCorrections`, docs/predictor.md "Per-job correction"; default one with its default
+    bound, fed from the store's reported observations at start); ``per_job=False`` serves the
+    population model alone.
     """
 
     def __init__(self, store: ModelStore | None = None, model_path: str | Path | None = None,
-                 *, use_bundled: bool = True, profiles: ProfileStore | None = None):
+                 *, use_bundled: bool = True, profiles: ProfileStore | None = None,
+                 corrections: JobCorrections | None = None, per_job: bool = True):
+        self.corrections = (corrections if corrections is not None else JobCorrections()) \
+            if per_job else None
+        self._init(store, model_path, use_bundled, profiles)
+        self._replay()
+
+    def _replay(self) -> None:
+        """Feeds the newest reported observations of the store to the per-job correction
+        (its state persists as those observations).  A bad file is logged and skipped."""
+        c = self.corrections
+        if c is None or self.store is None:
+            return
+        try:
+            rows = self.store.reported()
+        except InvalidArgument as e:
+            _LOG.error("per-job correction not restored: %s", e)
+            return
+        if rows:
+            c.observe(rows[-c.max_records:], self.population, self.version)
+
+    def _init(self, store, model_path, use_bundled, profiles) -> None:
         self.store = store
         self.profiles = profiles if profiles is not None else _profile_store(store)
         self._lock = threading.Lock()
@@ -269,11 +295,29 @@ class PredictorCore:
             f = self._fallback
             sa = np.array([f.pair_slowdown(x, y) for x, y in zip(a, b)])
             sb = np.array([f.pair_slowdown(y, x) for x, y in zip(a, b)]) if both else None
-            return sa, sb, self.version
-        if both:
+            version = self.version
+        elif both:
             sa, sb = learned.pairs(a, b, gpu_model)
-            return sa, sb, learned.version
-        return learned.slowdowns(a, b, gpu_model), None, learned.version
+            version = learned.version
+        else:
+            sa, sb, version = learned.slowdowns(a, b, gpu_model), None, learned.version
+        c = self.corrections
+        if c is not None and len(c):
+            c.rebase(self.population, version)
+            sa = c.apply(a, b, sa)
+            if sb is not None:
+                sb = c.apply(b, a, sb)
+        return sa, sb, version
+
+    def population(self, a: Sequence[JobProfile], b: Sequence[JobProfile],
+                   gpu_model: str) -> np.ndarray:
+        """The serving population model's slowdown of ``a[i]`` next to ``b[i]`` (no per-job
+        correction), shape (n,)."""
+        learned = self._learned
+        if learned is None:
+            f = self._fallback
+            return np.array([f.pair_slowdown(x, y) for x, y in zip(a, b)])
+        return learned.slowdowns(a, b, gpu_model)
 
     def report(self, obs: Sequence[Observation]) -> int:
         """Stores measured observations (in the store, else in memory); returns how many are
@@ -283,10 +327,15 @@ class PredictorCore:
         if len(obs) > MAX_PAIRS:
             raise InvalidArgument("observations", len(obs), f"at most {MAX_PAIRS} per call")
         if self.store is not None:
-            return self.store.append_reported(obs)
-        with self._lock:
-            self._memory.extend(obs)
-            return len(self._memory)
+            n = self.store.append_reported(obs)
+        else:
+            with self._lock:
+                self._memory.extend(obs)
+                n = len(self._memory)
+        if self.corrections is not None:
+            self.refresh()
+            self.corrections.observe(obs, self.population, self.version)
+        return n
 
 
 def _profile_store(store: ModelStore | None) -> ProfileStore:

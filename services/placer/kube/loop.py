@@ -82,6 +82,7 @@ from elastico.placer.policies import PolicyEnv, make_policy
 from elastico.placer.policies.common import JobCatalog
 from elastico.placer.rpc.remote import DependencyUnavailable, RoundDeadlineExceeded, round_deadline
 from elastico.placer.round import (ActiveJob, Decision, MarkDegraded, Policy, RoundInput, Status,
+                                   unknown_reason,
                                    run_round)
 from elastico.placer.upkeep import finish_round, start_round
 from elastico.predictor import AnalyticSlowdown, SlowdownModel
@@ -290,16 +291,26 @@ class SchedulerLoop:
     reservation timeouts, the round's ``now``).  ``tracer``: one ``placer.bind`` span per bind
     (plus the round's spans when the policy was built with the same tracer).  ``metrics``:
     :class:`~elastico.runtime.metrics.LoopMetrics` to record rounds, binds and Events into.
-    ``heartbeat``: :func:`time.monotonic` at the last turn of :meth:`run_forever` (health)."""
+    ``heartbeat``: :func:`time.monotonic` at the last turn of :meth:`run_forever` (health).
+    ``profile_lookup(job keys) -> known keys | None``: the unknown-job rule (issue 23;
+    :meth:`_mark_unknown`): jobs without a stored solo profile are co-located only where the
+    contention prior's worst case keeps every resident within its bound, and their pods get an
+    ``UnknownProfile`` Event saying where they run and why."""
 
     def __init__(self, core: CoreV1Api, *, throughput: ThroughputModel | None = None,
                  slowdown: SlowdownModel | None = None,
                  policy_factory: Callable[[Sequence[Node]], Policy] | None = None,
                  elector: LeaseElector | None = None, config: LoopConfig | None = None,
                  tracer: Tracer = NOOP, clock: Callable[[], float] = time.time,
-                 metrics: LoopMetrics | None = None):
+                 metrics: LoopMetrics | None = None,
+                 profile_lookup: Callable[[list[str]], set[str] | None] | None = None):
         self.core = core
         self.metrics = metrics
+        # issue 23: job keys -> those with a stored solo profile (None = lookup failed); None
+        # = every job is taken as profiled (no unknown-job rule).  E.g.
+        # RemoteSlowdownModel.known_jobs, or ProfileStore.known_jobs in process.
+        self.profile_lookup = profile_lookup
+        self._known_profiles: set[str] = set()
         self.heartbeat = time.monotonic()
         self.config = config or LoopConfig()
         self.throughput = throughput or ThroughputModel.bundled()
@@ -428,6 +439,39 @@ class SchedulerLoop:
                                  time.perf_counter() - t0, report.pod_counts())
         return report
 
+    def _placing_model(self) -> SlowdownModel:
+        """The slowdown model of the loop's own placements (gangs, reclaim trials): with the
+        unknown-job rule (:class:`elastico.predictor.prior.UnknownSafe`) while any job is
+        unknown, as the elastico policy's own placements."""
+        if self._catalog.unknown:
+            from elastico.predictor.prior import UnknownSafe
+
+            return UnknownSafe(self.slowdown)
+        return self.slowdown
+
+    def _mark_unknown(self, pods: dict, policy: Policy) -> None:
+        """The unknown-job rule (issue 23, docs/predictor.md "Unknown jobs"): ask
+        ``profile_lookup`` which jobs (pod group keys) have a stored solo profile and mark the
+        others unknown in the loop's and the policy's catalogue -- both the job key (a pending
+        job) and its pods' keys (a booked pod is a job of its own in the rebuilt book).  A
+        key once known stays known (the store keeps profiles; a lookup is not repeated).  A
+        failed lookup (None) leaves the jobs not yet known unknown: the safe side."""
+        groups = {pod_key(p): A.job_group(p) for p in pods.values()
+                  if is_elastico(p) and not is_terminal(p)}
+        ask = sorted(set(groups.values()) - self._known_profiles)
+        if ask:
+            got = self.profile_lookup(ask)
+            if got is None:
+                log.info("profile lookup failed: %d jobs stay unknown", len(ask))
+            else:
+                self._known_profiles |= set(got)
+        unknown = {g for g in groups.values() if g not in self._known_profiles}
+        unknown |= {k for k, g in groups.items() if g not in self._known_profiles}
+        self._catalog.unknown = unknown
+        cat = getattr(policy, "catalog", None)
+        if cat is not None and getattr(policy, "handles_unknown", False):
+            cat.unknown = unknown
+
     def _lead_round(self) -> RoundReport:
         now = self.clock()
         report = RoundReport(leader=True, round_id=f"{self.config.identity}/{self._epoch}/{next(self._seq)}")
@@ -438,6 +482,8 @@ class SchedulerLoop:
         pods = self.pods.snapshot()
         invs = _minus_other_pods(invs, pods.values())
         deadline = time.monotonic() + self.config.round_timeout_s
+        if self.profile_lookup is not None:
+            self._mark_unknown(pods, policy)
         with round_deadline(self.config.round_timeout_s):
             book = rebuild_book(invs, pods.values(), slowdown_model=self.slowdown,
                                 profile=self._catalog.profile)
@@ -498,6 +544,11 @@ class SchedulerLoop:
                         self._job_error(job.id, names, "reserve", e, pods, report, now)
                         for key in names:  # all pods or none (the _reserve contract)
                             self._clear_quietly(key)
+                    else:
+                        why_unknown = unknown_reason(d.reason)
+                        if why_unknown:  # issue 23: the unknown-job rule's decision, said
+                            for key in names:
+                                self.events.emit(pods[key], "UnknownProfile", why_unknown, now)
                 else:
                     why = self._mps_why(result.state if job.id not in gangs else book.state, job,
                                         d.reason or d.status.value) + self._unusable_nodes()
@@ -588,11 +639,11 @@ class SchedulerLoop:
             except (ElasticoError, ValueError, KeyError):
                 continue
             if not any(trial.place(job.id, c, cat.profile(job, c), job.slowdown_bound,
-                                   self.slowdown, scorer=cat.env.scorer).placed
+                                   self._placing_model(), scorer=cat.env.scorer).placed
                        for c in cat.requested(job, whole)):
                 continue
             if not trial.place(key, shrunk, cat.profile(small, shrunk), small.slowdown_bound,
-                               self.slowdown, scorer=cat.env.scorer).placed:
+                               self._placing_model(), scorer=cat.env.scorer).placed:
                 continue
             ns, name = key.split("/", 1)
             uid = (pod.get("metadata") or {}).get("uid")
@@ -661,7 +712,7 @@ class SchedulerLoop:
             reasons = []
             for c in configs:
                 placed = state.place(job.id, c, cat.profile(job, c), job.slowdown_bound,
-                                     self.slowdown, scorer=cat.env.scorer, gang=Gang(pods=P))
+                                     self._placing_model(), scorer=cat.env.scorer, gang=Gang(pods=P))
                 if placed.assignment is not None:
                     out[job.id] = Decision(job.id, Status.PLACED, c, placed.assignment,
                                            placed.slowdown, f"placed as a gang of {P} pods",

@@ -122,6 +122,14 @@ class JobCatalog:
         self._requested: dict[tuple[str, bool], tuple[Configuration, ...]] = {}
         self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._profiles: dict[tuple, JobProfile] = {}
+        # issue 23, "unknown stays safe": ids of jobs with no solo profile yet (their profile
+        # is the worst case, elastico.predictor.prior.worst_case_profile), and the measured
+        # solo counters of profiled jobs: (busy fraction -- NVML's per-process SM utilisation,
+        # which the profile's sm_activity carries as the prior's u, see
+        # elastico.predictor.profiles.StoredProfile.job_profile --, DRAM activity).  Both empty = every job
+        # is taken as profiled, today's profiles (the simulator's --assume-profiled).
+        self.unknown: set[str] = set()
+        self.measured: dict[str, tuple[float | None, float | None]] = {}
 
     def _current_spec(self, job: Job) -> None:
         """Drops the job's cached entries when its kind, job type or request differ from
@@ -194,7 +202,28 @@ class JobCatalog:
             self._requested[key] = out
         return out
 
+    def is_unknown(self, job_id: str) -> bool:
+        """True while the job has no solo profile (:attr:`unknown`)."""
+        return job_id in self.unknown
+
     def profile(self, job: Job, config: Configuration) -> JobProfile:
+        """The job's interference profile with ``config`` (:meth:`base_profile`), at the
+        worst case (:func:`elastico.predictor.prior.worst_case_profile`) while the job is
+        :attr:`unknown`, and with its measured solo SM / DRAM activity once it has them
+        (:attr:`measured`)."""
+        base = self.base_profile(job, config)
+        if job.id in self.unknown:
+            from elastico.predictor.prior import worst_case_profile
+
+            return worst_case_profile(base)
+        m = self.measured.get(job.id)
+        if m is not None:
+            import dataclasses
+
+            return dataclasses.replace(base, sm_activity=m[0], dram_activity=m[1])
+        return base
+
+    def base_profile(self, job: Job, config: Configuration) -> JobProfile:
         """Interference profile of ``job`` running with ``config``: the share of the GPU's SMs
         it keeps busy, p * speed(share) with p the Amdahl parallel fraction (docs/model.md),
         plus what the predictor reads (docs/predictor.md): the GPU model, the MPS share
@@ -241,6 +270,8 @@ class JobCatalog:
         return out
 
     def forget(self, job_id: str) -> None:
+        self.unknown.discard(job_id)
+        self.measured.pop(job_id, None)
         self._specs.pop(job_id, None)
         self._families.pop(job_id, None)
         self._arrays.pop(job_id, None)
@@ -292,8 +323,13 @@ def place_fixed_shape(catalog: JobCatalog, state: ClusterState, active: ActiveJo
     reasons = []
     failed = FailedShapes() if failed is None else failed
     for c in configs:
+        model = catalog.env.slowdown
+        if catalog.unknown:  # the unknown-job rule, for a resident or this job (.prior)
+            from elastico.predictor.prior import UnknownSafe
+
+            model = UnknownSafe(model)
         out = state.place_unless_dominated(job.id, c, catalog.profile(job, c),
-                                           job.slowdown_bound, failed, catalog.env.slowdown,
+                                           job.slowdown_bound, failed, model,
                                            scorer=scorer)
         if out.assignment is not None:
             return Decision(job.id, Status.PLACED, c, out.assignment, changed=True,

@@ -41,7 +41,7 @@ from ..placement import ClusterState
 from ..round import RoundInput, RoundResult
 from .common import JobCatalog, PolicyEnv, round_typical_pods
 from .pipeline import (Placing, PricingSettings, RoundMemory, RunningConfigs, hold, place, price,
-                       record_changes, shape, value)
+                       mark_unknown, record_changes, shape, value)
 from .remaining import RemainingEstimator
 
 
@@ -84,7 +84,16 @@ class ElasticoPolicy:
         # job's true remaining work unless env.remaining_estimate is "oracle"
         self.remaining = RemainingEstimator(env.remaining_estimate,
                                             user_estimates=env.user_estimates)
-        self.placing = Placing(self.catalog, env.slowdown, env.scorer, env.replica_pods,
+        # IAC with the unknown-job rule (issue 23): a job with no solo profile yet is booked
+        # at its worst case and co-located only where the contention prior's worst case keeps
+        # every resident within its bound (elastico.predictor.prior.UnknownSafe; a no-op for
+        # GPUs without such a job).  Without IAC the placer believes co-location is free.
+        from elastico.predictor.prior import UnknownSafe
+
+        slowdown = UnknownSafe(env.slowdown) if iac else env.slowdown
+        #: the simulator starts jobs unknown (catalog.unknown) only for a policy that says so
+        self.handles_unknown = iac
+        self.placing = Placing(self.catalog, slowdown, env.scorer, env.replica_pods,
                                self.uses_mig)
         self.pricing = PricingSettings(env.pricer if esp else None, env.pricing_max_iterations,
                                        env.pricing_gap_tolerance, self.space.names)
@@ -94,6 +103,14 @@ class ElasticoPolicy:
         self.catalog.forget(job_id)
         self.memory.forget(job_id)
 
+    def _unknown(self, decisions: dict, state: ClusterState) -> dict:
+        """The unknown-job rule's reasons (:func:`~.pipeline.mark_unknown`) when any job is
+        unknown; ``decisions`` as they are otherwise."""
+        if self.catalog.unknown:
+            decisions = dict(decisions)
+            mark_unknown(decisions, state, self.catalog, self.placing.slowdown)
+        return decisions
+
     def __call__(self, inp: RoundInput, state: ClusterState) -> RoundResult:
         """One round: the stages of :mod:`~elastico.placer.policies.pipeline`, in order."""
         env, mem, tracer = self.env, self.memory, self.env.tracer
@@ -102,16 +119,17 @@ class ElasticoPolicy:
         held = hold(inp.jobs, state, self.capacity, self.placing, mem.running, now=inp.now,
                     changed_at=mem.changed_at, dwell_s=env.dwell_factor * env.restart_s)
         if not held.jobs:
-            return RoundResult(held.decisions, state)
+            return RoundResult(self._unknown(held.decisions, state), state)
         shapes, held = shape(held, state, self.catalog, self.space, mem.running, tracer=tracer)
         if not shapes.jobs:
-            return RoundResult(held.decisions, state)
+            return RoundResult(self._unknown(held.decisions, state), state)
         values = value(shapes, estimate=self.remaining, utility=self.utility_fn,
                        restart_s=env.restart_s)
         priced = price(shapes, values, held.capacity, mem.prices, self.pricing, tracer=tracer)
         mem.prices = priced.prices
         decisions = {**held.decisions,
                      **place(shapes, values, priced, state, self.placing, tracer=tracer)}
+        decisions = self._unknown(decisions, state)
         record_changes(decisions, inp.now, mem.changed_at)
         return RoundResult(decisions, state, pricing=priced.result,
                            resource_names=self.space.names)

@@ -64,7 +64,7 @@ from elastico.shapes import FitsNoModel
 from elastico.tracing import NOOP, Tracer
 
 from ..placement import ClusterState, FailedShapes, Gang
-from ..round import ActiveJob, Decision, Status
+from ..round import UNKNOWN_PREFIX, ActiveJob, Decision, Status
 from .common import JobCatalog, is_service, keep_running, place_fixed_shape
 
 __all__ = ["RunningConfigs", "RoundMemory", "Placing", "PricingSettings", "Held", "Shapes",
@@ -678,3 +678,44 @@ def record_changes(decisions: Mapping[str, Decision], now: float,
     for jid, d in decisions.items():
         if d.changed:
             changed_at[jid] = now
+
+
+
+def mark_unknown(decisions: dict[str, Decision], state: ClusterState, catalog: JobCatalog,
+                 slowdown: SlowdownModel) -> dict[str, str]:
+    """Stage 5b (issue 23, "unknown stays safe"): the reason each placed job with no solo
+    profile yet (``catalog.unknown``) runs where it does, appended to its decision's reason
+    (``decisions`` is updated in place) and returned as ``{job id: reason}``.  Reasons (each
+    starts with :data:`UNKNOWN_PREFIX`): its own MIG instance (isolated, needs no profile);
+    alone on its GPUs (no co-location passed the prior's worst case, or none was needed); or
+    co-located, with the largest predicted slowdown / bound ratio among the residents of its
+    GPUs under ``slowdown`` (the placer's model with the worst-case rule,
+    :class:`elastico.predictor.prior.UnknownSafe`).  Plain data in, plain data out."""
+    out: dict[str, str] = {}
+    pred: dict[str, float] | None = None
+    for jid, d in decisions.items():
+        if not catalog.is_unknown(jid) or d.assignment is None or d.config is None \
+                or d.status not in (Status.PLACED, Status.DEGRADED):
+            continue
+        gpus = sorted(set(d.assignment.gpus))
+        if d.config.mig_profile is not None:
+            why = (f"own MIG instance {d.config.mig_profile} (isolated: needs no profile); "
+                   "solo profile measured on this run")
+        else:
+            others = sorted({r for n, gi in gpus for r in state.residents(n, gi) if r != jid})
+            if not others:
+                why = ("alone on its GPUs until its solo profile is measured (co-located only "
+                       "where the contention prior's worst case, busy 1 and DRAM intensity 1, "
+                       "keeps every resident within its bound)")
+            else:
+                if pred is None:
+                    pred = state.predicted_slowdowns(slowdown)
+                worst = max(pred.get(r, 1.0) / state.slowdown_bound(r) for r in others + [jid])
+                why = (f"co-located with {', '.join(others[:3])}"
+                       f"{' ...' if len(others) > 3 else ''}: the contention prior's worst case "
+                       f"(busy 1, DRAM intensity 1) keeps every resident within its bound "
+                       f"(largest slowdown/bound {worst:.3f})")
+        out[jid] = UNKNOWN_PREFIX + why
+        decisions[jid] = dataclasses.replace(
+            d, reason=f"{d.reason}; {out[jid]}" if d.reason else out[jid])
+    return out

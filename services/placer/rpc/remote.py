@@ -186,6 +186,22 @@ class RemoteSlowdownModel:
         self.fallback_calls = 0
         self.calls = 0
 
+    def known_jobs(self, job_keys: Sequence[str]) -> set[str] | None:
+        """``PredictorService.LookupProfiles``: which of ``job_keys`` have a stored solo
+        profile (the Kubernetes loop's ``profile_lookup``, issue 23), asked in chunks of at
+        most 10,000; None when the call fails (the caller keeps those jobs unknown)."""
+        out: set[str] = set()
+        keys = list(job_keys)
+        try:
+            for i in range(0, len(keys), 10_000):
+                resp = self._stub.LookupProfiles(
+                    predictor_pb2.LookupProfilesRequest(job_keys=keys[i:i + 10_000]),
+                    timeout=_timeout(self.timeout_s))
+                out.update(resp.known_job_keys)
+        except grpc.RpcError:
+            return None
+        return out
+
     def reset(self) -> None:
         """Try the predictor again (a new round)."""
         self.degraded = ""

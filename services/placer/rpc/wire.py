@@ -24,7 +24,10 @@ from elastico.model import with_mig_count
 from elastico.errors import Infeasible, InvalidArgument, NotFound
 from elastico.model import (MAX_PRIORITY, MIG_CAPABLE_MODELS, Configuration, Job, JobKind, Node,
                             Request, mps_percentage)
+from elastico.llm_job import LengthClass, LlmJobSpec, LlmWork, llm_job_type
 from elastico.mig import MIG_PROFILES
+from elastico.perf import llm as perf_llm
+from elastico.perf.llm import LlmModel
 from elastico.trace import MAX_GPUS_PER_NODE
 from elastico.v1 import common_pb2, placer_pb2
 
@@ -35,7 +38,8 @@ __all__ = ["config_to_message", "config_from_message", "node_to_message", "nodes
            "job_to_message", "job_from_message", "jobs_from_messages",
            "assignment_from_message", "book_all", "decision_to_message",
            "decision_from_message", "merge_packed_doubles", "JobDecoder", "DecisionDecoder",
-           "fill_job", "fill_config", "fill_booking", "fill_decision", "KIND_TO_WIRE"]
+           "fill_job", "fill_config", "fill_booking", "fill_decision", "fill_llm",
+           "llm_from_message", "KIND_TO_WIRE"]
 
 KIND_TO_WIRE = {JobKind.TRAINING: common_pb2.JOB_KIND_TRAINING,
                 JobKind.INFERENCE: common_pb2.JOB_KIND_INFERENCE,
@@ -105,13 +109,16 @@ def fill_config(m: common_pb2.Configuration, c: Configuration) -> common_pb2.Con
     m.name, m.gpu_model, m.num_gpus = c.name, c.gpu_model or "", c.num_gpus
     m.gpu_share, m.gpu_mem_gib, m.cpu, m.mem_gib = c.gpu_share, c.gpu_mem_gib, c.cpu, c.mem_gib
     m.throughput, m.mig_profile = c.throughput, c.mig_profile or ""
+    if c.replica_gpus != 1:  # 1 travels as unset: a non-LLM configuration's bytes as before
+        m.replica_gpus = c.replica_gpus
     return m
 
 
 def config_from_message(m: common_pb2.Configuration, where: str) -> Configuration:
     """A checked configuration: num_gpus >= 0; gpu_share in (0, 1] with GPUs (in [0, 1]
     without); memory, CPU and throughput finite and >= 0; a GPU model with GPUs; a MIG profile
-    only with GPUs, one of its model's profiles."""
+    only with GPUs, one of its model's profiles; ``replica_gpus`` (0 = 1) a divisor of
+    num_gpus in 1..64 (1 without GPUs)."""
     if m.num_gpus < 0:
         raise InvalidArgument(f"{where}.num_gpus", m.num_gpus, "an integer >= 0")
     if m.num_gpus:
@@ -132,8 +139,16 @@ def config_from_message(m: common_pb2.Configuration, where: str) -> Configuratio
                                   f"a MIG profile of {m.gpu_model or 'the GPU model'} "
                                   f"({sorted(table) if table else 'none: not MIG-capable'}), "
                                   "with num_gpus > 0")
+    rg = m.replica_gpus or 1
+    if m.num_gpus:
+        if not (1 <= rg <= MAX_GPUS_PER_NODE and m.num_gpus % rg == 0):
+            raise InvalidArgument(f"{where}.replica_gpus", m.replica_gpus,
+                                  f"a divisor of num_gpus = {m.num_gpus} in 1..{MAX_GPUS_PER_NODE} "
+                                  "(one replica's GPUs, its tensor-parallel degree; 0 = 1)")
+    elif rg != 1:
+        raise InvalidArgument(f"{where}.replica_gpus", m.replica_gpus, "0 or 1 when num_gpus = 0")
     return Configuration(m.name, m.gpu_model or None, m.num_gpus, m.gpu_share, m.gpu_mem_gib,
-                         m.cpu, m.mem_gib, m.throughput, m.mig_profile or None)
+                         m.cpu, m.mem_gib, m.throughput, m.mig_profile or None, replica_gpus=rg)
 
 
 # --------------------------------------------------------------------------------- nodes
@@ -185,11 +200,12 @@ def nodes_from_messages(msgs: Sequence[placer_pb2.NodeSpec], where: str = "nodes
 
 
 def check_known(model, nodes: Sequence[Node], jobs: Iterable[tuple[str, Job]]) -> None:
-    """Every node with GPUs has a GPU model and every job a job type that the throughput
-    ``model`` knows (:class:`elastico.perf.throughput.ThroughputModel`), else InvalidArgument
-    naming the request's field (``nodes[2].gpu_model``, ``jobs[0].job_type``) -- checked
-    before the round, where the same mistake would surface without its path.  ``nodes``:
-    the request's ``nodes``; ``jobs``: (field path, job) pairs, e.g. ``("jobs[0]", job)``."""
+    """Every node with GPUs has a GPU model and every job but an LLM job (checked by
+    :func:`job_from_message`) a job type that the throughput ``model`` knows
+    (:class:`elastico.perf.throughput.ThroughputModel`), else InvalidArgument naming the
+    request's field (``nodes[2].gpu_model``, ``jobs[0].job_type``) -- checked before the
+    round, where the same mistake would surface without its path.  ``nodes``: the request's
+    ``nodes``; ``jobs``: (field path, job) pairs, e.g. ``("jobs[0]", job)``."""
     models = set(model.gpu_models())
     for i, n in enumerate(nodes):
         if n.num_gpus and n.gpu_model not in models:
@@ -198,7 +214,7 @@ def check_known(model, nodes: Sequence[Node], jobs: Iterable[tuple[str, Job]]) -
                                   + ", ".join(sorted(models)))
     types = model.job_types()
     for where, job in jobs:
-        if job.job_type not in types:
+        if job.llm is None and job.job_type not in types:  # an LLM job's speed: perf.llm
             raise InvalidArgument(f"{where}.job_type", job.job_type,
                                   "one of the throughput model's job types: " + ", ".join(types))
 
@@ -212,6 +228,10 @@ def fill_job(m: placer_pb2.JobSpec, a: ActiveJob) -> placer_pb2.JobSpec:
     """:func:`job_to_message` written into an empty ``m`` in place (e.g.
     ``request.jobs.add()``); returns ``m``."""
     j, r = a.job, a.job.request
+    if j.llm_train is not None:
+        raise InvalidArgument(f"job[{j.id}].llm_train", j.llm_train.job.model.name,
+                              "unset: the wire carries LLM inference jobs (JobSpec.llm), not yet "
+                              "LLM training jobs")
     m.id, m.kind, m.arrival_s, m.work = j.id, KIND_TO_WIRE[j.kind], j.arrival_s, j.work
     q = m.request
     q.num_gpus, q.gpu_share, q.cpu, q.mem_gib = r.num_gpus, r.gpu_share, r.cpu, r.mem_gib
@@ -222,9 +242,78 @@ def fill_job(m: placer_pb2.JobSpec, a: ActiveJob) -> placer_pb2.JobSpec:
     m.job_type, m.priority, m.slowdown_bound, m.done = (j.job_type, j.priority,
                                                         j.slowdown_bound, j.done)
     m.fixed_share = j.fixed_share
+    if j.llm is not None:
+        fill_llm(m.llm, j.llm)
     if a.config is not None:
         fill_config(m.current, a.config)
     return m
+
+
+def fill_llm(m: placer_pb2.LlmJob, spec: LlmJobSpec) -> placer_pb2.LlmJob:
+    """Writes an LLM job's :class:`~elastico.llm_job.LlmJobSpec` into an empty ``m`` (every
+    field explicit, defaults included); returns ``m``."""
+    md = spec.model
+    mm = m.model
+    mm.name, mm.params_b, mm.layers, mm.hidden = md.name, md.params_b, md.layers, md.hidden
+    mm.heads, mm.kv_heads, mm.head_dim, mm.vocab = md.heads, md.kv_heads, md.head_dim, md.vocab
+    mm.intermediate, mm.experts, mm.experts_active = md.intermediate, md.experts, md.experts_active
+    mm.tied_embeddings = md.tied_embeddings
+    for c in spec.work.classes:
+        m.classes.add(input_tokens=c.input_tokens, output_tokens=c.output_tokens,
+                      requests=c.requests)
+    m.dtype, m.kv_dtype, m.engine = spec.dtype, spec.kv_dtype or "", spec.engine
+    m.tensor_parallel, m.replicas = spec.tp, spec.replicas
+    m.reference_gpu, m.reference_tokens_per_s = spec.reference_gpu, spec.reference_tokens_per_s
+    return m
+
+
+#: where an LLM field's own error (elastico.perf.llm / elastico.llm_job field names) sits in
+#: a JobSpec's ``llm`` message
+_LLM_FIELD = {"tp": "tensor_parallel", "replicas": "replicas", "dtype": "dtype",
+              "kv_dtype": "kv_dtype", "engine": "engine", "gpu": "reference_gpu",
+              "work.tokens": "classes", "work.classes": "classes"}
+
+
+def _llm_path(w: str, field: str) -> str:
+    if field.startswith("model."):
+        return f"{w}.{field}"
+    if field.startswith("work.classes["):
+        return f"{w}.{field[len('work.'):]}"
+    return f"{w}.{_LLM_FIELD.get(field, field)}"
+
+
+def llm_from_message(m: placer_pb2.LlmJob, where: str) -> LlmJobSpec:
+    """A checked :class:`~elastico.llm_job.LlmJobSpec` from a JobSpec's ``llm`` at field
+    path ``where`` (e.g. ``jobs[3].llm``): the model's fields as
+    :class:`~elastico.perf.llm.LlmModel` validates them (experts 0 = 1), the classes as
+    :class:`~elastico.llm_job.LlmWork` does, dtype / kv_dtype / engine of their tables
+    (empty = fp16 / the dtype's default / vllm), tensor_parallel and replicas in 1..64
+    (0 = 1) with a TP degree the model splits over, a catalogue reference GPU and a finite
+    reference speed > 0.  InvalidArgument names ``where.<field>``."""
+    mm = m.model
+    try:
+        model = LlmModel(mm.name, mm.params_b, mm.layers, mm.hidden, mm.heads, mm.kv_heads,
+                         mm.head_dim, mm.vocab, mm.intermediate, mm.experts or 1,
+                         mm.experts_active or 1, mm.tied_embeddings)
+        work = LlmWork(tuple(LengthClass(c.input_tokens, c.output_tokens, c.requests)
+                             for c in m.classes))
+    except InvalidArgument as e:
+        raise InvalidArgument(_llm_path(where, e.field), e.value, e.allowed) from None
+    for name in ("tensor_parallel", "replicas"):
+        v = getattr(m, name) or 1
+        if not 1 <= v <= MAX_GPUS_PER_NODE:
+            raise InvalidArgument(f"{where}.{name}", getattr(m, name),
+                                  f"an integer in 1..{MAX_GPUS_PER_NODE} (0 = 1)")
+    _number(f"{where}.reference_tokens_per_s", m.reference_tokens_per_s, lo_open=True,
+            allowed="finite tokens/s > 0")
+    spec = LlmJobSpec(model, work, m.dtype or "fp16", m.kv_dtype or None, m.engine or "vllm",
+                      m.tensor_parallel or 1, m.replicas or 1, m.reference_gpu,
+                      m.reference_tokens_per_s)
+    try:  # dtype, kv_dtype, engine, the TP degree against the model, the reference GPU
+        perf_llm.memory(model, spec.config(m.reference_gpu, spec.tp, spec.replicas))
+    except InvalidArgument as e:
+        raise InvalidArgument(_llm_path(where, e.field), e.value, e.allowed) from None
+    return spec
 
 
 def job_from_message(m: placer_pb2.JobSpec, where: str) -> ActiveJob:
@@ -262,13 +351,43 @@ def job_from_message(m: placer_pb2.JobSpec, where: str) -> ActiveJob:
     if r.HasField("gpu_mem_gib"):
         gpu_mem = _number(f"{w}.gpu_mem_gib", r.gpu_mem_gib, lo_open=True,
                           allowed="finite and > 0 GiB per GPU, or unset")
+    llm = None
+    if m.HasField("llm"):
+        llm = _llm_job(m, kind, where)
     job = Job(m.id, kind, m.arrival_s, m.work,
               Request(r.num_gpus, r.gpu_share, r.cpu, r.mem_gib, frozenset(r.gpu_models),
                       gpu_mem_gib=gpu_mem, device_memory=r.device_memory),
               job_type=m.job_type, priority=priority, slowdown_bound=bound, done=m.done,
-              fixed_share=m.fixed_share)
+              fixed_share=m.fixed_share, llm=llm)
     cur = config_from_message(m.current, f"{where}.current") if m.HasField("current") else None
     return ActiveJob(job, cur)
+
+
+def _llm_job(m: placer_pb2.JobSpec, kind: JobKind, where: str) -> LlmJobSpec:
+    """The ``llm`` of JobSpec ``m`` checked against the job: kind inference or service,
+    job_type ``"LLM " + model name``, as many requested GPUs as tensor_parallel x replicas,
+    GPU memory from the device (``request.device_memory``), and ``work`` = tokens /
+    reference tokens/s (relative 1e-9: the same float64 division on both sides)."""
+    w = f"{where}.llm"
+    if kind not in (JobKind.INFERENCE, JobKind.SERVICE):
+        raise InvalidArgument(f"{where}.kind", m.kind, "JOB_KIND_INFERENCE or JOB_KIND_SERVICE "
+                              "for an LLM job (llm set)")
+    spec = llm_from_message(m.llm, w)
+    if m.job_type != llm_job_type(spec.model):
+        raise InvalidArgument(f"{where}.job_type", m.job_type,
+                              f"{llm_job_type(spec.model)!r} for an LLM job of this model")
+    if m.request.num_gpus != spec.tp * spec.replicas:
+        raise InvalidArgument(f"{where}.request.num_gpus", m.request.num_gpus,
+                              f"tensor_parallel x replicas = {spec.tp * spec.replicas} "
+                              "for an LLM job")
+    if not m.request.device_memory:
+        raise InvalidArgument(f"{where}.request.device_memory", False,
+                              "true for an LLM job (its memory is the model's on each GPU)")
+    want = spec.work.total_tokens / spec.reference_tokens_per_s
+    if not math.isclose(m.work, want, rel_tol=1e-9):
+        raise InvalidArgument(f"{where}.work", m.work,
+                              f"the job's tokens over llm.reference_tokens_per_s = {want!r}")
+    return spec
 
 
 def jobs_from_messages(msgs: Sequence[placer_pb2.JobSpec], where: str = "jobs") -> list[ActiveJob]:

@@ -1,0 +1,360 @@
+"""Per-job online correction of the population model (docs/predictor.md, "Per-job correction").
+
+The population model (the contention prior x LightGBM, :mod:`elastico.predictor.model`) sees a
+job only through identity-free features: two jobs with the same solo counters get the same
+prediction even when they contend differently (a counter does not say how much of the busy time
+is compute- or bandwidth-bound).  Once a live job has been observed co-located, its own
+observations say how far the population model is off *for it*.  This module learns that, per
+job, in log space, shrunk toward the population model.
+
+**Model** (a Gaussian random-effects model on the *extra* slowdown).  Every contention model
+the project has makes a pair's extra slowdown a product of a victim term and a partner term --
+the prior's ``u_a u_b (D - 1)``, the simulator's ``busy_a q_b (g - 1)``
+(:mod:`elastico.predictor.prior`, :mod:`elastico.perf.contention`) -- so a job that suffers
+(or inflicts) more than its counters say does so by a factor.  For victim ``a`` next to
+partner ``b`` on which the population model predicts ``p``::
+
+    slowdown = 1 + e exp(v[a] + g[b] + w[a, b]),     e = max(p - 1, MIN_EXTRA)
+    ln(observed) = ln(slowdown) + eps,     eps ~ N(0, s2)
+    v[a] ~ N(0, tau_v2),  g[b] ~ N(0, tau_g2),  w[a, b] ~ N(0, tau_p2)
+
+``v[a]``: the log factor by which ``a`` suffers more than predicted (victim effect); ``g[b]``:
+by which ``b`` inflicts more (partner effect); ``w[a, b]``: what is particular to the ordered
+pair (learned from repeated observations of it -- co-located jobs stay together and are
+measured again; ``pair_effects=False`` leaves it out); ``eps``: measurement noise (multiplicative, as
+step-time noise is) and what neither effect explains.  The keys ``a``, ``b`` are the *live
+jobs* as the profile store keys them (:func:`job_key`: the profile's ``job_type`` -- for
+node-reported profiles the job's pod-group key -- with the GPU model, the sharing mechanism
+and MPS share it runs at), never a catalogue job type.  The slowdown served is
+``1 + e exp(v[a] + g[b])`` (clipped to [1, 50] as the model's), the population model's for a
+pair where neither job has observations.
+
+**Estimate.**  The posterior mode of ``v``, ``g`` given every stored observation: minimise
+``sum r_i^2 / s2 + sum v^2 / tau_v2 + sum g^2 / tau_g2`` with ``r_i = ln obs_i - ln slowdown_i``
+by Gauss-Newton (the iterated extended Kalman filter's update: linearise ``ln slowdown`` in
+``v + g``, slope ``J = e exp(v + g) / slowdown``, the share of the slowdown that is extra), each
+linear step solved by Gauss-Seidel over the jobs -- each job's effect set to its conditional
+posterior mean, e.g. ``v[a] = sum J_i (z_i - J_i g[b_i]) / (sum J_i^2 + s2 / tau_v2)`` with the
+working response ``z_i = r_i + J_i (v[a] + g[b_i])``.  So a job's *first* observation ``y =
+ln(observed / p)`` next to a partner with none moves ``v[a]``, in the first (Kalman) step, by
+the gain ``tau_v2 J / (J^2 (tau_v2 + tau_g2) + s2)`` times ``y`` (``J = e / p``), and ``g[b]``
+by ``tau_g2 J / (...)`` times ``y``; later steps refine for the curvature.  An observation of
+a pair with (almost) no predicted contention (``J ~ 0``) says (almost) nothing about either
+job, as it should.
+
+**Variances from the data** (method of moments on the records' log residuals ``y_i = ln(obs_i
+/ p_i)`` *at arrival* -- against the population model serving when each was reported, which
+had not been trained on it -- to first order ``y_i = J_i (v + g) + eps``): two observations with
+the same victim and different partners have covariance ``J_i J_k tau_v2``; with the same
+partner and different victims ``J_i J_k tau_g2``; ``E y_i^2 = J_i^2 (tau_v2 + tau_g2) + s2``.
+repeated observations of one ordered pair ``J_i J_k (tau_v2 + tau_g2 + tau_p2)``.  So
+``tau_v2 = sum y_i y_k / sum J_i J_k`` over such pairs, ``tau_g2`` likewise, ``tau_p2`` the
+same over repeats minus ``tau_v2 + tau_g2``, ``s2`` =
+``(sum y_i^2 - (tau_v2 + tau_g2 + tau_p2) sum J_i^2) / n`` (floored at :data:`MIN_VARIANCE`; a negative
+component is set to 0: no correction of that kind).  Until at least :data:`MIN_JOBS` victims
+and partners have two observations each, no correction is applied: the population model serves
+alone.  No tuned constant: the four variances are re-estimated on every update.
+
+**When the population model changes** (a refit is promoted) the effects are solved again
+against the new model, so a bias the refit absorbed is not counted twice.
+
+**Bounds.**  At most ``max_records`` measured sides (newest kept; default 20,000) -- the solve
+is linear in them -- and so at most ``2 x max_records`` job keys.  The state is a function of
+the stored observations and the population model, so it persists with the reported
+observations (the model store's ``observations/reported.csv``): :class:`~elastico.predictor.
+service.PredictorCore` replays the newest at start.
+
+Who calls it: :class:`elastico.predictor.service.PredictorCore` (``report`` feeds it,
+``predict`` applies it).  Whom it calls: numpy.  No clock, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import deque
+from typing import Callable, Sequence
+
+import numpy as np
+
+from elastico.errors import InvalidArgument
+from elastico.predictor.observations import Observation
+from elastico.predictor.profile import JobProfile
+
+__all__ = ["JobCorrections", "job_key", "MIN_JOBS", "MIN_VARIANCE", "MIN_EXTRA"]
+
+#: Jobs (as victims, and as partners) with >= 2 observations needed before the variances are
+#: estimated at all; below it the correction is off.  Fewer than 5 groups make a moment
+#: estimate of a between-group variance meaningless (its sampling spread exceeds its size).
+MIN_JOBS = 5
+#: Floor of the noise variance (log units): a slowdown is not measured better than 0.1 %.
+MIN_VARIANCE = 1e-6
+#: Floor of the predicted extra slowdown ``p - 1`` the correction scales: 1 %, well inside the
+#: measurement spread of a slowdown (8 % between GPUs of one SKU: Sinha et al., SC'22), so a
+#: pair predicted contention-free (e.g. MIG) is corrected only as far as its observations say.
+MIN_EXTRA = 0.01
+_SWEEPS = 200
+_GN_ITERS = 30
+_TOL = 1e-10
+
+#: ``(victims, partners, gpu_model) -> population slowdowns`` of the victims, shape (n,).
+PopulationFn = Callable[[Sequence[JobProfile], Sequence[JobProfile], str], np.ndarray]
+
+
+def job_key(p: JobProfile) -> tuple:
+    """The live job a profile stands for, in the configuration it runs at: ``(job_type,
+    gpu_model, sharing, mps_share)`` (the profile store's key: job key + configuration)."""
+    return (p.job_type, p.gpu_model, p.sharing or "", p.mps_share)
+
+
+class JobCorrections:
+    """Per-job log-residual effects over the population model (module docstring).
+
+    ``max_records``: observations kept (newest), an integer >= 1.  ``variances``: fix
+    ``(tau_v2, tau_g2, s2)`` instead of estimating them (tests; each >= 0, ``s2 > 0``), with
+    ``pair_variance`` (``tau_p2``, default 0) fixed too; ``pair_effects=False``: no pair
+    effects.
+    InvalidArgument for a bad argument."""
+
+    def __init__(self, max_records: int = 20_000,
+                 variances: tuple[float, float, float] | None = None,
+                 pair_variance: float = 0.0, pair_effects: bool = True):
+        if isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 1:
+            raise InvalidArgument("max_records", max_records, "an integer >= 1")
+        if variances is not None:
+            ok = (len(variances) == 3 and all(isinstance(x, (int, float)) and math.isfinite(x)
+                                              and x >= 0 for x in variances)
+                  and variances[2] > 0)
+            if not ok:
+                raise InvalidArgument("variances", variances,
+                                      "(tau_v2, tau_g2, s2), finite, >= 0, s2 > 0")
+        self.max_records = max_records
+        self._fixed = None if variances is None else tuple(float(x) for x in variances)
+        # records: (victim key, partner key, victim profile, partner profile, gpu, ln observed)
+        self._rec: deque = deque(maxlen=max_records)
+        self._ed: deque = deque(maxlen=max_records)  # population extra slowdown per record
+        # (log residual, slope J) of each record at arrival (out of sample)
+        self._y0: deque = deque(maxlen=max_records)
+        # (victim effects, partner effects), replaced as one object by each solve
+        self._effects: tuple[dict, dict, dict] = ({}, {}, {})
+        self.variances: tuple[float, float, float] = (0.0, 0.0, 1.0)
+        self.pair_effects = bool(pair_effects)
+        #: ``tau_p2``, the pair effects' variance (estimated unless ``variances`` is fixed)
+        self.pair_variance = float(pair_variance)
+        self.pop_version: str | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def v(self) -> dict[tuple, float]:
+        """Victim effects by :func:`job_key` (log factor on the extra slowdown; absent = 0)."""
+        return self._effects[0]
+
+    @property
+    def g(self) -> dict[tuple, float]:
+        """Partner effects by :func:`job_key` (absent = 0)."""
+        return self._effects[1]
+
+    @property
+    def pair(self) -> dict[tuple, float]:
+        """Pair effects by ``(victim key, partner key)`` (absent = 0)."""
+        return self._effects[2]
+
+    def __len__(self) -> int:
+        return len(self._rec)
+
+    # -- feeding ---------------------------------------------------------------------------
+    def observe(self, obs: Sequence[Observation], population: PopulationFn,
+                version: str) -> None:
+        """Adds the measured sides of ``obs`` (A next to B; B next to A when ``slowdown_b``
+        is given) and solves again.  ``population``: the serving population model;
+        ``version``: its version (a change recomputes every stored residual)."""
+        with self._lock:
+            new = []
+            for o in obs:
+                new.append((job_key(o.a), job_key(o.b), o.a, o.b, o.gpu_model,
+                            math.log(o.slowdown_a)))
+                if o.slowdown_b is not None:
+                    new.append((job_key(o.b), job_key(o.a), o.b, o.a, o.gpu_model,
+                                math.log(o.slowdown_b)))
+            e_new = self._extra(new, population)
+            self._rec.extend(new)
+            self._ed.extend(e_new.tolist())
+            # the new records' residuals against the model serving when they arrived: it was
+            # not trained on them, so they estimate the variances honestly (module docstring)
+            y_new = np.array([r[5] for r in new]) - np.log1p(e_new)
+            self._y0.extend(zip(y_new.tolist(), (e_new / (1.0 + e_new)).tolist()))
+            if version != self.pop_version:
+                self._ed = deque(self._extra(list(self._rec), population).tolist(),
+                                 maxlen=self.max_records)
+                self.pop_version = version
+            self._solve()
+
+    def rebase(self, population: PopulationFn, version: str) -> None:
+        """The population model changed to ``version``: recompute every residual, solve."""
+        with self._lock:
+            if version == self.pop_version:
+                return
+            self._ed = deque(self._extra(list(self._rec), population).tolist(),
+                             maxlen=self.max_records)
+            self.pop_version = version
+            self._solve()
+
+    @staticmethod
+    def _extra(recs: list, population: PopulationFn) -> np.ndarray:
+        """The population model's extra slowdown ``max(p - 1, MIN_EXTRA)`` of each record."""
+        e = np.zeros(len(recs))
+        by_gpu: dict[str, list[int]] = {}
+        for i, r in enumerate(recs):
+            by_gpu.setdefault(r[4], []).append(i)
+        for gpu, idx in by_gpu.items():
+            pred = np.asarray(population([recs[i][2] for i in idx],
+                                         [recs[i][3] for i in idx], gpu), dtype=float)
+            e[idx] = pred - 1.0
+        return np.maximum(e, MIN_EXTRA)
+
+    # -- estimation --------------------------------------------------------------------------
+    def _index(self):
+        vk = [r[0] for r in self._rec]
+        gk = [r[1] for r in self._rec]
+        vids = {k: i for i, k in enumerate(dict.fromkeys(vk))}
+        gids = {k: i for i, k in enumerate(dict.fromkeys(gk))}
+        vi = np.array([vids[k] for k in vk], dtype=np.int64)
+        gi = np.array([gids[k] for k in gk], dtype=np.int64)
+        return vids, gids, vi, gi
+
+    @staticmethod
+    def _cross(z: np.ndarray, grp: np.ndarray, sub: np.ndarray, n_grp: int) -> float:
+        """Sum of ``z_i z_k`` over ordered pairs ``i != k`` in one ``grp`` but with different
+        ``sub`` (the other side's key)."""
+        s1 = np.bincount(grp, z, n_grp)
+        s2 = np.bincount(grp, z * z, n_grp)
+        tot = float(np.sum(s1 * s1 - s2))
+        # remove pairs with the same (grp, sub): their covariance has both components
+        pair = grp * (int(sub.max()) + 1 if len(sub) else 1) + sub
+        _, inv = np.unique(pair, return_inverse=True)
+        p1 = np.bincount(inv, z)
+        p2 = np.bincount(inv, z * z)
+        return tot - float(np.sum(p1 * p1 - p2))
+
+    @staticmethod
+    def _pair_index(vi: np.ndarray, gi: np.ndarray) -> tuple[np.ndarray, int]:
+        pair = vi * (int(gi.max()) + 1 if len(gi) else 1) + gi
+        _, inv = np.unique(pair, return_inverse=True)
+        return inv, int(inv.max()) + 1 if len(inv) else 0
+
+    @staticmethod
+    def _same(z: np.ndarray, grp: np.ndarray, n_grp: int) -> float:
+        """Sum of ``z_i z_k`` over ordered pairs ``i != k`` in one ``grp``."""
+        s1 = np.bincount(grp, z, n_grp)
+        s2 = np.bincount(grp, z * z, n_grp)
+        return float(np.sum(s1 * s1 - s2))
+
+    def estimate_pair_variance(self, tv: float, tg: float) -> float:
+        """``tau_p2`` (module docstring): repeated observations of one ordered pair have
+        covariance ``J_i J_k (tau_v2 + tau_g2 + tau_p2)``; 0 without repeats."""
+        if len(self._y0) != len(self._rec) or len(self._rec) < 2:
+            return 0.0
+        y = np.array([t[0] for t in self._y0], dtype=float)
+        j = np.array([t[1] for t in self._y0], dtype=float)
+        _, _, vi, gi = self._index()
+        pi, n = self._pair_index(vi, gi)
+        d = self._same(j, pi, n)
+        return max(0.0, self._same(y, pi, n) / d - tv - tg) if d > 0 else 0.0
+
+    def estimate_variances(self) -> tuple[float, float, float]:
+        """``(tau_v2, tau_g2, s2)`` by the moments of the module docstring from the records'
+        residuals *at arrival*; ``(0, 0, 1)`` (no correction) with too little data."""
+        if len(self._y0) < 2 or len(self._y0) != len(self._rec):
+            return (0.0, 0.0, 1.0)
+        y = np.array([t[0] for t in self._y0], dtype=float)
+        j = np.array([t[1] for t in self._y0], dtype=float)
+        vids, gids, vi, gi = self._index()
+        if (np.sum(np.bincount(vi) >= 2) < MIN_JOBS or np.sum(np.bincount(gi) >= 2) < MIN_JOBS):
+            return (0.0, 0.0, 1.0)
+        dv = self._cross(j, vi, gi, len(vids))
+        dg = self._cross(j, gi, vi, len(gids))
+        tv = max(0.0, self._cross(y, vi, gi, len(vids)) / dv) if dv > 0 else 0.0
+        tg = max(0.0, self._cross(y, gi, vi, len(gids)) / dg) if dg > 0 else 0.0
+        tp = self.estimate_pair_variance(tv, tg) if self.pair_effects else 0.0
+        s2 = max(MIN_VARIANCE, float(np.mean(y * y - (tv + tg + tp) * j * j)))
+        self.pair_variance = tp
+        return (tv, tg, s2)
+
+    def _solve(self, iterations: int = _GN_ITERS) -> None:
+        self.variances = self._fixed if self._fixed is not None else self.estimate_variances()
+        tv, tg, s2 = self.variances
+        tp = self.pair_variance if self.pair_effects else 0.0
+        if len(self._rec) == 0 or (tv <= 0 and tg <= 0 and tp <= 0):
+            self._effects = ({}, {}, {})
+            return
+        vids, gids, vi, gi = self._index()
+        pi, npair = self._pair_index(vi, gi)
+        lv = s2 / tv if tv > 0 else math.inf
+        lg = s2 / tg if tg > 0 else math.inf
+        lp = s2 / tp if tp > 0 else math.inf
+        v = np.zeros(len(vids))
+        g = np.zeros(len(gids))
+        q = np.zeros(npair)
+        e = np.array(self._ed, dtype=float)
+        lo = np.array([r[5] for r in self._rec], dtype=float)
+        for _ in range(iterations):  # Gauss-Newton (iterated EKF)
+            th = v[vi] + g[gi] + q[pi]
+            ex = e * np.exp(th)
+            sl = 1.0 + ex
+            jac = ex / sl
+            z = lo - np.log(sl) + jac * th
+            jj = jac * jac
+            nv = np.bincount(vi, jj, len(vids)) + lv
+            ng = np.bincount(gi, jj, len(gids)) + lg
+            npp = np.bincount(pi, jj, npair) + lp
+            v0, g0, q0 = v.copy(), g.copy(), q.copy()
+            for _ in range(_SWEEPS):  # Gauss-Seidel on the linear step
+                v_new = np.bincount(vi, jac * (z - jac * (g[gi] + q[pi])), len(vids)) / nv \
+                    if tv > 0 else v
+                g_new = np.bincount(gi, jac * (z - jac * (v_new[vi] + q[pi])), len(gids)) / ng \
+                    if tg > 0 else g
+                q_new = np.bincount(pi, jac * (z - jac * (v_new[vi] + g_new[gi])), npair) / npp \
+                    if tp > 0 else q
+                done = (np.max(np.abs(v_new - v), initial=0) < _TOL
+                        and np.max(np.abs(g_new - g), initial=0) < _TOL
+                        and np.max(np.abs(q_new - q), initial=0) < _TOL)
+                v, g, q = v_new, g_new, q_new
+                if done:
+                    break
+            if (np.max(np.abs(v - v0), initial=0) < _TOL
+                    and np.max(np.abs(g - g0), initial=0) < _TOL
+                    and np.max(np.abs(q - q0), initial=0) < _TOL):
+                break
+        vkeys, gkeys = list(vids), list(gids)
+        pkeys = {}
+        for r_vi, r_gi, r_pi in zip(vi.tolist(), gi.tolist(), pi.tolist()):
+            pkeys[r_pi] = (vkeys[r_vi], gkeys[r_gi])
+        # one assignment: a concurrent predict sees the old or the new effects, never a mix
+        self._effects = ({k: float(v[i]) for k, i in vids.items() if v[i] != 0.0},
+                         {k: float(g[i]) for k, i in gids.items() if g[i] != 0.0},
+                         {pkeys[i]: float(q[i]) for i in range(npair) if q[i] != 0.0})
+
+    # -- serving -----------------------------------------------------------------------------
+    def factors(self, victims: Sequence[JobProfile], partners: Sequence[JobProfile]
+                ) -> np.ndarray:
+        """``exp(v[victim] + g[partner])`` per pair, shape (n,): the factor on the extra
+        slowdown; 1 where neither job has observations."""
+        v, g, q = self._effects
+        if not v and not g and not q:
+            return np.ones(len(victims))
+        out = []
+        for a, b in zip(victims, partners):
+            ka, kb = job_key(a), job_key(b)
+            out.append(v.get(ka, 0.0) + g.get(kb, 0.0) + q.get((ka, kb), 0.0))
+        return np.exp(np.array(out, dtype=float))
+
+    def apply(self, victims: Sequence[JobProfile], partners: Sequence[JobProfile],
+              population: np.ndarray) -> np.ndarray:
+        """The corrected slowdowns, shape (n,): ``1 + max(p - 1, MIN_EXTRA) x factor`` where
+        a factor is not 1, clipped to [1, 50]; ``population`` unchanged elsewhere."""
+        pop = np.asarray(population, dtype=float)
+        if not any(self._effects):
+            return pop
+        f = self.factors(victims, partners)
+        out = np.where(f == 1.0, pop, 1.0 + np.maximum(pop - 1.0, MIN_EXTRA) * f)
+        return np.clip(out, 1.0, 50.0)
