@@ -52,6 +52,13 @@ is produced before the weights are on the GPUs.  ASSUMPTION: the requests finish
 reconfiguration stay done (an offline batch writes its outputs as they complete), so a restart
 loses the load time only.
 
+Evictions (docs/metrics.md, "Evictions and wasted work"): a running job the round leaves
+without a configuration is evicted (``JobRecord.evictions``).  An offline LLM job loses its
+in-flight requests (:func:`elastico.llm_shapes.inflight_tokens`, at most what it did since its
+current run began): its progress goes back by them and they count as wasted tokens and
+GPU-seconds; any evicted job's restart when it starts again counts as wasted GPU-seconds too.
+A reconfiguration to less GPU compute is a shrink (``JobRecord.shrinks``).
+
 LLM training jobs (``Job.llm_train``; :mod:`elastico.llm_train_job`): progress is tokens
 trained the same way (``JobRecord.tokens``: the tokens to train on), at their configuration's
 tokens/s (6 N T at a cited MFU); a restart costs ``restart_s`` (checkpoint / restore) as any
@@ -134,6 +141,15 @@ class JobRecord:
     unknown_max_ratio: float = 1.0
     profiled_s: float | None = None
     config: str = ""
+    # evictions (docs/metrics.md, "Evictions and wasted work"): times it was taken off its
+    # GPUs while running, times it was shrunk (reconfigured to less GPU compute), normalized
+    # work lost at evictions (redone later), GPU-seconds wasted (the lost work's and the
+    # restarts' after evictions) and, for an offline LLM job, tokens lost
+    evictions: int = 0
+    shrinks: int = 0
+    lost_work: float = 0.0
+    wasted_gpu_s: float = 0.0
+    wasted_tokens: float = 0.0
 
 
 @dataclass
@@ -155,6 +171,8 @@ class _Live:
     restart_until: float = 0.0
     was_preempted: bool = False
     activity: float = 0.0
+    run_from: float = 0.0   # Job.done when its current run began (what an eviction may lose)
+    rate: float = 0.0       # its progress rate over the last interval
     solo_since: float | None = None  # unknown job alone on its unit(s) since (profiling clock)
 
 
@@ -210,7 +228,8 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
     when alone (for utilization; see docs/metrics.md).  ``progress(n, now)`` is called after every
     event with the number of batch jobs that just finished and the virtual time (for a
     progress bar).  Returns per-job records and the
-    metrics of :data:`METRIC_KEYS` (plus ``jobs_unfinished``, ``restarts``,
+    metrics of :data:`METRIC_KEYS` (plus ``evictions``, ``shrinks``, ``wasted_gpu_s``,
+    ``wasted_tokens`` (module docstring, "Evictions"), ``jobs_unfinished``, ``restarts``,
     ``service_avg_queue_s``, ``services_never_placed``, ``batch_bound_violations``).
 
     ``validate=True`` re-checks the placement state's invariants (no GPU, node or MIG slot
@@ -377,6 +396,12 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
                     rec.restarts += 1
                     if llm:
                         rec.startup_s += cost
+                    if l.was_preempted:  # GPUs held, nothing produced: eviction's waste
+                        rec.wasted_gpu_s += cost * d.config.gpus_total
+                    elif l.config is not None and d.config.gpus_total < l.config.gpus_total - _EPS:
+                        rec.shrinks += 1
+                if l.config is None or d.changed or l.was_preempted:
+                    l.run_from = l.job.done
                 if llm or l.job.llm_train is not None:
                     rec.config = d.config.name
                 l.was_preempted = False
@@ -389,6 +414,7 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
             else:
                 if l.config is not None:
                     l.was_preempted = True
+                    _evict(l, rec, t)
                 l.config = None
                 rec.reason = d.reason
         if unknown_on:  # the profiling clock: alone on its unit(s), not restarting
@@ -453,6 +479,7 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
                 if l.solo_since is not None:  # wake when its profiling window completes
                     next_t = min(next_t, l.solo_since + profile_window_s)
             rates[jid] = r
+            l.rate = r
             start = max(t, l.restart_until)
             if r > 0:
                 next_t = min(next_t, start + l.job.remaining / r)
@@ -538,6 +565,31 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
         metrics.update(_unknown_metrics(recs))
     return SimResult(getattr(policy, "name", "?"), total_gpus, metrics, recs, n_rounds, timeline,
                      meter.per_gpu(span))
+
+
+def _evict(l: _Live, rec: JobRecord, t: float) -> None:
+    """A running job is taken off its GPUs at ``t`` (docs/metrics.md, "Evictions and wasted
+    work").  An offline LLM job (``Job.llm``) loses its in-flight requests
+    (:func:`elastico.llm_shapes.inflight_tokens`: finished requests are kept), at most what
+    it did since its current run began; the lost work is redone (``Job.done`` goes back) and
+    the GPU-seconds it took are wasted (lost work over the rate it ran at, times the GPUs
+    held).  Any other job loses nothing here: its checkpoint/restore is the ``restart_s``
+    it pays when it starts again (counted as wasted then)."""
+    rec.evictions += 1
+    if l.job.llm is None or l.config is None or t < l.restart_until:
+        return
+    from elastico.llm_shapes import inflight_tokens
+
+    ref = l.job.llm.reference_tokens_per_s
+    lost = min(max(0.0, l.job.done - l.run_from), inflight_tokens(l.job, l.config) / ref)
+    if lost <= 0:
+        return
+    l.job.done -= lost
+    rec.progress -= lost
+    rec.lost_work += lost
+    rec.wasted_tokens += lost * ref
+    if l.rate > 0:
+        rec.wasted_gpu_s += lost / l.rate * l.config.gpus_total
 
 
 def _solo(state, job_id: str, config: Configuration) -> bool:
@@ -785,6 +837,10 @@ def _metrics(recs: list[JobRecord], span: float, gpus: int, alloc_int: float,
         "gpu_allocation": alloc_int / denom if denom else 0.0,
         "gpu_utilization": util_int / denom if denom else 0.0,
         "restarts": sum(r.restarts for r in recs),
+        "evictions": sum(r.evictions for r in recs),
+        "shrinks": sum(r.shrinks for r in recs),
+        "wasted_gpu_s": float(sum(r.wasted_gpu_s for r in recs)),
+        "wasted_tokens": float(sum(r.wasted_tokens for r in recs)),
         "service_avg_queue_s": float(np.mean([r.first_start_s - r.arrival_s for r in svc]))
         if svc else 0.0,
         "services_never_placed": sum(1 for r in recs if r.kind == "service"

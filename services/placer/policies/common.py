@@ -70,11 +70,24 @@ class PolicyEnv:
     # "oracle" (Job.remaining: the simulator's truth; a sensitivity run only)
     remaining_estimate: str = "elapsed"
     user_estimates: Any = None  # Mapping[str, float] | None: job id -> declared work, seconds
+    # ``mps-static``: MPS replicas per GPU, the device plugin's ``sharing.mps.replicas``
+    # (policies/mpsstatic.py: DEFAULT_REPLICAS and its source)
+    mps_replicas: int = 2
+    # priority preemption of offline LLM inference, the same rule for every policy
+    # (policies/priority.py): off, or the minimum guaranteed run, seconds, before a running
+    # low-priority job may be evicted (priority.MIN_RUN_S and its source)
+    preemption: bool = True
+    min_run_s: float = 300.0  # priority.MIN_RUN_S
 
     def __post_init__(self) -> None:
         from .remaining import check_remaining_estimate
 
         check_remaining_estimate(self.remaining_estimate)
+        from .mpsstatic import check_replicas
+        from .priority import check_min_run
+
+        check_replicas(self.mps_replicas)
+        check_min_run(self.min_run_s)
         if self.pricer is None:
             from elastico.pricing import solve
 
