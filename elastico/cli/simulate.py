@@ -57,7 +57,8 @@ _ROWS = [
 #: printed when some run has them (issue 23: jobs arrive unknown unless --assume-profiled)
 _UNKNOWN_ROWS = [
     ("batch_bound_violations", "batch past bound", "{:,.0f}"),
-    ("unknown_jobs_profiled", "solo profiles recorded", "{:,.0f}"),
+    ("unknown_jobs_profiled", "jobs profiled (at least one slot)", "{:,.0f}"),
+    ("unknown_profiles_recorded", "solo profiles recorded (per GPU model / share)", "{:,.0f}"),
     ("unknown_bound_violation_jobs", "unknown >5% past bound", "{:,.0f}"),
     ("unknown_bound_violation_any", "unknown past bound", "{:,.0f}"),
     ("unknown_bound_violation_time_share", "unknown time past bnd", "{:.2%}"),

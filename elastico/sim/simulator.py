@@ -140,6 +140,9 @@ class JobRecord:
     unknown_over_s: float = 0.0
     unknown_max_ratio: float = 1.0
     profiled_s: float | None = None
+    # solo profiles recorded for it: one per slot (GPU model, MPS share / MIG profile) it
+    # ran alone on, JobCatalog.known -- a profile is not carried across GPU models
+    profiles_recorded: int = 0
     config: str = ""
     # evictions (docs/metrics.md, "Evictions and wasted work"): times it was taken off its
     # GPUs while running, times it was shrunk (reconfigured to less GPU compute), normalized
@@ -356,10 +359,13 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
                 catalog.unknown.add(j.id)
         if unknown_on:  # solo profiles whose window is complete (profiled before the round)
             for jid, l in live.items():
-                if l.solo_since is not None and jid in catalog.unknown \
+                if l.solo_since is not None and l.config is not None \
+                        and catalog.is_unknown(jid, l.config) \
                         and t >= l.solo_since + profile_window_s - _EPS:
                     _record_profile(catalog, state, l, meter, profile_window_s)
-                    records[jid].profiled_s = t
+                    if records[jid].profiled_s is None:  # its first solo profile
+                        records[jid].profiled_s = t
+                    records[jid].profiles_recorded += 1
                     l.solo_since = None
         # ---- one round ----
         inp = RoundInput(now=t, nodes=nodes, state=state,
@@ -419,7 +425,8 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
                 rec.reason = d.reason
         if unknown_on:  # the profiling clock: alone on its unit(s), not restarting
             for jid, l in live.items():
-                if jid not in catalog.unknown or l.config is None or jid not in state:
+                if l.config is None or not catalog.is_unknown(jid, l.config) \
+                        or jid not in state:
                     l.solo_since = None
                     continue
                 d = result.decisions.get(jid)
@@ -474,7 +481,7 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
                 r = 1.0
             if seen > records[jid].max_slowdown:
                 records[jid].max_slowdown = seen
-            if unknown_on and jid in catalog.unknown:
+            if unknown_on and catalog.is_unknown(jid, l.config):
                 seen_unknown[jid] = seen
                 if l.solo_since is not None:  # wake when its profiling window completes
                     next_t = min(next_t, l.solo_since + profile_window_s)
@@ -645,8 +652,9 @@ def _record_profile(catalog, state, l: _Live, meter: UtilisationMeter, window_s:
     jid, config = l.job.id, l.config
     a = state.assignment(jid)
     nodes = len({pt.node_index for pt in a.parts})
-    catalog.measured[jid] = _measure_solo(meter, l.job, config, nodes, window_s)
-    catalog.unknown.discard(jid)
+    # known on this slot only (GPU model, MPS share / MIG profile: JobCatalog.known);
+    # elsewhere it stays unknown until it runs alone there too
+    catalog.mark_profiled(jid, config, _measure_solo(meter, l.job, config, nodes, window_s))
     bound = state.slowdown_bound(jid)
     state.release(jid)
     state.rebook(a, catalog.profile(l.job, config), bound, unhealthy_ok=True)
@@ -669,6 +677,7 @@ def _unknown_metrics(recs: list[JobRecord]) -> dict[str, float]:
     worst = max((r.unknown_max_ratio for r in recs if r.unknown_run_s > 0), default=1.0)
     return {
         "unknown_jobs_profiled": sum(1 for r in recs if r.profiled_s is not None),
+        "unknown_profiles_recorded": sum(r.profiles_recorded for r in recs),
         "unknown_run_s": run,
         "unknown_bound_violation_jobs": sum(
             1 for r in recs if r.unknown_max_ratio > 1.0 + UNKNOWN_TOLERANCE + 1e-9),

@@ -694,7 +694,7 @@ def mark_unknown(decisions: dict[str, Decision], state: ClusterState, catalog: J
     out: dict[str, str] = {}
     pred: dict[str, float] | None = None
     for jid, d in decisions.items():
-        if not catalog.is_unknown(jid) or d.assignment is None or d.config is None \
+        if d.config is None or not catalog.is_unknown(jid, d.config) or d.assignment is None \
                 or d.status not in (Status.PLACED, Status.DEGRADED):
             continue
         gpus = sorted(set(d.assignment.gpus))
