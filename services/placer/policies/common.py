@@ -274,6 +274,10 @@ def place_fixed_shape(catalog: JobCatalog, state: ClusterState, active: ActiveJo
     reasons = []
     failed = FailedShapes() if failed is None else failed
     for c in configs:
+        refused = failed.refusal(c)  # what place_unless_dominated says, without a profile
+        if refused is not None:
+            reasons.append(refused)
+            continue
         out = state.place_unless_dominated(job.id, c, catalog.profile(job, c),
                                            job.slowdown_bound, failed, catalog.env.slowdown,
                                            scorer=scorer)
