@@ -141,6 +141,14 @@ class _Live:
     restart_until: float = 0.0
     was_preempted: bool = False
     activity: float = 0.0
+    active: ActiveJob | None = None  # what the round sees: (job, config), kept while config is
+
+    def as_active(self) -> ActiveJob:
+        """The job as the round sees it; the same object while its configuration is."""
+        a = self.active
+        if a is None or a.config is not self.config:
+            a = self.active = ActiveJob(self.job, self.config)
+        return a
 
 
 def _time_sliced(policy: Policy) -> bool:
@@ -297,7 +305,7 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
             live[j.id] = _Live(j)
         # ---- one round ----
         inp = RoundInput(now=t, nodes=nodes, state=state,
-                         jobs=[ActiveJob(l.job, l.config) for l in live.values()])
+                         jobs=[l.as_active() for l in live.values()])
         result = run_round(policy, inp, timer=timer, tracer=tracer)
         n_rounds += 1
         round_ms.append(result.phase_seconds["round"] * 1e3)
@@ -403,7 +411,7 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
             break
         timeline["t"].append(t)
         timeline["allocated"].append(alloc_now)
-        timeline["queue"].append(sum(1 for l in live.values() if l.config is None))
+        timeline["queue"].append(len(live) - len(rates))  # rates: every job with a config
         busy_int = busy_all = 0.0
         in_win = max(0.0, min(next_t, w_hi) - max(t, w_lo))
         for jid, r in rates.items():
@@ -430,8 +438,9 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
         # less time than the clock can resolve at this magnitude (at t ~ 1e11 s a float step
         # is ~1e-5 s; without this the clock would stop advancing and the loop never end).
         tick = 4 * math.ulp(max(abs(t), 1.0))
-        finished = [jid for jid, l in live.items()
-                    if l.config is not None and t >= l.restart_until
+        # the jobs with a configuration are rates' keys, in live's order
+        finished = [jid for jid, l in ((j, live[j]) for j in rates)
+                    if t >= l.restart_until
                     and (l.job.work - l.job.done <= 1e-9 * max(1.0, l.job.work)
                          or (rates.get(jid, 0.0) > 0
                              and (l.job.work - l.job.done) / rates[jid] <= tick))]
