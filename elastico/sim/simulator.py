@@ -532,7 +532,10 @@ BACKLOG_GROWTH_FRACTION = 0.05
 def backlog_growth(timeline: dict[str, list[float]], lo: float, hi: float) -> float:
     """Time-average of the queue (arrived jobs not placed, services included) over the last
     quarter of ``[lo, hi)`` minus its time-average over the second quarter, in jobs: how much
-    the backlog grew over half a window.  0 when the timeline does not cover the window."""
+    the backlog grew over half a window.  0 when the timeline does not cover the window.
+    The time integrals are exactly rounded sums (``math.fsum``): intervals outside a quarter
+    add exact zeros, so a replay stopped at ``hi`` gives the full replay's value to the last
+    bit (the load sweep's runs stop there; docs/metrics.md, "Sustainable load")."""
     t = np.asarray(timeline.get("t", []), float)
     if t.size == 0 or hi <= lo:
         return 0.0
@@ -541,7 +544,7 @@ def backlog_growth(timeline: dict[str, list[float]], lo: float, hi: float) -> fl
 
     def mean(a: float, b: float) -> float:
         w = np.clip(np.minimum(ends, b) - np.maximum(t, a), 0.0, None)
-        return float((w * q).sum() / (b - a))
+        return math.fsum((w * q).tolist()) / (b - a)
 
     quarter = (hi - lo) / 4.0
     return mean(lo + 3 * quarter, hi) - mean(lo + quarter, lo + 2 * quarter)
