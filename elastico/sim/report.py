@@ -344,22 +344,27 @@ def _sweep_lines(sweep: Sequence[dict]) -> list[str]:
     loads = sorted({float(r["load_target"]) for r in sweep})
     lines = ["## Load sweep", "",
              "Each cell: whether the backlog stayed bounded at that offered load on every "
-             "sweep seed (docs/metrics.md, \"Sustainable load\"), and the queue growth "
-             "(jobs) over the measurement window's second half, mean over the seeds.", ""]
+             "sweep seed that ran it (docs/metrics.md, \"Sustainable load\"), and the queue "
+             "growth (jobs) over the measurement window's second half, mean over those seeds; "
+             "k/n seeds: only k of the n sweep seeds ran it; not run: above a load whose "
+             "backlog grew on every seed (the sweep walks each seed up the loads and stops "
+             "there: no higher load can be sustainable).", ""]
     for cluster in _clusters(sweep):
         rs = [r for r in sweep if r["cluster"] == cluster]
         lines += [f"{cluster}:", "", "| policy | " + " | ".join(f"load {x:g}" for x in loads)
                   + " |", "|" + "---|" * (len(loads) + 1)]
         for pol in _policies(rs):
             cells = []
+            n = len({r["seed"] for r in rs if r["policy"] == pol})
             for x in loads:
                 pts = [r for r in rs if r["policy"] == pol and float(r["load_target"]) == x]
                 if not pts:
-                    cells.append("-")
+                    cells.append("not run")
                     continue
                 ok = all(r["backlog_bounded"] for r in pts)
                 g = float(np.mean([r["queue_growth"] for r in pts]))
-                cells.append(f"{'bounded' if ok else 'growing'} ({g:+,.1f})")
+                cells.append(f"{'bounded' if ok else 'growing'} ({g:+,.1f})"
+                             + (f", {len(pts)}/{n} seeds" if len(pts) < n else ""))
             lines.append(f"| {pol} | " + " | ".join(cells) + " |")
         lines.append("")
     return lines
