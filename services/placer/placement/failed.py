@@ -54,6 +54,9 @@ class FailedShapes:
         # refusal()'s message per failed shape with a reason (a reason, once told, never
         # changes: _reasons.setdefault)
         self._refusals: dict[int, tuple[Configuration, str]] = {}
+        # refused_all's answers: id of a tuple of shapes -> (the tuple, length of the list
+        # then, the joined refusals)
+        self._all_refused: dict[int, tuple[tuple, int, str]] = {}
         for c in shapes:
             self.append(c)
 
@@ -121,6 +124,21 @@ class FailedShapes:
         if why:
             self._refusals[id(f)] = (f, msg)
         return msg
+
+    def refused_all(self, shapes: tuple) -> str | None:
+        """``"; ".join`` of :meth:`refusal` of every shape of ``shapes`` as
+        :meth:`note_refused_all` recorded it for this very tuple, while no shape has failed
+        since (the answers are then the same); None otherwise."""
+        hit = self._all_refused.get(id(shapes))
+        if hit is not None and hit[0] is shapes and hit[1] == len(self._all):
+            return hit[2]
+        return None
+
+    def note_refused_all(self, shapes: tuple, why: str) -> None:
+        """Record that every shape of ``shapes`` was refused (:meth:`refusal`), with ``why``
+        their joined refusals (a queue of jobs with one request: the same tuple from
+        :meth:`~elastico.placer.policies.common.JobCatalog.requested`)."""
+        self._all_refused[id(shapes)] = (shapes, len(self._all), why)
 
     def __iter__(self) -> Iterator[Configuration]:
         return iter(self._all)

@@ -111,6 +111,12 @@ class RunningConfigs:
         self._hit.pop(job_id, None)
 
 
+#: Most distinct values :meth:`JobKeys.intern` numbers (then :meth:`JobKeys.of_all` starts
+#: over, between rounds, with the per-job keys built from them), so that a long-lived placer's
+#: memory stays bounded; a bound on memory, not a model constant (it changes no decision)
+INTERNED_LIMIT = 200_000
+
+
 class JobKeys:
     """A cache kept across rounds: per job, a number for its family's configurations and a
     number for its identity among equal pending jobs (:func:`fifo_among_equals`: kind, job
@@ -142,7 +148,12 @@ class JobKeys:
         return hit[2], hit[3]
 
     def of_all(self, shapes: "Shapes") -> list[tuple[int, int]]:
-        """:meth:`of` for every job of a batch, in its order."""
+        """:meth:`of` for every job of a batch, in its order; past :data:`INTERNED_LIMIT`
+        numbered values every number is dropped first (whole: equal values keep equal
+        numbers within the batch)."""
+        if len(self._interned) > INTERNED_LIMIT:
+            self._interned.clear()
+            self._keys.clear()
         return [self.of(a.job, f) for a, f in zip(shapes.jobs, shapes.families)]
 
     def forget(self, job_id: str) -> None:
