@@ -12,6 +12,7 @@ import argparse
 import math
 import os
 import signal
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -367,9 +368,13 @@ def run(args: argparse.Namespace) -> int:
         for o in outs:  # per (cluster, policy); null without a sweep
             key = (o.run["cluster"], o.run["policy"])
             o.run["sustainable_load"] = sustain.get(key)
-            # per sweep seed (JSON keys are strings); null without a sweep
+            # per sweep seed (JSON keys are strings) and their median (the spread over seeds:
+            # docs/metrics.md, "Sustainable load"); null without a sweep
+            seeds_of = by_seed.get(key)
             o.run["sustainable_load_by_seed"] = (
-                {str(k): v for k, v in by_seed[key].items()} if key in by_seed else None)
+                {str(k): v for k, v in seeds_of.items()} if seeds_of else None)
+            o.run["sustainable_load_median"] = (
+                float(statistics.median(seeds_of.values())) if seeds_of else None)
         wall = time.perf_counter() - t0
         meta = {"settings": {
             # as --clusters takes them (a definition's own name, e.g. a100h100, labels its rows)
