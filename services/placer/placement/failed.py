@@ -127,12 +127,10 @@ class FailedShapes:
 
     def refused_all(self, shapes: tuple) -> str | None:
         """``"; ".join`` of :meth:`refusal` of every shape of ``shapes`` as
-        :meth:`note_refused_all` recorded it for this very tuple, while its answers are sure
-        to be the same: always when every shape's first dominated failed shape had a reason
-        (a shape's first dominated one never changes as the list grows, nor does a reason once
-        told), else only while no shape has failed since; None otherwise."""
+        :meth:`note_refused_all` recorded it for this very tuple, while no shape has failed
+        since (the answers are then the same); None otherwise."""
         hit = self._all_refused.get(id(shapes))
-        if hit is not None and hit[0] is shapes and hit[1] in (-1, len(self._all)):
+        if hit is not None and hit[0] is shapes and hit[1] == len(self._all):
             return hit[2]
         return None
 
@@ -140,9 +138,7 @@ class FailedShapes:
         """Record that every shape of ``shapes`` was refused (:meth:`refusal`), with ``why``
         their joined refusals (a queue of jobs with one request: the same tuple from
         :meth:`~elastico.placer.policies.common.JobCatalog.requested`)."""
-        # every refusal names a failed shape with a reason: fixed for the rest of the round
-        fixed = all(self.reason(self.first_dominated(c)) for c in shapes)
-        self._all_refused[id(shapes)] = (shapes, -1 if fixed else len(self._all), why)
+        self._all_refused[id(shapes)] = (shapes, len(self._all), why)
 
     def __iter__(self) -> Iterator[Configuration]:
         return iter(self._all)
