@@ -42,7 +42,7 @@ _ROWS = [
     ("service_avg_queue_s", "service queueing (s)", "{:,.0f}"),
     ("services_never_placed", "services never placed", "{:,.0f}"),
     ("gpu_allocation", "GPU allocation", "{:.1%}"),
-    ("gpu_utilization", "GPU utilization", "{:.1%}"),
+    ("gpu_utilization", "GPU util. (not DCGM)", "{:.1%}"),  # busy compute: docs/metrics.md
     ("dcgm_sm_active", "SM activity (DCGM)", "{:.1%}"),
     ("dcgm_gpu_util", "GPU util (DCGM)", "{:.1%}"),
     ("restarts", "reconfigurations", "{:,.0f}"),

@@ -177,6 +177,14 @@ class _Live:
     run_from: float = 0.0   # Job.done when its current run began (what an eviction may lose)
     rate: float = 0.0       # its progress rate over the last interval
     solo_since: float | None = None  # unknown job alone on its unit(s) since (profiling clock)
+    active: ActiveJob | None = None  # what the round sees: (job, config), kept while config is
+
+    def as_active(self) -> ActiveJob:
+        """The job as the round sees it; the same object while its configuration is."""
+        a = self.active
+        if a is None or a.config is not self.config:
+            a = self.active = ActiveJob(self.job, self.config)
+        return a
 
 
 def _time_sliced(policy: Policy) -> bool:
@@ -369,7 +377,7 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
                     l.solo_since = None
         # ---- one round ----
         inp = RoundInput(now=t, nodes=nodes, state=state,
-                         jobs=[ActiveJob(l.job, l.config) for l in live.values()])
+                         jobs=[l.as_active() for l in live.values()])
         result = run_round(policy, inp, timer=timer, tracer=tracer)
         n_rounds += 1
         round_ms.append(result.phase_seconds["round"] * 1e3)
@@ -506,7 +514,7 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
             break
         timeline["t"].append(t)
         timeline["allocated"].append(alloc_now)
-        timeline["queue"].append(sum(1 for l in live.values() if l.config is None))
+        timeline["queue"].append(len(live) - len(rates))  # rates: every job with a config
         busy_int = busy_all = 0.0
         in_win = max(0.0, min(next_t, w_hi) - max(t, w_lo))
         for jid, r in rates.items():
@@ -540,8 +548,9 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
         # less time than the clock can resolve at this magnitude (at t ~ 1e11 s a float step
         # is ~1e-5 s; without this the clock would stop advancing and the loop never end).
         tick = 4 * math.ulp(max(abs(t), 1.0))
-        finished = [jid for jid, l in live.items()
-                    if l.config is not None and t >= l.restart_until
+        # the jobs with a configuration are rates' keys, in live's order
+        finished = [jid for jid, l in ((j, live[j]) for j in rates)
+                    if t >= l.restart_until
                     and (l.job.work - l.job.done <= 1e-9 * max(1.0, l.job.work)
                          or (rates.get(jid, 0.0) > 0
                              and (l.job.work - l.job.done) / rates[jid] <= tick))]
@@ -758,7 +767,10 @@ BACKLOG_GROWTH_FRACTION = 0.05
 def backlog_growth(timeline: dict[str, list[float]], lo: float, hi: float) -> float:
     """Time-average of the queue (arrived jobs not placed, services included) over the last
     quarter of ``[lo, hi)`` minus its time-average over the second quarter, in jobs: how much
-    the backlog grew over half a window.  0 when the timeline does not cover the window."""
+    the backlog grew over half a window.  0 when the timeline does not cover the window.
+    The time integrals are exactly rounded sums (``math.fsum``): intervals outside a quarter
+    add exact zeros, so a replay stopped at ``hi`` gives the full replay's value to the last
+    bit (the load sweep's runs stop there; docs/metrics.md, "Sustainable load")."""
     t = np.asarray(timeline.get("t", []), float)
     if t.size == 0 or hi <= lo:
         return 0.0
@@ -767,7 +779,7 @@ def backlog_growth(timeline: dict[str, list[float]], lo: float, hi: float) -> fl
 
     def mean(a: float, b: float) -> float:
         w = np.clip(np.minimum(ends, b) - np.maximum(t, a), 0.0, None)
-        return float((w * q).sum() / (b - a))
+        return math.fsum((w * q).tolist()) / (b - a)
 
     quarter = (hi - lo) / 4.0
     return mean(lo + 3 * quarter, hi) - mean(lo + quarter, lo + 2 * quarter)

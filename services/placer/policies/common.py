@@ -120,6 +120,10 @@ class JobCatalog:
         # the old one's shapes (e.g. GPU models it may no longer use)
         self._specs: dict[str, tuple] = {}
         self._requested: dict[tuple[str, bool], tuple[Configuration, ...]] = {}
+        # requested() tuples by value: jobs with equal requested shapes share one tuple (and
+        # its configurations), so a round can recognise a queue of them by identity
+        # (FailedShapes.refused_all)
+        self._canonical: dict[tuple, tuple[Configuration, ...]] = {}
         self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._profiles: dict[tuple, JobProfile] = {}
         # issue 23, "unknown stays safe": ids of jobs with no solo profile yet (their profile
@@ -211,7 +215,9 @@ class JobCatalog:
                 for m, (mx, mem) in self.gpu_models.items()
                 if m in allowed and job.request.num_gpus <= mx
                 and fits_on(job, m, mem, whole_gpus=whole_gpus))
-            self._requested[key] = out
+            if len(self._canonical) >= _PROFILE_CACHE:
+                self._canonical.clear()
+            out = self._requested[key] = self._canonical.setdefault(out, out)
         return out
 
     def is_unknown(self, job_id: str, config: Configuration | None = None) -> bool:
@@ -369,9 +375,18 @@ def place_fixed_shape(catalog: JobCatalog, state: ClusterState, active: ActiveJo
                         reason=f"no node of an allowed GPU model {sorted(job.request.gpu_models)} "
                                f"has {job.request.num_gpus} GPUs"
                                f"{_memory_needed(catalog, job, whole_gpus)}")
-    reasons = []
     failed = FailedShapes() if failed is None else failed
+    why = failed.refused_all(configs)  # an earlier job of this round with the same shapes
+    if why is not None:
+        return Decision(job.id, Status.WAITING, None, reason=why)
+    reasons = []
+    tried = False
     for c in configs:
+        refused = failed.refusal(c)  # what place_unless_dominated says, without a profile
+        if refused is not None:
+            reasons.append(refused)
+            continue
+        tried = True
         model = catalog.env.slowdown
         if catalog.unknown:  # the unknown-job rule, for a resident or this job (.prior)
             from elastico.predictor.prior import UnknownSafe
@@ -384,7 +399,10 @@ def place_fixed_shape(catalog: JobCatalog, state: ClusterState, active: ActiveJo
             return Decision(job.id, Status.PLACED, c, out.assignment, changed=True,
                             reason="placed with requested shape")
         reasons.append(out.reason)
-    return Decision(job.id, Status.WAITING, None, reason="; ".join(reasons))
+    why = "; ".join(reasons)
+    if not tried:  # every shape refused: the same answer for the same shapes, until one fails
+        failed.note_refused_all(configs, why)
+    return Decision(job.id, Status.WAITING, None, reason=why)
 
 
 def _memory_needed(catalog: JobCatalog, job: Job, whole_gpus: bool) -> str:

@@ -125,10 +125,13 @@ class ElasticoPolicy:
             return RoundResult(self._unknown(held.decisions, state), state)
         values = value(shapes, estimate=self.remaining, utility=self.utility_fn,
                        restart_s=env.restart_s)
-        priced = price(shapes, values, held.capacity, mem.prices, self.pricing, tracer=tracer)
+        keys = mem.keys.of_all(shapes)  # interned per job: not hashed again every round
+        priced = price(shapes, values, held.capacity, mem.prices, self.pricing, tracer=tracer,
+                       keys=keys)
         mem.prices = priced.prices
         decisions = {**held.decisions,
-                     **place(shapes, values, priced, state, self.placing, tracer=tracer)}
+                     **place(shapes, values, priced, state, self.placing, tracer=tracer,
+                             keys=keys)}
         decisions = self._unknown(decisions, state)
         record_changes(decisions, inp.now, mem.changed_at)
         return RoundResult(decisions, state, pricing=priced.result,
