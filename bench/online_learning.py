@@ -12,7 +12,7 @@ drawn from {0.25, 0.5, 0.75, 1.0} (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE / 100).  Pe
 :class:`elastico.perf.contention.Demand` as :class:`elastico.sim.contention_truth.GroundTruth`
 builds it -- busy = the activity model's kernel fraction, SM level = its level
 (:func:`elastico.perf.activity.draw_profile`), compute-bound share = the training roofline's
-``phi`` moved to the GPU (``contention_truth._phi_on``); an LLM job busy 1 (continuous
+``phi`` moved to the GPU (:func:`elastico.perf.contention.job_compute_bound`); an LLM job busy 1 (continuous
 batching: :func:`elastico.llm_shapes.activity`'s assumption) with a prefill share ``phi``
 drawn in [0.6, 0.95] (prefill-heavy) or [0.05, 0.3] (decode-heavy) -- ASSUMPTION: the two
 regimes of :mod:`elastico.perf.llm` (prefill compute-bound, decode bandwidth-bound), not a
@@ -21,7 +21,8 @@ measured split.  A pair's true slowdowns: :func:`elastico.perf.contention.pair_s
 
 **What the predictor gets** (the only inputs): (1) each job's *solo profile as the node
 measures it* -- the simulated backend's counters from the activity model (SM activity
-``min(level, share) x (kernel - sync)``, DRAM activity ``0.5 level x (kernel - sync)``,
+``min(level, share) x (kernel - sync)``, DRAM activity
+``roofline_dram(phi) x (kernel - sync)`` (:func:`elastico.perf.contention.roofline_dram`),
 docs/predictor.md 6a) times measurement noise ``exp(N(0, sigma_c^2))``; (2) *observed
 slowdowns* = true slowdown x ``exp(N(0, sigma^2))``, both sides of a pair independently.
 Noise model source: Sinha et al., "Not All GPUs Are Created Equal", SC'22 (arXiv 2208.11035):
@@ -69,7 +70,7 @@ from dataclasses import dataclass  # noqa: E402
 import numpy as np  # noqa: E402
 
 from elastico.perf import contention as cm  # noqa: E402
-from elastico.perf.activity import DRAM_PER_SM, draw_profile  # noqa: E402
+from elastico.perf.activity import draw_profile  # noqa: E402
 from elastico.predictor.observations import Observation  # noqa: E402
 from elastico.predictor.profile import JobProfile  # noqa: E402
 from elastico.predictor.service import (ModelStore, PredictorCore, RefitSchedule,  # noqa: E402
@@ -107,7 +108,6 @@ def make_job(name: str, group: int, rng: np.random.Generator, seed: int,
              sigma_c: float = SIGMA_COUNTERS) -> SimJob:
     """A job of ``GROUPS[group]``: its hidden demand and its noisy measured solo profile."""
     from elastico.perf.training import TrainingSpeedModel
-    from elastico.sim.contention_truth import _phi_on
 
     gpu, sharing = GROUPS[group]
     share = float(rng.choice(SHARES)) if sharing == "mps" else 1.0
@@ -115,7 +115,7 @@ def make_job(name: str, group: int, rng: np.random.Generator, seed: int,
     if rng.random() < 0.7:
         kind = "training"
         jt = str(rng.choice(TrainingSpeedModel.bundled().job_types()))
-        busy, compute, phi = ap.kernel, ap.compute, _phi_on(jt, gpu)
+        busy, compute, phi = ap.kernel, ap.compute, cm.job_compute_bound(jt, gpu)
     else:
         kind = "inference"
         busy = compute = 1.0
@@ -123,7 +123,7 @@ def make_job(name: str, group: int, rng: np.random.Generator, seed: int,
     demand = cm.roofline_demand(busy, ap.level, phi, share)
     noise = np.exp(rng.normal(0.0, sigma_c, 2))
     sm = float(np.clip(min(ap.level, share) * compute * noise[0], 0.0, 1.0))
-    dram = float(np.clip(DRAM_PER_SM * ap.level * compute * noise[1], 0.0, 1.0))
+    dram = float(np.clip(cm.roofline_dram(phi) * compute * noise[1], 0.0, 1.0))
     prof = JobProfile(job_type=name, kind=kind, gpu_activity=sm, gpu_model=gpu,
                       sharing=sharing, mps_share=share if sharing == "mps" else None,
                       sm_activity=sm, dram_activity=dram)

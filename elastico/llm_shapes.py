@@ -361,3 +361,28 @@ def activity(config: Configuration) -> float:
     the SMs it may use are active (DCGM_FI_PROF_SM_ACTIVE counts an SM with a resident warp,
     memory-bound decode included)."""
     return min(1.0, max(0.0, float(config.gpu_share)))
+
+
+def inflight_tokens(job: Job, config: Configuration) -> float:
+    """Tokens an offline LLM job in ``config`` loses when it is evicted: the work of its
+    in-flight requests (docs/model.md 8., "Eviction").
+
+    RULE: a finished request's output is written when it completes and is kept; the requests
+    in flight are lost with their KV cache and run again from their prompt.  Each replica
+    keeps ``B`` sequences in flight (continuous batching, vLLM's scheduler): the most whose
+    KV cache fits at once (:func:`elastico.perf.llm.max_batch`) for the job's mean request
+    (prompt and output tokens averaged over its requests, rounded), at most the replica's
+    share of the requests.  ASSUMPTION: in steady state the sequences in flight are spread
+    evenly over their lifetimes, so on average half of each one's tokens are done:
+    ``replicas x B x (mean prompt + mean output) / 2``.  0 when not one sequence fits."""
+    spec = _spec(job)
+    cfg = llm_config_of(job, config)
+    replicas = max(1, int(cfg.replicas))
+    share = spec.work.split(replicas)
+    n = share.total_requests
+    inp = max(1, round(sum(c.requests * c.input_tokens for c in share.classes) / n))
+    out = max(1, round(sum(c.requests * c.output_tokens for c in share.classes) / n))
+    from dataclasses import replace as _replace
+
+    b = min(perf_llm.max_batch(spec.model, _replace(cfg, replicas=1), inp, out), n)
+    return replicas * b * (inp + out) / 2.0

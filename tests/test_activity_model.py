@@ -10,6 +10,7 @@ import pytest
 
 from elastico.errors import InvalidArgument
 from elastico.perf import activity as act
+from elastico.perf import contention as cm
 from elastico.perf.activity import ActivityProfile, Resident, combine
 
 
@@ -66,7 +67,9 @@ def test_draws_are_seeded_by_seed_and_job_id():
         p = act.draw_profile(f"j{i}", seed=3, gpus=8, gpu_model="A100-40GB")
         assert 0 <= p.sm_active() <= p.gpu_util() <= 1
         assert p.sync == pytest.approx(min(act.sync_share(p.sia_job, "A100-40GB", 8)[0], p.kernel))
-        assert p.dram_level == pytest.approx(p.level * act.DRAM_PER_SM)
+        # no job type given: the median training type's roofline DRAM on that GPU
+        assert p.dram_level == pytest.approx(
+            cm.roofline_dram(cm.job_compute_bound(None, "A100-40GB")))
         one = act.draw_profile(f"j{i}", seed=3, gpus=1)
         assert one.sync == 0.0 and one.level == p.level and one.kernel == p.kernel
         assert act.draw_profile(f"j{i}", seed=3, gpus=8, data_parallel=False).sync == 0.0

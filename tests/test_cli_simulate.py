@@ -124,6 +124,8 @@ def test_bad_counts(tmp_path, capsys):
     _bad(tmp_path, capsys, SMALL + ["--seed", "-1"], "--seed", "-1")
     _bad(tmp_path, capsys, SMALL + ["--restart-s", "inf"], "--restart-s")
     _bad(tmp_path, capsys, SMALL + ["--restart-s", "1e9"], "--restart-s", "1000000000")
+    _bad(tmp_path, capsys, SMALL + ["--mps-replicas", "0"], "--mps-replicas", "1..48")
+    _bad(tmp_path, capsys, SMALL + ["--min-run-s", "-5"], "--min-run-s", "-5")
 
 
 def test_default_load_adapts_to_a_small_sample(capsys):

@@ -239,7 +239,7 @@ def test_truth_on_an_unmeasured_gpu_is_the_contention_model():
     from elastico.perf.activity import draw_profile
     from elastico.predictor.learned import MeasuredSlowdown
     from elastico.predictor.observations import bundled_observations
-    from elastico.sim.contention_truth import GroundTruth, _phi_ref
+    from elastico.sim.contention_truth import GroundTruth
 
     jobs = _jobs(0.5)
     state, live = _state("A100-40GB", jobs, 0.5)
@@ -255,7 +255,7 @@ def test_truth_on_an_unmeasured_gpu_is_the_contention_model():
         want = []
         for j in jobs:  # the demand built by hand from the profile and the roofline
             p = prof(j, live[j.id].config, 1)
-            phi = cm.compute_bound_on(_phi_ref(j.job_type), "A100-40GB")
+            phi = cm.compute_bound_on(cm.job_compute_bound(j.job_type, None), "A100-40GB")
             want.append(Demand(p.kernel, p.level, (1 - phi) * cm.SOLO_BW_EFFICIENCY, phi,
                                1.0 if ts else 0.5))
         assert [got[j.id] for j in jobs] == pytest.approx(slowdowns(want, mech).tolist())

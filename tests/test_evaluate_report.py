@@ -13,7 +13,8 @@ import pytest
 
 from elastico.sim.clusters import load_cluster
 from elastico.sim.evaluate import RunOutput, Settings, run_all, tasks_for
-from elastico.sim.report import PLOTS, ablation_check, goal_check, summarise, write_report
+from elastico.sim.report import (PLOTS, SM_GOAL, SM_RATIO_GOAL, UTIL_GOAL, UTIL_RATIO_GOAL,
+                                 ablation_check, goal_check, summarise, write_report)
 from elastico.sim.simulator import METRIC_KEYS
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -160,11 +161,27 @@ def test_goal_check_ratios_of_means():
     tp = "throughput (jobs/h in the window), elastico / exclusive"
     assert g[tp]["measured"] == pytest.approx(2.0) and not g[tp]["met"]
     assert not any("sustainable" in k for k in g)          # no sweep ran: no such row
-    assert g["GPU utilization of elastico"]["measured"] == pytest.approx(0.45)
-    assert not g["GPU utilization of elastico"]["met"]
-    assert g["GPU utilization, elastico / exclusive"]["measured"] == pytest.approx(1.8)
+    assert g[UTIL_GOAL]["measured"] == pytest.approx(0.45)
+    assert not g[UTIL_GOAL]["met"]
+    assert g[UTIL_RATIO_GOAL]["measured"] == pytest.approx(1.8)
     sv = [row for row in g.values() if "service jobs" in row["goal"]][0]
     assert sv["measured"] == 1 and not sv["met"]
+
+
+def test_goal_check_reads_the_utilization_goals_as_dcgm_sm_activity_too():
+    runs = [_run("exclusive", 0, 300.0, 10.0, 0.25), _run("exclusive", 1, 500.0, 10.0, 0.25),
+            _run("elastico", 0, 100.0, 25.0, 0.50), _run("elastico", 1, 100.0, 15.0, 0.40)]
+    g = {row["goal"]: row for row in goal_check(runs, "c")}
+    assert SM_GOAL not in g and SM_RATIO_GOAL not in g  # runs without DCGM metrics
+    for r, sm in zip(runs, (0.30, 0.34, 0.40, 0.54)):
+        r["dcgm_sm_active"] = sm
+    g = {row["goal"]: row for row in goal_check(runs, "c")}
+    # elastico (0.40 + 0.54) / 2 = 0.47 >= 46 %; over exclusive's 0.32: 1.47x < 1.8x
+    assert g[SM_GOAL]["measured"] == pytest.approx(0.47) and g[SM_GOAL]["met"]
+    assert g[SM_RATIO_GOAL]["measured"] == pytest.approx(0.47 / 0.32)
+    assert not g[SM_RATIO_GOAL]["met"] and g[SM_RATIO_GOAL]["ceiling"] is None
+    # the older metric's rows are unchanged by it
+    assert g[UTIL_GOAL]["measured"] == pytest.approx(0.45)
 
 
 def test_goal_check_compares_sustainable_loads_where_the_sweep_ran():
@@ -182,13 +199,13 @@ def test_goal_check_carries_the_utilization_ceiling():
     runs = [_run("exclusive", 0, 300.0, 10.0, 0.25), _run("exclusive", 1, 500.0, 10.0, 0.25),
             _run("elastico", 0, 100.0, 25.0, 0.50), _run("elastico", 1, 100.0, 15.0, 0.40)]
     g = {row["goal"]: row for row in goal_check(runs, "c")}
-    assert g["GPU utilization of elastico"]["ceiling"] is None  # runs without one
+    assert g[UTIL_GOAL]["ceiling"] is None  # runs without one
     for r, c in zip(runs, (0.41, 0.43, 0.40, 0.44)):
         r["gpu_utilization_ceiling"] = c
     g = {row["goal"]: row for row in goal_check(runs, "c")}
     # elastico's seeds: (0.40 + 0.44) / 2 = 0.42; over exclusive's mean 0.25: 1.68x
-    assert g["GPU utilization of elastico"]["ceiling"] == pytest.approx(0.42)
-    assert g["GPU utilization, elastico / exclusive"]["ceiling"] == pytest.approx(1.68)
+    assert g[UTIL_GOAL]["ceiling"] == pytest.approx(0.42)
+    assert g[UTIL_RATIO_GOAL]["ceiling"] == pytest.approx(1.68)
     assert g["avg JCT, exclusive / elastico"]["ceiling"] is None
 
 
@@ -219,3 +236,23 @@ def test_ablation_check_needs_every_seed_and_a_measurable_change():
     runs[-1]["batch_bound_violations"] = 0  # now more violations on one seed only
     ab = {a["ablation"]: a for a in ablation_check(runs, "c")}
     assert not ab["elastico-no-iac"]["worse"]
+
+
+def test_report_shows_dcgm_metrics_and_each_seeds_sustainable_load(tiny, tmp_path):
+    import copy
+
+    _, outs, _ = tiny
+    outs = copy.deepcopy(outs)
+    for o in outs:  # as elastico evaluate sets them from a sweep on seeds 0 and 1
+        o.run["sustainable_load"] = 0.5
+        o.run["sustainable_load_by_seed"] = {"0": 0.75, "1": 0.5}
+    write_report(outs, tmp_path, {"settings": {"seeds": "0, 1"}})
+    text = (tmp_path / "report.md").read_text()
+    head = next(line for line in text.splitlines() if line.startswith("| policy | avg JCT"))
+    # the older metric labelled as not DCGM's, DCGM's two beside it
+    assert ("GPU util. (busy compute, not DCGM's) | SM active (DCGM) | GPU util. (DCGM)"
+            in head)
+    # every seed's value (the least of the seeds'), each seed's, their median
+    assert "| 0.5 (per seed 0: 0.75, 1: 0.5; median 0.625) |" in text
+    runs = json.loads((tmp_path / "results.json").read_text())["runs"]
+    assert all(r["sustainable_load_by_seed"] == {"0": 0.75, "1": 0.5} for r in runs)

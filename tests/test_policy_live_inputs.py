@@ -28,8 +28,16 @@ def round_of(policy, jobs, now=0.0):
                                         [ActiveJob(j) for j in jobs]))
 
 
+def env(nodes, name):
+    # mps-static with one replica per GPU (a replica is the whole GPU): these tests are about
+    # live inputs, and a whole-GPU pod of 16 GiB never fits half a 16 GiB GPU
+    # (tests/test_mps_static.py tests the replicas)
+    return PolicyEnv(nodes=nodes, throughput=MODEL, slowdown=AnalyticSlowdown(),
+                     mps_replicas=1 if name == "mps-static" else 2)
+
+
 def policy(name):
-    return make_policy(name, PolicyEnv(nodes=NODES, throughput=MODEL, slowdown=AnalyticSlowdown()))
+    return make_policy(name, env(NODES, name))
 
 
 @pytest.mark.parametrize("name", sorted(POLICIES))
@@ -65,7 +73,7 @@ def test_a_share_whose_memory_fits_one_model_only_is_placed_there(name):
     # the requested-shape policies raised for the whole round on the P100 instead of
     # skipping it
     nodes = [Node("p0", "P100", 4, 12.0, 32.0, 256.0), Node("v0", "V100M16", 4, 16.0, 32.0, 256.0)]
-    pol = make_policy(name, PolicyEnv(nodes=nodes, throughput=MODEL, slowdown=AnalyticSlowdown()))
+    pol = make_policy(name, env(nodes, name))
     j = Job("big", JobKind.INFERENCE, 0.0, 3600.0, Request(1, 0.9, 4.0, 16.0), job_type=RESNET)
     res = run_round(pol, RoundInput(0.0, nodes, ClusterState(nodes), [ActiveJob(j)]))
     d = res.decisions["big"]

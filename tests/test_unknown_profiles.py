@@ -143,8 +143,9 @@ def test_simulator_profile_is_what_the_backend_measures_not_the_truth(monkeypatc
         return out
     monkeypatch.setattr(S, "_measure_solo", spy)
     res, pol = _run([_job(0, 0.0, 500.0)])
-    assert len(seen) == 1 and "j0" not in pol.catalog.unknown
+    assert len(seen) == 1
     job, config, window, (busy, dram) = seen[0]
+    assert not pol.catalog.is_unknown("j0", config)   # known on the slot it was profiled on
     # the activity model's kernel fraction over a 60 s window starting mid-step: within one
     # step's kernel time of the mean (a window holds whole steps plus at most one partial)
     p = UtilisationMeter([Node("n0", "V100M16", 1, 16.0, 32.0, 128.0)]).profile(job, config, 1)
@@ -189,3 +190,26 @@ def test_lookup_profiles_over_grpc_and_the_placer_client(tmp_path):
     # unreachable predictor: None (the loop keeps those jobs unknown)
     with grpc.insecure_channel("127.0.0.1:1") as ch:
         assert RemoteSlowdownModel(ch, timeout_s=0.5).known_jobs(["x"]) is None
+
+
+def test_evaluate_starts_jobs_unknown_like_simulate_unless_assume_profiled():
+    import argparse
+
+    from elastico.cli import evaluate as cli_eval
+    from elastico.sim.clusters import load_cluster
+    from elastico.sim.evaluate import Settings, Task, run_one
+
+    # the flag: parsed into the settings every run shares (default: jobs arrive unknown)
+    ap = argparse.ArgumentParser()
+    cli_eval.register(ap.add_subparsers())
+    base = ["evaluate", "--gpus", "8", "--clusters", "trace", "--seeds", "0"]
+    assert cli_eval.parse(ap.parse_args(base))[4].assume_profiled is False
+    assert cli_eval.parse(ap.parse_args(base + ["--assume-profiled"]))[4].assume_profiled is True
+    # the runs: the simulator's one code path, unknown jobs profiled after the window by default
+    spec = load_cluster("trace")
+    runs = {flag: run_one(Task(spec, 8, "elastico", 0,
+                               Settings(jobs_per_gpu=2.0, assume_profiled=flag))).run
+            for flag in (False, True)}
+    assert runs[False]["assume_profiled"] is False
+    assert runs[False]["unknown_jobs_profiled"] >= 1 and runs[False]["unknown_run_s"] > 0
+    assert "unknown_jobs_profiled" not in runs[True] and runs[True]["assume_profiled"] is True

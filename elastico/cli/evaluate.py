@@ -12,6 +12,7 @@ import argparse
 import math
 import os
 import signal
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -34,7 +35,7 @@ DEFAULT_WINDOW_QUANTILE = 0.9
 DEFAULT_CONTINUOUS_LOAD = 0.5
 #: the load sweep's seeds and cluster sizes (docs/metrics.md, "Sustainable load")
 DEFAULT_SWEEP_SEEDS = "0"
-#: None = the smallest of --gpus
+#: None = every size of --gpus
 DEFAULT_SWEEP_GPUS = None
 DEFAULT_POLICIES = ("exclusive", "time-slicing", "fgd", "gavel", "elastico", "elastico-no-rst",
                     "elastico-no-esp", "elastico-no-iac")
@@ -112,7 +113,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="seeds of the load sweep (default: %(default)s)")
     p.add_argument("--sweep-gpus", default=DEFAULT_SWEEP_GPUS, metavar="N,N",
                    help="cluster sizes of the load sweep, each also in --gpus (default: "
-                        "the smallest of --gpus)")
+                        "every size of --gpus)")
     p.add_argument("--workload", default="openb", metavar="{openb,llm-mix}",
                    help="openb: the Alibaba trace's pods; llm-mix: training jobs (the trace's "
                         "batch pods as measured families, LLM fine-tuning) and bursty offline "
@@ -128,6 +129,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "its count), so the window metrics count them; each run's results.json "
                         "entry lists them under llm_jobs and their own window metrics under "
                         "llm_window (default: none)")
+    p.add_argument("--assume-profiled", action="store_true",
+                   help="every job has its solo activity profile from the start (as "
+                        "'elastico simulate --assume-profiled'); default: jobs arrive unknown "
+                        "and are profiled after 60 s alone, as 'elastico simulate' runs them "
+                        "(docs/predictor.md, 'Unknown jobs')")
     p.add_argument("--out", type=_folder, default=Path("docs/evaluation"), metavar="DIR",
                    help="output folder (default: %(default)s)")
     p.add_argument("--jobs", type=int, default=None, metavar="PROCESSES",
@@ -270,7 +276,9 @@ def parse(args: argparse.Namespace):
                         window_quantile=quantile, gpu_speed=args.gpu_speed_sensitivity,
                         remaining_estimate=args.remaining_estimate, llm_jobs=llm_jobs,
                         undisclosed_speed=float(u),
-                        contention=contention, workload=wkl, inference_share=share)
+                        contention=contention,
+                        assume_profiled=bool(getattr(args, "assume_profiled", False)),
+                        workload=wkl, inference_share=share)
     if args.load is not None and arrivals == "trace":
         _check_load(specs, gpus, seeds, settings)
     if wkl == LLM_MIX:  # a cluster no LLM fits fails now, not inside a worker
@@ -298,7 +306,7 @@ def parse_sweep(args: argparse.Namespace, settings,
     seeds = _ints("--sweep-seeds", getattr(args, "sweep_seeds", DEFAULT_SWEEP_SEEDS), 0)
     text = getattr(args, "sweep_gpus", DEFAULT_SWEEP_GPUS)
     if text is None:
-        sizes = [min(gpus)] if gpus else []
+        sizes = list(gpus) if gpus else []
     else:
         sizes = _ints("--sweep-gpus", text, 1, MAX_GPUS)
     if gpus is not None:
@@ -364,48 +372,71 @@ def _folder(text: str) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     from elastico.cli import count_of
-    from elastico.sim.evaluate import run_all, sustainable_loads, sweep_tasks, tasks_for
+    from elastico.sim.evaluate import (SweepLadder, run_tasks, sustainable_loads,
+                                       sustainable_loads_by_seed, sweep_tasks, tasks_for)
     from elastico.sim.report import write_report
 
     specs, gpus, policies, seeds, settings, workers = parse(args)
     sweep_loads, sweep_seeds, sweep_gpus = parse_sweep(args, settings, gpus)
     main = tasks_for(specs, gpus, policies, seeds, settings)
     sweep_all = sweep_tasks(specs, sweep_gpus, policies, sweep_seeds, sweep_loads, settings)
-    # a sweep point that is also a main run (same cluster, size, policy, seed and load) is
-    # not run twice
+    # the sweep walks each (cluster, policy, seed) up its loads and stops above the first load
+    # whose backlog grows (no higher one can be sustainable); a sweep point that is also a
+    # main run (same cluster, size, policy, seed and load) is not run twice
+    ladder = SweepLadder(sweep_all, main)
     in_main = set(main)
-    sweep_list = [t for t in sweep_all if t not in in_main]
+    n_sweep = ladder.most_runs()
     t0 = time.perf_counter()
     print(f"evaluate: {count_of(len(main), 'run')} "
           f"({count_of(len(specs), 'cluster definition')} x "
           f"{count_of(len(gpus), 'size')} x {count_of(len(policies), 'policy', 'policies')} x "
           f"{count_of(len(seeds), 'seed')})"
-          + (f" and {count_of(len(sweep_list), 'load-sweep run')}" if sweep_list else "")
+          + (f" and up to {count_of(n_sweep, 'load-sweep run')}" if n_sweep else "")
           + f" on {count_of(workers, 'process', 'processes')}",
           file=sys.stderr, flush=True)
 
-    def progress(done, total, task, out, tag=""):
+    counts = {"main": 0, "sweep": 0}
+
+    def progress(_done, _total, task, out):
         r = out.run
-        print(f"[{tag}{done}/{total} {time.perf_counter() - t0:,.0f}s] {task.cluster} {task.policy} "
-              f"seed {task.seed}"
-              + (f" load {task.settings.load:g}" if tag else "")
-              + f": avg JCT {r['avg_jct_s']:,.0f} s, "
-              f"{r['jobs_per_hour']:,.2f} jobs/h, util {r['gpu_utilization']:.1%} "
-              f"({r['wall_s']:,.0f} s)", file=sys.stderr, flush=True)
+        kind = "main" if task in in_main else "sweep"
+        counts[kind] += 1
+        # main runs: k of all; sweep runs: k of at most n_sweep (the walk may stop early)
+        head = (f"[{'' if kind == 'main' else 'sweep '}{counts[kind]}/"
+                f"{len(main) if kind == 'main' else n_sweep} "
+                f"{time.perf_counter() - t0:,.0f}s] ")
+        if kind == "main":
+            what = (f"{task.cluster} {task.policy} seed {task.seed}: avg JCT "
+                    f"{r['avg_jct_s']:,.0f} s, {r['jobs_per_hour']:,.2f} jobs/h, "
+                    f"util {r['gpu_utilization']:.1%}")
+        else:  # stopped at the window's end: no JCT (docs/metrics.md, "Sustainable load")
+            what = (f"{task.cluster} {task.policy} seed {task.seed} load "
+                    f"{task.settings.load:g}: backlog "
+                    f"{'bounded' if r['backlog_bounded'] else 'growing'} "
+                    f"({r['queue_growth']:+,.1f} jobs), util {r['gpu_utilization']:.1%}")
+        print(f"{head}{what} ({r['wall_s']:,.0f} s)", file=sys.stderr, flush=True)
 
     # SIGTERM (a CI job cancelled, `kill`) ends the run as Ctrl-C does, up to the last file
     # moved into place: the worker processes are stopped, the staging folder removed, the
     # previous report left whole (`elastico: interrupted`, exit 130)
     old_term = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        outs = run_all(main, workers=workers, progress=progress)
-        sweep_outs = run_all(sweep_list, workers=workers,
-                             progress=lambda *a: progress(*a, tag="sweep ")) if sweep_list else []
-        done = dict(zip(main, outs)) | dict(zip(sweep_list, sweep_outs))
-        sweep = [done[t].run for t in sweep_all]
+        done = run_tasks(main + ladder.start(), workers=workers, progress=progress,
+                         then=ladder.done, priority=ladder.priority)
+        outs = [done[t] for t in main]
+        sweep = ladder.runs()
         sustain = sustainable_loads(sweep) if sweep else {}
+        by_seed = sustainable_loads_by_seed(sweep) if sweep else {}
         for o in outs:  # per (cluster, policy); null without a sweep
-            o.run["sustainable_load"] = sustain.get((o.run["cluster"], o.run["policy"]))
+            key = (o.run["cluster"], o.run["policy"])
+            o.run["sustainable_load"] = sustain.get(key)
+            # per sweep seed (JSON keys are strings) and their median (the spread over seeds:
+            # docs/metrics.md, "Sustainable load"); null without a sweep
+            seeds_of = by_seed.get(key)
+            o.run["sustainable_load_by_seed"] = (
+                {str(k): v for k, v in seeds_of.items()} if seeds_of else None)
+            o.run["sustainable_load_median"] = (
+                float(statistics.median(seeds_of.values())) if seeds_of else None)
         wall = time.perf_counter() - t0
         meta = {"settings": {
             # as --clusters takes them (a definition's own name, e.g. a100h100, labels its rows)
@@ -430,6 +461,8 @@ def run(args: argparse.Namespace) -> int:
             **({"G2/G3 speed (x V100)": f"{settings.undisclosed_speed:g}"}
                if settings.undisclosed_speed != 1.0 else {}),
             "contention model (unmeasured pairs)": settings.contention,
+            "solo profiles": "every job profiled from the start (--assume-profiled)"
+            if settings.assume_profiled else "jobs arrive unknown, profiled after 60 s alone",
             "processes": workers,
             "wall time": f"{wall / 60:.1f} min",
         }, "closing": _closing_note(args.out)}

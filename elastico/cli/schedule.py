@@ -204,7 +204,7 @@ def run(args: argparse.Namespace) -> int:
         # issue 23: with a predictor service, jobs it holds no solo profile of are unknown
         # (co-located only where the prior's worst case keeps every bound); without one
         # there is no profile store, and every job is taken as profiled
-        profile_lookup=None if remote_slowdown is None else remote_slowdown.known_jobs)
+        profile_lookup=None if remote_slowdown is None else remote_slowdown.known_profiles)
 
     stop = threading.Event()
     thread = threading.Thread(target=loop.run_forever, args=(stop,), name="scheduler-loop",

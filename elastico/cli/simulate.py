@@ -42,10 +42,14 @@ _ROWS = [
     ("service_avg_queue_s", "service queueing (s)", "{:,.0f}"),
     ("services_never_placed", "services never placed", "{:,.0f}"),
     ("gpu_allocation", "GPU allocation", "{:.1%}"),
-    ("gpu_utilization", "GPU utilization", "{:.1%}"),
+    ("gpu_utilization", "GPU util. (not DCGM)", "{:.1%}"),  # busy compute: docs/metrics.md
     ("dcgm_sm_active", "SM activity (DCGM)", "{:.1%}"),
     ("dcgm_gpu_util", "GPU util (DCGM)", "{:.1%}"),
     ("restarts", "reconfigurations", "{:,.0f}"),
+    ("evictions", "evictions", "{:,.0f}"),
+    ("shrinks", "shrinks", "{:,.0f}"),
+    ("wasted_gpu_s", "wasted GPU-s", "{:,.0f}"),
+    ("wasted_tokens", "wasted tokens", "{:,.3g}"),
     ("round_ms_p50", "round p50 (ms)", "{:,.2f}"),
     ("round_ms_p99", "round p99 (ms)", "{:,.2f}"),
 ]
@@ -53,7 +57,8 @@ _ROWS = [
 #: printed when some run has them (issue 23: jobs arrive unknown unless --assume-profiled)
 _UNKNOWN_ROWS = [
     ("batch_bound_violations", "batch past bound", "{:,.0f}"),
-    ("unknown_jobs_profiled", "solo profiles recorded", "{:,.0f}"),
+    ("unknown_jobs_profiled", "jobs profiled (at least one slot)", "{:,.0f}"),
+    ("unknown_profiles_recorded", "solo profiles recorded (per GPU model / share)", "{:,.0f}"),
     ("unknown_bound_violation_jobs", "unknown >5% past bound", "{:,.0f}"),
     ("unknown_bound_violation_any", "unknown past bound", "{:,.0f}"),
     ("unknown_bound_violation_time_share", "unknown time past bnd", "{:.2%}"),
@@ -152,6 +157,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--restart-s", type=float, default=None,
                    help="seconds of progress a running job loses when it changes "
                         f"configuration or restarts, 0..{MAX_RESTART_S:g} (default: 30.0)")
+    p.add_argument("--mps-replicas", type=int, default=2, metavar="N",
+                   help="mps-static: MPS replicas per GPU, the device plugin's "
+                        "sharing.mps.replicas (1..48; default: 2)")
+    p.add_argument("--min-run-s", type=float, default=300.0, metavar="S",
+                   help="minimum guaranteed run of offline LLM inference before a job of "
+                        "higher priority may evict it, every policy (docs/model.md 6.; "
+                        "default: 300)")
+    p.add_argument("--no-preemption", action="store_true",
+                   help="no policy preempts offline LLM inference for jobs of higher priority")
     p.add_argument("--slowdown-model", choices=("predictor", "analytic"), default=None,
                    help="what the placer predicts co-location slowdowns with: the LightGBM "
                         "predictor, k-fold by job type so that it never predicts a pair it "
@@ -275,6 +289,12 @@ def _check(args: argparse.Namespace) -> None:
         raise InvalidArgument("--load", args.load, "must be a finite number > 0")
     if not (math.isfinite(args.restart_s) and 0 <= args.restart_s <= MAX_RESTART_S):
         raise InvalidArgument("--restart-s", args.restart_s, f"must be in 0..{MAX_RESTART_S:g}")
+    from elastico.placer.policies.mpsstatic import MAX_REPLICAS
+
+    if not 1 <= args.mps_replicas <= MAX_REPLICAS:
+        raise InvalidArgument("--mps-replicas", args.mps_replicas, f"must be in 1..{MAX_REPLICAS}")
+    if not (math.isfinite(args.min_run_s) and args.min_run_s >= 0):
+        raise InvalidArgument("--min-run-s", args.min_run_s, "must be a finite number >= 0")
     for flag, path in (("--trace", args.trace), ("--nodes", args.nodes)):
         if path is not None:
             check_input_file(flag, path, "CSV file")
@@ -531,7 +551,9 @@ def _replay(args, policies, nodes, model, wl, slowdown, truth, tracer, via) -> l
     for name in policies:
         env = PolicyEnv(nodes=nodes, throughput=model, slowdown=slowdown, tracer=tracer,
                         utility=args.utility, restart_s=args.restart_s,
-                        remaining_estimate=args.remaining_estimate, user_estimates=estimates)
+                        remaining_estimate=args.remaining_estimate, user_estimates=estimates,
+                        mps_replicas=args.mps_replicas, min_run_s=args.min_run_s,
+                        preemption=not args.no_preemption)
         policy = make_policy(name, env) if via is None else via.policy(name, env)
         batch = sum(1 for j in wl.jobs if j.kind.elastic) or len(wl.jobs)
         bar = tqdm(total=batch, desc=f"{name:>9}", unit="job", file=sys.stderr,
@@ -591,6 +613,7 @@ def llm_records(records) -> list[dict]:
             out.append({"job": r.job_id, "kind": r.kind, "status": r.status, "tokens": r.tokens,
                         "tokens_done": r.tokens_done, "config": r.config,
                         "startup_s": r.startup_s, "restarts": r.restarts,
+                        "evictions": r.evictions, "wasted_tokens": r.wasted_tokens,
                         "arrival_s": r.arrival_s, "first_start_s": r.first_start_s,
                         "jct_s": (r.finish_s - r.arrival_s) if r.finish_s is not None else None,
                         "reason": r.reason if r.status != "finished" else ""})
@@ -611,14 +634,15 @@ def _print_llm(runs: list[dict]) -> None:
             print(f"\nLLM inference jobs, {r['policy']}: tokens are prompt + generated; "
                   "start-up = weight loading, every start")
         head = (f"{'job':<24}{'tokens':>10}{'done':>7}{'status':>11}{'JCT (s)':>10}"
-                f"{'start-up (s)':>13}{'restarts':>9}  last configuration")
+                f"{'start-up (s)':>13}{'restarts':>9}{'evicted':>8}  last configuration")
         print(head)
         print("-" * (len(head) + 10))
         for x in rows:
             jct = f"{x['jct_s']:,.0f}" if x["jct_s"] is not None else "-"
             done = x["tokens_done"] / x["tokens"] if x["tokens"] else 0.0
             print(f"{x['job'][:23]:<24}{x['tokens']:>10.3g}{done:>7.0%}{x['status']:>11}{jct:>10}"
-                  f"{x['startup_s']:>13,.1f}{x['restarts']:>9}  {x['config'] or x['reason'][:60]}")
+                  f"{x['startup_s']:>13,.1f}{x['restarts']:>9}{x['evictions']:>8}  "
+                  f"{x['config'] or x['reason'][:60]}")
 
 
 def _write_json(path: Path | None, runs: list[dict]) -> None:
@@ -669,7 +693,7 @@ def _print_table(runs: list[dict]) -> None:
             lower_better = key.endswith("_s") or key.startswith("round") or "slowdown" in key
             num, den = (ex, el) if lower_better else (el, ex)
             counts = ("jobs_unfinished", "restarts", "jobs_completed", "services_never_placed",
-                      "jobs_censored")
+                      "jobs_censored", "evictions", "shrinks", "wasted_gpu_s", "wasted_tokens")
             line += f"{num / den:>9.2f}x" if den and key not in counts else f"{'':>10}"
         print(line)
     if ratio:

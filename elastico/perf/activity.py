@@ -37,8 +37,13 @@ Per job, seeded:
   Sia job drawn uniformly among the six and the Sia cluster of the job's GPU model (T4, V100,
   A100; another model: the median over the five clusters); 0 on one GPU (no all-reduce);
   ``step_s`` the same rows' median step time;
-* ``dram_level = level x`` :data:`DRAM_PER_SM` -- UNCALIBRATED ASSUMPTION: no bundled
-  measurement has DRAM activity (AcmeTrace's CSV has none).
+* ``dram_level``: its DRAM activity while computing, from its roofline compute-bound share
+  ``phi`` on its GPU (:func:`elastico.perf.contention.roofline_dram`:
+  ``(1 - phi) x SOLO_BW_EFFICIENCY``; ``phi`` from the training roofline fitted to measured
+  speeds, or an LLM inference job's prefill share): the same number the simulator's contention
+  truth uses as the job's DRAM demand, so what a node measures alone and what contention the
+  truth charges come from one source.  Not drawn: no bundled trace has DRAM activity
+  (AcmeTrace's CSV has none), so it is not calibrated against a population.
 
 Its SM activity alone on a whole GPU is ``level x (kernel - sync)``, its GPU utilisation
 ``kernel``.  Calibration (data/acmetrace-gpu-utilization/PROVENANCE.md): AcmeTrace Seren's
@@ -81,10 +86,11 @@ from scipy.special import betaincinv
 
 from elastico.errors import InvalidArgument
 from elastico.paths import data_file
+from elastico.perf.contention import job_compute_bound, roofline_dram
 
 __all__ = [
     "ActivityProfile", "Phase", "Resident", "GpuActivity", "MECHANISMS", "LEVEL_MIX",
-    "DRAM_PER_SM", "CALIBRATION_CLUSTER", "HELD_OUT_CLUSTER", "SM_ACTIVE", "GPU_UTIL", "SIA_JOBS",
+    "CALIBRATION_CLUSTER", "HELD_OUT_CLUSTER", "SM_ACTIVE", "GPU_UTIL", "SIA_JOBS",
     "acmetrace_quantiles", "sync_share", "draw_profile", "combine", "ks_distance",
     "population_sm_active",
 ]
@@ -102,10 +108,6 @@ HELD_OUT_CLUSTER = "Kalos"
 #: activity (debugging, evaluation, small models).
 LEVEL_MIX: Mapping[str, float] = MappingProxyType({"w_low": 0.176, "a_low": 0.702,
                                                    "b_low": 3.06, "a": 7.23, "b": 3.14})
-
-#: UNCALIBRATED ASSUMPTION: DRAM activity while computing = the SM level x this.  No bundled
-#: measurement holds DRAM activity; nothing decides with it (interference: issue 23).
-DRAM_PER_SM = 0.5
 
 #: the Sia jobs whose all-reduce shares are bundled (data/sia-sync-share)
 SIA_JOBS = ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3")
@@ -257,7 +259,7 @@ class ActivityProfile:
         return self.kernel
 
     def dram_active(self) -> float:
-        """DCGM_FI_PROF_DRAM_ACTIVE of the job alone (time average; uncalibrated)."""
+        """DCGM_FI_PROF_DRAM_ACTIVE of the job alone (time average): ``dram_level x compute``."""
         return self.dram_level * self.compute
 
     def phases(self) -> tuple[Phase, ...]:
@@ -312,13 +314,18 @@ def _kernel(u: np.ndarray | float) -> np.ndarray:
 
 def draw_profile(job_id: str, *, seed: int = 0, gpus: int = 1, nodes: int = 1,
                  gpu_model: str | None = None, data_parallel: bool = True,
-                 sia_job: str | None = None) -> ActivityProfile:
+                 sia_job: str | None = None, compute_bound: float | None = None
+                 ) -> ActivityProfile:
     """The activity profile of job ``job_id`` on ``gpus`` GPUs over ``nodes`` nodes of
     ``gpu_model`` (module docstring), the same for the same ``(seed, job_id)``.
     ``data_parallel=False``: no all-reduce share (e.g. an inference job's replicas).
     ``sia_job``: the Sia job whose all-reduce share it takes instead of a drawn one (an LLM
     training job: ``bert``, the one attention model Sia measured; docs/model.md 10.); the
-    other draws are unchanged by it."""
+    other draws are unchanged by it.  ``compute_bound``: the job's roofline compute-bound share
+    on ``gpu_model`` (:func:`elastico.perf.contention.job_compute_bound` for a training job of a
+    known type; an LLM inference job's prefill share), which sets ``dram_level``
+    (:func:`elastico.perf.contention.roofline_dram`); None: the median training type's on
+    ``gpu_model``.  No draw depends on it."""
     if sia_job is not None and sia_job not in SIA_JOBS:
         raise InvalidArgument("sia_job", sia_job, f"one of {list(SIA_JOBS)} or None")
     if not isinstance(job_id, str) or not job_id:
@@ -332,7 +339,9 @@ def draw_profile(job_id: str, *, seed: int = 0, gpus: int = 1, nodes: int = 1,
         sia_job = SIA_JOBS[min(int(u[3] * len(SIA_JOBS)), len(SIA_JOBS) - 1)]
     share, step = sync_share(sia_job, gpu_model, gpus, nodes)
     sync = min(share, kernel) if data_parallel else 0.0
-    return ActivityProfile(level, level * DRAM_PER_SM, kernel, sync, step, sia_job)
+    if compute_bound is None:
+        compute_bound = job_compute_bound(None, gpu_model)
+    return ActivityProfile(level, roofline_dram(compute_bound), kernel, sync, step, sia_job)
 
 
 def population_sm_active(n_jobs: int, *, seed: int = 0, gpus: int = 1, nodes: int = 1,

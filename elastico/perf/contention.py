@@ -84,6 +84,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
+from functools import lru_cache
 from types import MappingProxyType
 from typing import Mapping, Sequence
 
@@ -93,7 +94,8 @@ from elastico.errors import InvalidArgument
 
 __all__ = ["Demand", "ContentionParams", "PARAM_RANGES", "PRESETS", "MECHANISMS",
            "MAX_EXACT_PARTNERS", "slowdowns", "pair_slowdown", "contention_params",
-           "compute_bound_on", "SOLO_BW_EFFICIENCY", "roofline_demand"]
+           "compute_bound_on", "SOLO_BW_EFFICIENCY", "roofline_demand", "roofline_dram",
+           "job_compute_bound"]
 
 MECHANISMS = ("time-slicing", "mps", "mig")
 #: above this many partners of one job ``E_A`` is the mean-field value (module docstring)
@@ -296,16 +298,56 @@ def pair_slowdown(victim: Demand, partner: Demand, mechanism: str,
     return float(slowdowns([victim, partner], mechanism, params)[0])
 
 
+def roofline_dram(compute_bound: float) -> float:
+    """A job's DRAM activity while it computes, as a fraction of the GPU's peak bandwidth, from
+    its roofline compute-bound share ``phi`` on that GPU: the ONE rule for a job's DRAM
+    activity in the simulator (the activity model's ``dram_level``, so the simulated node's solo
+    measurement and the utilisation meter's ``dcgm_dram_active``, and the truth's
+    :class:`Demand` ``dram``).  ``DCGM_FI_PROF_DRAM_ACTIVE`` is the fraction of cycles the
+    device memory interface is active, i.e. ~ achieved bandwidth / peak (DCGM user guide,
+    "Profiling Metrics").  While bandwidth-bound (``1 - phi`` of its compute time) a job streams
+    at :data:`SOLO_BW_EFFICIENCY` of the peak; while compute-bound its DRAM traffic is counted
+    as 0 (ASSUMPTION: it is small next to a streaming phase; the roofline's ``a / C + b / B``
+    charges no bandwidth time to it either), so ``(1 - phi) x SOLO_BW_EFFICIENCY``.  ``phi``:
+    training, :func:`job_compute_bound` (the roofline fitted to measured speeds,
+    :mod:`elastico.perf.training`); LLM inference, the prefill share of its batch time (prefill
+    compute-bound, decode bandwidth-bound: :mod:`elastico.perf.llm`).  InvalidArgument
+    (field ``compute_bound``) for ``phi`` outside [0, 1]."""
+    phi = _number("compute_bound", compute_bound, 0.0, 1.0)
+    return (1.0 - phi) * SOLO_BW_EFFICIENCY
+
+
 def roofline_demand(busy: float, sm: float, compute_bound: float, share: float = 1.0
                     ) -> Demand:
     """A job's :class:`Demand` from its busy fraction, SM level and roofline compute-bound share
-    ``phi``: while bandwidth-bound (``1 - phi`` of its busy time) it streams at
-    :data:`SOLO_BW_EFFICIENCY` of the datasheet bandwidth, while compute-bound it is counted as
-    using none (ASSUMPTION: its DRAM traffic then is small next to a streaming phase), so
-    ``dram = (1 - phi) SOLO_BW_EFFICIENCY``.  (:mod:`elastico.perf.activity`'s ``dram_level`` is
-    an uncalibrated ``0.5 x level``; the roofline share is fitted to measured speeds.)"""
+    ``phi``: ``dram`` = :func:`roofline_dram` (``(1 - phi) SOLO_BW_EFFICIENCY``), the same number
+    :mod:`elastico.perf.activity`'s ``dram_level`` carries for the job."""
     phi = _number("demand.compute_bound", compute_bound, 0.0, 1.0)
-    return Demand(busy, sm, (1.0 - phi) * SOLO_BW_EFFICIENCY, phi, share)
+    return Demand(busy, sm, roofline_dram(phi), phi, share)
+
+
+@lru_cache(maxsize=4096)
+def _phi_ref(job_type: str | None) -> float:
+    from elastico.perf.training import TrainingSpeedModel
+
+    tr = TrainingSpeedModel.bundled()
+    if job_type is not None:
+        try:
+            return float(tr.compute_share(job_type)[0])
+        except InvalidArgument:
+            pass
+    return float(np.median([tr.compute_share(j)[0] for j in tr.job_types()]))
+
+
+@lru_cache(maxsize=4096)
+def job_compute_bound(job_type: str | None, gpu: str | None) -> float:
+    """The roofline compute-bound share of a training job of ``job_type`` on ``gpu``: its share
+    at the reference V100 (:meth:`elastico.perf.training.TrainingSpeedModel.compute_share`;
+    a type the model does not know, or None: the median over its types -- ASSUMPTION, the
+    middle of the measured types) moved to ``gpu`` by :func:`compute_bound_on` (``gpu`` None:
+    the reference).  In [0, 1]."""
+    phi = _phi_ref(job_type)
+    return phi if gpu is None else compute_bound_on(phi, gpu)
 
 
 def compute_bound_on(phi_ref: float, gpu: str, ref_gpu: str = "V100M16") -> float:

@@ -30,7 +30,10 @@ roofline (:class:`elastico.perf.training.TrainingSpeedModel`) and the LLM model.
   ``compute_bound`` its job type's roofline compute share at the reference V100
   (:meth:`elastico.perf.training.TrainingSpeedModel.compute_share`; another type: the median
   over Gavel's types) moved to the GPU it runs on (:func:`~elastico.perf.contention.compute_bound_on`);
-  ``dram`` from that share (:func:`~elastico.perf.contention.roofline_demand`).  A resident
+  ``dram`` from that share (:func:`~elastico.perf.contention.roofline_dram`): the same rule
+  and share (:func:`compute_bound_of`) the utilisation meter's profile takes its
+  ``dram_level`` from, so the simulated node's solo measurement, the meter and this truth
+  read one number for a job alone.  A resident
   whose placement profile has no GPU activity (``gpu_activity == 0``) neither slows nor is
   slowed.  A service's ``busy`` is its profile's, not lowered to the part of its capacity its
   load uses (the simulator derives that load fraction from the slowdowns): ASSUMPTION, errs
@@ -46,7 +49,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from functools import lru_cache
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -54,32 +56,9 @@ import numpy as np
 from elastico.model import Configuration, Job
 from elastico.perf import contention as cm
 
-__all__ = ["GroundTruth"]
+__all__ = ["GroundTruth", "compute_bound_of"]
 
 _CACHE_LIMIT = 100_000
-
-
-@lru_cache(maxsize=1)
-def _training():
-    from elastico.perf.training import TrainingSpeedModel
-
-    return TrainingSpeedModel.bundled()
-
-
-@lru_cache(maxsize=4096)
-def _phi_ref(job_type: str) -> float:
-    from elastico.errors import InvalidArgument
-
-    tr = _training()
-    try:
-        return float(tr.compute_share(job_type)[0])
-    except InvalidArgument:
-        return float(np.median([tr.compute_share(j)[0] for j in tr.job_types()]))
-
-
-@lru_cache(maxsize=4096)
-def _phi_on(job_type: str, gpu: str) -> float:
-    return cm.compute_bound_on(_phi_ref(job_type), gpu)
 
 
 def _llm_prefill_share(job: Job, config: Configuration) -> float:
@@ -106,6 +85,26 @@ def _llm_prefill_share(job: Job, config: Configuration) -> float:
     return min(1.0, pre / tot) if tot > 0 else 0.0
 
 
+_LLM_PHI: dict[tuple, float] = {}
+
+
+def compute_bound_of(job: Job, config: Configuration) -> float:
+    """The job's roofline compute-bound share on ``config``'s GPU (module docstring): an LLM
+    inference job's prefill share of its batch time, a training / trace job's type's share
+    (:func:`elastico.perf.contention.job_compute_bound`).  What sets its DRAM activity in
+    both the utilisation meter and this truth (:func:`elastico.perf.contention.roofline_dram`)."""
+    if job.llm is not None:
+        key = (job.id, job.llm, config.name, config.gpu_model, config.gpu_share,
+               config.replicas)
+        phi = _LLM_PHI.get(key)
+        if phi is None:
+            if len(_LLM_PHI) >= _CACHE_LIMIT:
+                _LLM_PHI.clear()
+            phi = _LLM_PHI[key] = _llm_prefill_share(job, config)
+        return phi
+    return cm.job_compute_bound(job.job_type, config.gpu_model)
+
+
 class GroundTruth:
     """What co-residents run at in the simulator (module docstring).  ``measured``: Gavel's
     measured truth (a :class:`~elastico.predictor.learned.MeasuredSlowdown`, or None: the
@@ -118,7 +117,6 @@ class GroundTruth:
         self.measured = measured
         self.params = params if params is not None else cm.ContentionParams()
         self._cache: dict[tuple, tuple[float, ...]] = {}
-        self._llm_phi: dict[tuple, float] = {}
         self.gpu_evaluations = self.by_measured = self.by_mixed = self.by_model = 0
 
     # the measured truth's counters, for the evaluation's truth_pairs_* fields
@@ -138,15 +136,14 @@ class GroundTruth:
                profile: Callable[[Job, Configuration, int], Any]) -> cm.Demand:
         """The job's :class:`~elastico.perf.contention.Demand` on one of its GPUs."""
         share = 1.0 if time_sliced else min(1.0, max(config.gpu_share, 1e-6))
+        phi = compute_bound_of(job, config)
         if job.llm is not None:
-            key = (job.id, config.name, config.gpu_model, config.gpu_share)
-            phi = self._llm_phi.get(key)
-            if phi is None:
-                phi = self._llm_phi[key] = _llm_prefill_share(job, config)
             return cm.roofline_demand(1.0, 1.0, phi, share)
         p = profile(job, config, nodes)
-        return cm.roofline_demand(p.kernel, p.level, _phi_on(job.job_type, config.gpu_model),
-                                  share)
+        # dram = cm.roofline_dram(phi): the utilisation meter's profile has the same dram_level
+        # (UtilisationMeter.profile passes this phi), so what the simulated node measures alone
+        # and what the truth charges are one number
+        return cm.roofline_demand(p.kernel, p.level, phi, share)
 
     def slowdowns_of(self, state, live: Mapping[str, Any], time_sliced: bool,
                      profile: Callable[[Job, Configuration, int], Any]) -> dict[str, float]:

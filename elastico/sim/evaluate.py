@@ -20,7 +20,7 @@ import multiprocessing
 import os
 import signal
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable, Sequence
@@ -30,8 +30,9 @@ import numpy as np
 from elastico.sim.clusters import ClusterSpec
 from elastico.runtime.lifeline import arm
 
-__all__ = ["Settings", "Task", "RunOutput", "tasks_for", "run_one", "run_all", "SERIES_BINS",
-           "SERIES_SPANS", "sweep_tasks", "sustainable_loads", "SWEEP_LOADS"]
+__all__ = ["Settings", "Task", "RunOutput", "tasks_for", "run_one", "run_all", "run_tasks",
+           "SERIES_BINS", "SERIES_SPANS", "sweep_tasks", "sustainable_loads",
+           "sustainable_loads_by_seed", "SWEEP_LOADS", "SweepLadder", "AFTER_WINDOW_KEYS"]
 
 #: time bins of the utilization and queue-length series kept per run (for the plots)
 SERIES_BINS = 200
@@ -59,7 +60,10 @@ class Settings:
     over the measurement window instead (:func:`_with_llm`) -- (None: none).
     ``undisclosed_speed``: the trace's undisclosed G2/G3 one-GPU speed over the reference
     V100's (:meth:`elastico.perf.throughput.ThroughputModel.with_undisclosed_speed`: a
-    sensitivity parameter; 1.0 = they run as the reference)."""
+    sensitivity parameter; 1.0 = they run as the reference).  ``assume_profiled``: every job
+    has its solo profile from the start (``elastico simulate --assume-profiled``); default
+    False, as ``elastico simulate``: jobs arrive unknown and are profiled after the window
+    (:func:`elastico.sim.simulator.simulate`'s ``unknown_profiles``; docs/predictor.md 6b)."""
 
     jobs_per_gpu: float = 4.0
     load: float | None = None
@@ -72,6 +76,10 @@ class Settings:
     llm_jobs: str | None = None
     undisclosed_speed: float = 1.0
     contention: str = "default"
+    assume_profiled: bool = False
+    #: stop the replay at the end of the measurement window instead of after the drain
+    #: (continuous arrivals; the load sweep's runs: docs/metrics.md, "Sustainable load")
+    stop_at_window_end: bool = False
     #: ``openb`` (the trace's pods, as above) or ``llm-mix`` (training and bursty offline LLM
     #: inference, :mod:`elastico.sim.llm_mix`; continuous arrivals only, ``inference_share``
     #: of the offered demand is inference; docs/model.md, "The llm-mix workload")
@@ -92,8 +100,11 @@ class Task:
         return self.spec.label(self.gpus)
 
     def cost(self) -> float:
-        """A rough relative run time, to start the longest runs first."""
-        return self.gpus * self.settings.jobs_per_gpu * (4.0 if "elastico" in self.policy else 1.0)
+        """A rough relative run time, to start the longest runs first (a run's queue, and
+        with it each round's work, grows with the load: the square of the load)."""
+        load = 1.0 if self.settings.load is None else self.settings.load
+        return (self.gpus * self.settings.jobs_per_gpu * load * load
+                * (4.0 if "elastico" in self.policy else 1.0))
 
 
 @dataclass
@@ -241,7 +252,9 @@ def run_one(task: Task) -> RunOutput:
     res = simulate(nodes, wl.jobs, policy, restart_s=task.settings.restart_s,
                    activity=lambda j, c, _cat=policy.catalog: getattr(_cat, "base_profile", _cat.profile)(j, c).gpu_activity,
                    truth=truth, window=None if win is None else (win.lo, win.hi),
-                   horizon_s=None if win is None else win.horizon)
+                   horizon_s=None if win is None else (
+                       win.hi if task.settings.stop_at_window_end else win.horizon),
+                   unknown_profiles=not task.settings.assume_profiled)
     from elastico.sim.simulator import backlog_bounded
 
     run = {"workload": task.settings.workload, "cluster": task.cluster, "gpus": task.gpus,
@@ -263,12 +276,16 @@ def run_one(task: Task) -> RunOutput:
            if truth.gpu_evaluations else 0.0,
            "contention": truth.params.describe(),
            "remaining_estimate": task.settings.remaining_estimate,
+           "assume_profiled": task.settings.assume_profiled,
            "gpu_utilization_ceiling": _ceiling(task.spec, task.gpus, task.seed, task.settings),
            "wall_s": round(time.perf_counter() - t0, 2)}
     if task.settings.workload == "llm-mix":  # its composition (docs/model.md 11.)
         run["inference_share"] = task.settings.inference_share
         run["mix"] = dict(wl.mix)
         run["mix_demand"] = dict(wl.mix_demand)
+    if task.settings.stop_at_window_end and win is not None:
+        # what happened after the window is not replayed: its fields are unknown, not biased
+        run.update({k: None for k in AFTER_WINDOW_KEYS if k in run}, stopped_at_window_end=True)
     llm = [{"job": r.job_id, "kind": r.kind, "status": r.status, "tokens": r.tokens,
             "tokens_done": r.tokens_done,
             "config": r.config, "startup_s": r.startup_s, "restarts": r.restarts,
@@ -286,7 +303,8 @@ def run_one(task: Task) -> RunOutput:
     if task.settings.workload == "llm-mix":
         from elastico.sim.llm_mix import mix_window
 
-        run["mix_window"] = mix_window(counted)
+        # per part's JCTs need the drain: null in a sweep run stopped at the window's end
+        run["mix_window"] = None if run.get("stopped_at_window_end") else mix_window(counted)
     jct = sorted(r.finish_s - r.arrival_s for r in counted)
     slow = sorted((r.finish_s - r.arrival_s) / r.alone_s for r in counted if r.alone_s > 0)
     arrivals = [j.arrival_s for j in wl.jobs]
@@ -325,18 +343,164 @@ SWEEP_LOADS = (0.25, 0.5, 0.75, 1.0)
 def sweep_tasks(specs: Sequence[ClusterSpec], gpus: Sequence[int], policies: Sequence[str],
                 seeds: Sequence[int], loads: Sequence[float], settings: Settings) -> list[Task]:
     """The load sweep: every (cluster, gpus, policy, seed) at every load of ``loads``, with
-    ``settings`` otherwise (continuous arrivals for a meaningful backlog test)."""
+    ``settings`` otherwise (continuous arrivals for a meaningful backlog test), each replay
+    stopped at the end of its measurement window (``stop_at_window_end``: the backlog test
+    reads nothing after it; docs/metrics.md, "Sustainable load")."""
     from dataclasses import replace
 
-    return [Task(s, g, p, seed, replace(settings, load=float(x))) for s in specs for g in gpus
-            for p in policies for seed in seeds for x in loads]
+    return [Task(s, g, p, seed, replace(settings, load=float(x), stop_at_window_end=True))
+            for s in specs for g in gpus for p in policies for seed in seeds for x in loads]
+
+
+def _full_replay(t: Task) -> Task:
+    from dataclasses import replace
+
+    return replace(t, settings=replace(t.settings, stop_at_window_end=False))
+
+
+#: a sweep run's results.json fields that need what happens after the measurement window
+#: (jobs finishing in the drain): null in a run stopped at the window's end
+#: (``Settings.stop_at_window_end``); its windowed fields and backlog test are the full
+#: replay's, number for number
+AFTER_WINDOW_KEYS = (
+    "avg_jct_s", "p50_jct_s", "p95_jct_s", "p99_jct_s", "avg_queue_s", "makespan_s",
+    "jobs_completed", "jobs_unfinished", "jobs_censored", "avg_slowdown", "p50_slowdown",
+    "p95_slowdown", "p99_slowdown", "avg_jct_short_s", "avg_jct_long_s", "p50_slowdown_short",
+    "p50_slowdown_long", "restarts", "service_avg_queue_s", "services_never_placed",
+    "service_bound_violations", "batch_bound_violations", "truth_pairs_unmeasured",
+    "truth_pairs_unmeasured_gpu", "truth_gpus_contention_model",
+    # counted over the whole replay (unknown profiles, issue 23; priority preemption, issue 24)
+    "unknown_jobs_profiled", "unknown_profiles_recorded", "unknown_run_s",
+    "unknown_bound_violation_jobs", "unknown_bound_violation_any",
+    "unknown_bound_violation_time_share", "unknown_bound_violation_max",
+    "evictions", "shrinks", "wasted_gpu_s", "wasted_tokens")
+
+
+class SweepLadder:
+    """The load sweep walked upward (docs/metrics.md, "Sustainable load"): per (cluster, GPUs,
+    policy, seed), the run of the lowest load of ``sweep`` first; the next load only once the
+    backlog stayed bounded at this one.  A load above one where it grew cannot be that
+    seed's sustainable load (:func:`sustainable_loads_by_seed` needs every lower load
+    bounded), so it is not run: :func:`sustainable_loads_by_seed` and
+    :func:`sustainable_loads` (every seed's: their minimum) of the runs made are those of the
+    full grid.  Walking each seed apart costs the runs a seed makes above another seed's
+    growing load; it buys each seed's own value (the spread over seeds, docs/metrics.md).
+    A sweep point that is also one of ``main`` (the same task but for
+    ``stop_at_window_end``: a full replay has the same backlog test) is that main run's
+    result, not run twice.
+
+    :meth:`start` gives the first runs; :meth:`done` is told of every finished run (main runs
+    included) and gives the runs it makes due; :meth:`runs` is the sweep's results.json
+    objects, in ``sweep`` order, of the points that ran."""
+
+    def __init__(self, sweep: Sequence[Task], main: Sequence[Task] = ()):
+        self._order = list(sweep)
+        mains = set(main)
+        # the task each sweep point runs as: a main run's, or its own
+        self._run = {t: (_full_replay(t) if _full_replay(t) in mains else t)
+                     for t in self._order}
+        self._main = {r for r in self._run.values() if r in mains}
+        self._point = {r: t for t, r in self._run.items()}
+        # (cluster spec, GPUs, policy, seed) -> its loads ascending, each with its points
+        ladders: dict[tuple, dict[float, list[Task]]] = {}
+        for t in self._order:
+            ladders.setdefault(self._key(t), {}).setdefault(
+                float(t.settings.load), []).append(t)
+        self._ladders = {k: [v[x] for x in sorted(v)] for k, v in ladders.items()}
+        self._step = {k: 0 for k in self._ladders}
+        self._out: dict[Task, RunOutput] = {}  # per sweep point
+
+    @staticmethod
+    def _key(t: Task) -> tuple:
+        return (t.spec, t.gpus, t.policy, t.seed)
+
+    def _runs_of(self, rung: Sequence[Task]) -> list[Task]:
+        return [self._run[t] for t in rung if self._run[t] not in self._main]
+
+    def most_runs(self) -> int:
+        """Runs the sweep makes when no load's backlog grows (main runs apart)."""
+        return sum(1 for r in self._run.values() if r not in self._main)
+
+    def start(self) -> list[Task]:
+        """The runs of every ladder's lowest load (those that are not main runs)."""
+        return [r for rungs in self._ladders.values() for r in self._runs_of(rungs[0])]
+
+    def done(self, task: Task, out: RunOutput) -> list[Task]:
+        """Record a finished run; the runs its ladder's next load needs, when this completed
+        a load whose backlog stayed bounded (those not among the main runs)."""
+        point = self._point.get(task)
+        if point is None:  # a main run that is no sweep point
+            return []
+        self._out[point] = out
+        key = self._key(point)
+        rungs, new = self._ladders[key], []
+        while self._step[key] < len(rungs):
+            rung = rungs[self._step[key]]
+            if not all(t in self._out for t in rung):
+                break  # the rest of this load is still running
+            if not all(self._out[t].run["backlog_bounded"] for t in rung):
+                self._step[key] = len(rungs)  # grew: no higher load can be sustainable
+                break
+            self._step[key] += 1
+            if self._step[key] < len(rungs):
+                new += self._runs_of(rungs[self._step[key]])
+        return new
+
+    def priority(self, task: Task) -> float:
+        """``task``'s cost plus, for a run of a sweep point, the cost of the runs of its
+        ladder's higher loads, which wait for it (so the runs that unlock long ones start
+        early, and the long ones do not all come last)."""
+        point = self._point.get(task)
+        if point is None:
+            return task.cost()
+        rungs = self._ladders[self._key(point)]
+        above = [t for rung in rungs for t in self._runs_of(rung)
+                 if float(t.settings.load) > float(point.settings.load)]
+        return task.cost() + sum(t.cost() for t in above)
+
+    def runs(self) -> list[dict]:
+        """The sweep's run objects, in sweep order, of the points that ran."""
+        return [self._out[t].run for t in self._order if t in self._out]
+
+    def skipped(self) -> list[Task]:
+        """The sweep points not run (above a load whose backlog grew on that seed)."""
+        return [t for t in self._order if t not in self._out]
+
+
+def sustainable_loads_by_seed(runs: Sequence[dict]
+                              ) -> dict[tuple[str, str], dict[int, float]]:
+    """The maximum sustainable load per (cluster, policy) and seed from load-sweep runs
+    (each with ``seed``, ``load_target`` and ``backlog_bounded``): the highest target load
+    ``x`` such that the backlog stayed bounded on that seed at ``x`` and at every lower load
+    of the sweep that ran; 0.0 when it is unbounded already at the lowest load (below the
+    sweep's range).  A load not run for a seed ends its walk (:class:`SweepLadder` runs none
+    above a growing one)."""
+    by: dict[tuple[str, str], dict[int, dict[float, list[bool]]]] = {}
+    for r in runs:
+        by.setdefault((r["cluster"], r["policy"]), {}).setdefault(int(r["seed"]), {}).setdefault(
+            float(r["load_target"]), []).append(bool(r["backlog_bounded"]))
+    grid: dict[tuple[str, str], list[float]] = {
+        key: sorted({x for per_load in seeds.values() for x in per_load})
+        for key, seeds in by.items()}
+    out: dict[tuple[str, str], dict[int, float]] = {}
+    for key, seeds in by.items():
+        out[key] = {}
+        for seed in sorted(seeds):
+            best = 0.0
+            for x in grid[key]:
+                if not all(seeds[seed].get(x, [False])):
+                    break
+                best = x
+            out[key][seed] = best
+    return out
 
 
 def sustainable_loads(runs: Sequence[dict]) -> dict[tuple[str, str], float | None]:
     """The maximum sustainable load per (cluster, policy) from load-sweep runs (each with
     ``load_target`` and ``backlog_bounded``): the highest target load ``x`` such that the
     backlog stayed bounded on every seed at ``x`` and at every lower load of the sweep; 0.0
-    when it is unbounded already at the lowest load (below the sweep's range)."""
+    when it is unbounded already at the lowest load (below the sweep's range).  It is the
+    minimum over the seeds of :func:`sustainable_loads_by_seed`."""
     by: dict[tuple[str, str], dict[float, list[bool]]] = {}
     for r in runs:
         by.setdefault((r["cluster"], r["policy"]), {}).setdefault(
@@ -388,38 +552,77 @@ def run_all(tasks: Sequence[Task], workers: int | None = None,
     """Run ``tasks`` on ``workers`` processes (default: CPU count; 1 = in this process),
     longest first; results in the order of ``tasks``.  ``progress(done, total, task, out)``
     after each run.  A failing run raises (the pool is shut down, no partial report)."""
+    done = run_tasks(tasks, workers, progress)
+    return [done[t] for t in tasks]
+
+
+def run_tasks(tasks: Sequence[Task], workers: int | None = None,
+              progress: Callable[[int, int, Task, RunOutput], None] | None = None,
+              then: Callable[[Task, RunOutput], Sequence[Task]] | None = None,
+              priority: Callable[[Task], float] | None = None
+              ) -> dict[Task, RunOutput]:
+    """Run ``tasks`` (distinct) and every task ``then(task, out)`` adds after a run, on
+    ``workers`` processes (default: CPU count; 1 = in this process); of the tasks waiting, the
+    one of highest ``priority`` (default: the longest, :meth:`Task.cost`) starts first.
+    Returns each task's output.
+    ``progress(done, total, task, out)`` after each run (``total``: the tasks known so far).
+    A failing run raises (the pool is shut down, no partial report); ``tasks`` with a task
+    twice raise ValueError."""
     workers = workers or os.cpu_count() or 1
-    order = sorted(range(len(tasks)), key=lambda i: -tasks[i].cost())
-    outs: list[RunOutput | None] = [None] * len(tasks)
-    done = 0
-    if workers == 1 or len(tasks) <= 1:
-        for i in order:
-            outs[i] = run_one(tasks[i])
-            done += 1
-            if progress:
-                progress(done, len(tasks), tasks[i], outs[i])
-        return outs  # type: ignore[return-value]
+    queue = list(tasks)
+    outs: dict[Task, RunOutput] = {}
+    seen = set(queue)
+    if len(seen) != len(queue):
+        raise ValueError("tasks: a task twice")
+
+    def finish(task: Task, out: RunOutput) -> None:
+        outs[task] = out
+        added = [t for t in (then(task, out) if then else ()) if t not in seen]
+        seen.update(added)
+        queue.extend(added)
+        if progress:
+            progress(len(outs), len(seen), task, out)
+
+    rank = priority or Task.cost
+
+    def pop() -> Task:  # the waiting task of highest priority; ties: the earliest queued
+        i = max(range(len(queue)), key=lambda k: (rank(queue[k]), -k))
+        return queue.pop(i)
+
+    if workers == 1 or (len(queue) <= 1 and then is None):
+        while queue:
+            t = pop()
+            finish(t, run_one(t))
+        return outs
     ctx = multiprocessing.get_context()
     # SIGINT/SIGTERM are held while the workers are forked: a worker must not start with the
     # parent's handlers (evaluate's SIGTERM one raises "interrupted"), and a signal must not
     # land inside the fork machinery, where Python reports and drops the exception; it is
-    # delivered to the parent right after, inside the try below
+    # delivered to the parent right after, inside the try below.  Workers may be forked at
+    # any submit (Python 3.14's forkserver starts them on demand), so every submit holds them.
     held = (signal.SIGINT, signal.SIGTERM)
-    signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
+                               initargs=(os.getpid(), ctx.get_start_method()))
+    running: dict = {}
+
+    def fill() -> None:  # at most one task per worker in flight: the rest wait in `queue`
+        while queue and len(running) < workers:
+            t = pop()
+            signal.pthread_sigmask(signal.SIG_BLOCK, held)
+            try:
+                running[pool.submit(run_one, t)] = t
+            finally:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+
     try:
-        pool = ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=ctx,
-                                   initializer=_worker_init,
-                                   initargs=(os.getpid(), ctx.get_start_method()))
-        futs = {pool.submit(run_one, tasks[i]): i for i in order}  # forks every worker
-    finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
-    try:
-        for f in as_completed(futs):  # a dead worker (OOM killer) raises BrokenProcessPool
-            i = futs[f]
-            outs[i] = f.result()
-            done += 1
-            if progress:
-                progress(done, len(tasks), tasks[i], outs[i])
+        fill()
+        while running:
+            # a dead worker (OOM killer) raises BrokenProcessPool from result()
+            ready, _ = wait(running, return_when=FIRST_COMPLETED)
+            for f in ready:
+                t = running.pop(f)
+                finish(t, f.result())
+            fill()
     except BaseException:
         # an interrupt or a failed run: stop the runs in progress now (shutdown alone waits
         # for them, up to a run's length, ~40 s at 512 GPUs)
@@ -427,7 +630,7 @@ def run_all(tasks: Sequence[Task], workers: int | None = None,
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown()
-    return outs  # type: ignore[return-value]
+    return outs
 
 
 def _terminate_workers(pool: ProcessPoolExecutor) -> None:

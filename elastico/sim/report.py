@@ -29,7 +29,7 @@ from typing import Sequence
 import numpy as np
 
 __all__ = ["write_report", "summarise", "goal_check", "ablation_check", "TABLE", "PLOTS",
-           "GOALS"]
+           "GOALS", "UTIL_GOAL", "UTIL_RATIO_GOAL", "SM_GOAL", "SM_RATIO_GOAL"]
 
 #: (metric key, column label, format, lower is better)
 TABLE = (
@@ -44,7 +44,9 @@ TABLE = (
     ("p50_slowdown", "p50 slowdown", "{:,.2f}", True),
     ("jobs_censored", "censored jobs", "{:,.1f}", True),
     ("gpu_allocation", "GPU alloc.", "{:.1%}", False),
-    ("gpu_utilization", "GPU util.", "{:.1%}", False),
+    ("gpu_utilization", "GPU util. (busy compute, not DCGM's)", "{:.1%}", False),
+    ("dcgm_sm_active", "SM active (DCGM)", "{:.1%}", False),
+    ("dcgm_gpu_util", "GPU util. (DCGM)", "{:.1%}", False),
     ("service_bound_violations", "service bound viol.", "{:,.1f}", True),
     ("batch_bound_violations", "batch bound viol.", "{:,.1f}", True),
     ("restarts", "reconfig.", "{:,.0f}", True),
@@ -75,6 +77,13 @@ REPORT_FILES = ("results.json", "report.md") + PLOTS
 #: the paper's headline claims, checked on the 512-GPU clusters (elastico against exclusive, means over seeds)
 GOALS = {"jct_ratio": 3.0, "throughput_ratio": 2.1, "utilization": 0.46,
          "utilization_ratio": 1.8, "service_bound_violations": 0}
+#: the goal rows of the older utilization metric (gpu_utilization: busy GPU compute, not
+#: what DCGM reports; docs/metrics.md)
+UTIL_GOAL = "GPU utilization of elastico (busy compute, not DCGM's)"
+UTIL_RATIO_GOAL = "GPU utilization, elastico / exclusive (busy compute, not DCGM's)"
+#: the same goals read as DCGM's SM activity (dcgm_sm_active, DCGM_FI_PROF_SM_ACTIVE)
+SM_GOAL = "GPU utilization of elastico as DCGM SM activity"
+SM_RATIO_GOAL = "GPU utilization, elastico / exclusive, as DCGM SM activity"
 ABLATIONS = ("elastico-no-rst", "elastico-no-esp", "elastico-no-iac")
 #: smallest mean paired change (2 %) of avg JCT or throughput that counts as measurable
 MEASURABLE = 0.02
@@ -126,7 +135,11 @@ def goal_check(runs: Sequence[dict], cluster: str) -> list[dict] | None:
     for the ratio), None when the runs lack it or it is not finite.  Throughput is two rows:
     jobs finished per hour in the measurement window, and -- when the load sweep ran for the
     cluster -- the ratio of the maximum sustainable loads (as coarse as the sweep's grid; at
-    the grid's top it is a lower bound)."""
+    the grid's top it is a lower bound).  Utilization is two pairs of rows: ``gpu_utilization``
+    (busy GPU compute, not what DCGM reports; the rows :data:`UTIL_GOAL` and
+    :data:`UTIL_RATIO_GOAL`, with the ceiling) and ``dcgm_sm_active``
+    (DCGM's SM activity, ``DCGM_FI_PROF_SM_ACTIVE``; :data:`SM_GOAL` and
+    :data:`SM_RATIO_GOAL`, only when every run of the two policies has it)."""
     s = summarise(runs)
     ex, el = s.get((cluster, "exclusive")), s.get((cluster, "elastico"))
     if ex is None or el is None:
@@ -142,11 +155,18 @@ def goal_check(runs: Sequence[dict], cluster: str) -> list[dict] | None:
          div(m(ex, "avg_jct_s"), m(el, "avg_jct_s")), None),
         ("throughput (jobs/h in the window), elastico / exclusive", GOALS["throughput_ratio"],
          div(m(el, "jobs_per_hour"), m(ex, "jobs_per_hour")), None),
-        ("GPU utilization of elastico", GOALS["utilization"], m(el, "gpu_utilization"), ceiling),
-        ("GPU utilization, elastico / exclusive", GOALS["utilization_ratio"],
+        (UTIL_GOAL, GOALS["utilization"], m(el, "gpu_utilization"), ceiling),
+        (UTIL_RATIO_GOAL, GOALS["utilization_ratio"],
          div(m(el, "gpu_utilization"), m(ex, "gpu_utilization")),
          div(ceiling, m(ex, "gpu_utilization")) if ceiling is not None else None),
     ]
+    if all("dcgm_sm_active" in r for r in runs
+           if r["cluster"] == cluster and r["policy"] in ("exclusive", "elastico")):
+        # the same targets read as DCGM's SM activity (what a DCGM exporter shows; the
+        # ceiling is in gpu_utilization's terms, so none here: docs/metrics.md)
+        rows += [(SM_GOAL, GOALS["utilization"], m(el, "dcgm_sm_active"), None),
+                 (SM_RATIO_GOAL, GOALS["utilization_ratio"],
+                  div(m(el, "dcgm_sm_active"), m(ex, "dcgm_sm_active")), None)]
     # below saturation every policy finishes what arrives, so the windowed ratio is ~1 by
     # construction; the throughput that separates policies is the maximum sustainable load
     # (the load sweep's, where it ran for this cluster: docs/metrics.md)
@@ -261,6 +281,10 @@ def _markdown(runs: Sequence[dict], meta: dict, out: Path | None = None) -> str:
                              f"{'yes' if row['met'] else 'no' + short} | "
                              f"{fmtv(c) if c is not None else '-'} |")
             lines.append("")
+            lines += ["Utilization rows: \"GPU utilization\" is the simulator's busy GPU "
+                      "compute (gpu_utilization, not what a DCGM exporter reports); \"as DCGM "
+                      "SM activity\" is dcgm_sm_active (DCGM_FI_PROF_SM_ACTIVE), the same "
+                      "targets read in DCGM's terms (docs/metrics.md).", ""]
             if any(row.get("ceiling") is not None for row in g):
                 lines += ["Ceiling: the most GPU utilization any policy choosing among the "
                           "evaluated configurations could reach on these workloads (mean over "
@@ -312,7 +336,9 @@ def _ci_lines(rs: Sequence[dict], cluster: str) -> list[str]:
              "confidence interval, Student t on the per-seed values]; short / long = work at "
              "most / above the median of the window's uncensored batch jobs; censored = batch "
              "jobs whose trace lifetime is cut off (excluded from JCT and slowdown), mean per "
-             "seed; sustainable = the highest swept load with a bounded backlog:", "",
+             "seed; sustainable = the highest swept load with a bounded backlog on every "
+             "sweep seed, then each seed's own and their median (docs/metrics.md, "
+             "\"Sustainable load\"):", "",
              "| policy | " + " | ".join(lbl for _, lbl, _ in CI_TABLE)
              + " | censored | sustainable load |", "|" + "---|" * (len(CI_TABLE) + 3)]
     for pol in _policies(rs):
@@ -324,10 +350,26 @@ def _ci_lines(rs: Sequence[dict], cluster: str) -> list[str]:
                                           if len(prs) > 1 else ""))
         cens = float(np.mean([r.get("jobs_censored", 0) for r in prs]))
         sus = prs[0].get("sustainable_load")
-        cells += [f"{cens:,.1f}", "-" if sus is None else
-                  (f"< {_min_sweep_text()}" if sus == 0 else f"{sus:g}")]
+        cells += [f"{cens:,.1f}", _sustain_cell(sus, prs[0].get("sustainable_load_by_seed"))]
         lines.append(f"| {pol} | " + " | ".join(cells) + " |")
     return lines + [""]
+
+
+def _load_text(x: float) -> str:
+    return f"< {_min_sweep_text()}" if x == 0 else f"{x:g}"
+
+
+def _sustain_cell(sus: float | None, by_seed: dict | None) -> str:
+    """The sustainable-load cell: every seed's value, then per seed (``by_seed``: seed ->
+    value, JSON keys) and the median over the seeds when there are several."""
+    if sus is None:
+        return "-"
+    text = _load_text(sus)
+    if by_seed and len(by_seed) > 1:
+        vals = [float(v) for v in by_seed.values()]
+        text += (" (per seed " + ", ".join(f"{k}: {float(v):g}" for k, v in by_seed.items())
+                 + f"; median {float(np.median(vals)):g})")
+    return text
 
 
 def _min_sweep_text() -> str:
@@ -344,22 +386,27 @@ def _sweep_lines(sweep: Sequence[dict]) -> list[str]:
     loads = sorted({float(r["load_target"]) for r in sweep})
     lines = ["## Load sweep", "",
              "Each cell: whether the backlog stayed bounded at that offered load on every "
-             "sweep seed (docs/metrics.md, \"Sustainable load\"), and the queue growth "
-             "(jobs) over the measurement window's second half, mean over the seeds.", ""]
+             "sweep seed that ran it (docs/metrics.md, \"Sustainable load\"), and the queue "
+             "growth (jobs) over the measurement window's second half, mean over those seeds; "
+             "k/n seeds: only k of the n sweep seeds ran it; not run: above a load whose "
+             "backlog grew on every seed (the sweep walks each seed up the loads and stops "
+             "there: no higher load can be sustainable).", ""]
     for cluster in _clusters(sweep):
         rs = [r for r in sweep if r["cluster"] == cluster]
         lines += [f"{cluster}:", "", "| policy | " + " | ".join(f"load {x:g}" for x in loads)
                   + " |", "|" + "---|" * (len(loads) + 1)]
         for pol in _policies(rs):
             cells = []
+            n = len({r["seed"] for r in rs if r["policy"] == pol})
             for x in loads:
                 pts = [r for r in rs if r["policy"] == pol and float(r["load_target"]) == x]
                 if not pts:
-                    cells.append("-")
+                    cells.append("not run")
                     continue
                 ok = all(r["backlog_bounded"] for r in pts)
                 g = float(np.mean([r["queue_growth"] for r in pts]))
-                cells.append(f"{'bounded' if ok else 'growing'} ({g:+,.1f})")
+                cells.append(f"{'bounded' if ok else 'growing'} ({g:+,.1f})"
+                             + (f", {len(pts)}/{n} seeds" if len(pts) < n else ""))
             lines.append(f"| {pol} | " + " | ".join(cells) + " |")
         lines.append("")
     return lines

@@ -52,6 +52,13 @@ is produced before the weights are on the GPUs.  ASSUMPTION: the requests finish
 reconfiguration stay done (an offline batch writes its outputs as they complete), so a restart
 loses the load time only.
 
+Evictions (docs/metrics.md, "Evictions and wasted work"): a running job the round leaves
+without a configuration is evicted (``JobRecord.evictions``).  An offline LLM job loses its
+in-flight requests (:func:`elastico.llm_shapes.inflight_tokens`, at most what it did since its
+current run began): its progress goes back by them and they count as wasted tokens and
+GPU-seconds; any evicted job's restart when it starts again counts as wasted GPU-seconds too.
+A reconfiguration to less GPU compute is a shrink (``JobRecord.shrinks``).
+
 LLM training jobs (``Job.llm_train``; :mod:`elastico.llm_train_job`): progress is tokens
 trained the same way (``JobRecord.tokens``: the tokens to train on), at their configuration's
 tokens/s (6 N T at a cited MFU); a restart costs ``restart_s`` (checkpoint / restore) as any
@@ -133,7 +140,19 @@ class JobRecord:
     unknown_over_s: float = 0.0
     unknown_max_ratio: float = 1.0
     profiled_s: float | None = None
+    # solo profiles recorded for it: one per slot (GPU model, MPS share / MIG profile) it
+    # ran alone on, JobCatalog.known -- a profile is not carried across GPU models
+    profiles_recorded: int = 0
     config: str = ""
+    # evictions (docs/metrics.md, "Evictions and wasted work"): times it was taken off its
+    # GPUs while running, times it was shrunk (reconfigured to less GPU compute), normalized
+    # work lost at evictions (redone later), GPU-seconds wasted (the lost work's and the
+    # restarts' after evictions) and, for an offline LLM job, tokens lost
+    evictions: int = 0
+    shrinks: int = 0
+    lost_work: float = 0.0
+    wasted_gpu_s: float = 0.0
+    wasted_tokens: float = 0.0
 
 
 @dataclass
@@ -155,7 +174,17 @@ class _Live:
     restart_until: float = 0.0
     was_preempted: bool = False
     activity: float = 0.0
+    run_from: float = 0.0   # Job.done when its current run began (what an eviction may lose)
+    rate: float = 0.0       # its progress rate over the last interval
     solo_since: float | None = None  # unknown job alone on its unit(s) since (profiling clock)
+    active: ActiveJob | None = None  # what the round sees: (job, config), kept while config is
+
+    def as_active(self) -> ActiveJob:
+        """The job as the round sees it; the same object while its configuration is."""
+        a = self.active
+        if a is None or a.config is not self.config:
+            a = self.active = ActiveJob(self.job, self.config)
+        return a
 
 
 def _time_sliced(policy: Policy) -> bool:
@@ -210,7 +239,8 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
     when alone (for utilization; see docs/metrics.md).  ``progress(n, now)`` is called after every
     event with the number of batch jobs that just finished and the virtual time (for a
     progress bar).  Returns per-job records and the
-    metrics of :data:`METRIC_KEYS` (plus ``jobs_unfinished``, ``restarts``,
+    metrics of :data:`METRIC_KEYS` (plus ``evictions``, ``shrinks``, ``wasted_gpu_s``,
+    ``wasted_tokens`` (module docstring, "Evictions"), ``jobs_unfinished``, ``restarts``,
     ``service_avg_queue_s``, ``services_never_placed``, ``batch_bound_violations``).
 
     ``validate=True`` re-checks the placement state's invariants (no GPU, node or MIG slot
@@ -337,14 +367,17 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
                 catalog.unknown.add(j.id)
         if unknown_on:  # solo profiles whose window is complete (profiled before the round)
             for jid, l in live.items():
-                if l.solo_since is not None and jid in catalog.unknown \
+                if l.solo_since is not None and l.config is not None \
+                        and catalog.is_unknown(jid, l.config) \
                         and t >= l.solo_since + profile_window_s - _EPS:
                     _record_profile(catalog, state, l, meter, profile_window_s)
-                    records[jid].profiled_s = t
+                    if records[jid].profiled_s is None:  # its first solo profile
+                        records[jid].profiled_s = t
+                    records[jid].profiles_recorded += 1
                     l.solo_since = None
         # ---- one round ----
         inp = RoundInput(now=t, nodes=nodes, state=state,
-                         jobs=[ActiveJob(l.job, l.config) for l in live.values()])
+                         jobs=[l.as_active() for l in live.values()])
         result = run_round(policy, inp, timer=timer, tracer=tracer)
         n_rounds += 1
         round_ms.append(result.phase_seconds["round"] * 1e3)
@@ -377,6 +410,12 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
                     rec.restarts += 1
                     if llm:
                         rec.startup_s += cost
+                    if l.was_preempted:  # GPUs held, nothing produced: eviction's waste
+                        rec.wasted_gpu_s += cost * d.config.gpus_total
+                    elif l.config is not None and d.config.gpus_total < l.config.gpus_total - _EPS:
+                        rec.shrinks += 1
+                if l.config is None or d.changed or l.was_preempted:
+                    l.run_from = l.job.done
                 if llm or l.job.llm_train is not None:
                     rec.config = d.config.name
                 l.was_preempted = False
@@ -389,11 +428,13 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
             else:
                 if l.config is not None:
                     l.was_preempted = True
+                    _evict(l, rec, t)
                 l.config = None
                 rec.reason = d.reason
         if unknown_on:  # the profiling clock: alone on its unit(s), not restarting
             for jid, l in live.items():
-                if jid not in catalog.unknown or l.config is None or jid not in state:
+                if l.config is None or not catalog.is_unknown(jid, l.config) \
+                        or jid not in state:
                     l.solo_since = None
                     continue
                 d = result.decisions.get(jid)
@@ -448,11 +489,12 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
                 r = 1.0
             if seen > records[jid].max_slowdown:
                 records[jid].max_slowdown = seen
-            if unknown_on and jid in catalog.unknown:
+            if unknown_on and catalog.is_unknown(jid, l.config):
                 seen_unknown[jid] = seen
                 if l.solo_since is not None:  # wake when its profiling window completes
                     next_t = min(next_t, l.solo_since + profile_window_s)
             rates[jid] = r
+            l.rate = r
             start = max(t, l.restart_until)
             if r > 0:
                 next_t = min(next_t, start + l.job.remaining / r)
@@ -472,7 +514,7 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
             break
         timeline["t"].append(t)
         timeline["allocated"].append(alloc_now)
-        timeline["queue"].append(sum(1 for l in live.values() if l.config is None))
+        timeline["queue"].append(len(live) - len(rates))  # rates: every job with a config
         busy_int = busy_all = 0.0
         in_win = max(0.0, min(next_t, w_hi) - max(t, w_lo))
         for jid, r in rates.items():
@@ -506,8 +548,9 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
         # less time than the clock can resolve at this magnitude (at t ~ 1e11 s a float step
         # is ~1e-5 s; without this the clock would stop advancing and the loop never end).
         tick = 4 * math.ulp(max(abs(t), 1.0))
-        finished = [jid for jid, l in live.items()
-                    if l.config is not None and t >= l.restart_until
+        # the jobs with a configuration are rates' keys, in live's order
+        finished = [jid for jid, l in ((j, live[j]) for j in rates)
+                    if t >= l.restart_until
                     and (l.job.work - l.job.done <= 1e-9 * max(1.0, l.job.work)
                          or (rates.get(jid, 0.0) > 0
                              and (l.job.work - l.job.done) / rates[jid] <= tick))]
@@ -540,6 +583,31 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
                      meter.per_gpu(span))
 
 
+def _evict(l: _Live, rec: JobRecord, t: float) -> None:
+    """A running job is taken off its GPUs at ``t`` (docs/metrics.md, "Evictions and wasted
+    work").  An offline LLM job (``Job.llm``) loses its in-flight requests
+    (:func:`elastico.llm_shapes.inflight_tokens`: finished requests are kept), at most what
+    it did since its current run began; the lost work is redone (``Job.done`` goes back) and
+    the GPU-seconds it took are wasted (lost work over the rate it ran at, times the GPUs
+    held).  Any other job loses nothing here: its checkpoint/restore is the ``restart_s``
+    it pays when it starts again (counted as wasted then)."""
+    rec.evictions += 1
+    if l.job.llm is None or l.config is None or t < l.restart_until:
+        return
+    from elastico.llm_shapes import inflight_tokens
+
+    ref = l.job.llm.reference_tokens_per_s
+    lost = min(max(0.0, l.job.done - l.run_from), inflight_tokens(l.job, l.config) / ref)
+    if lost <= 0:
+        return
+    l.job.done -= lost
+    rec.progress -= lost
+    rec.lost_work += lost
+    rec.wasted_tokens += lost * ref
+    if l.rate > 0:
+        rec.wasted_gpu_s += lost / l.rate * l.config.gpus_total
+
+
 def _solo(state, job_id: str, config: Configuration) -> bool:
     """Is the job alone on its unit(s) -- its own MIG instance(s), or whole GPUs with no
     other resident (what the node agent's sampler needs for a solo window,
@@ -560,9 +628,10 @@ def _measure_solo(meter: UtilisationMeter, job: Job, config: Configuration, node
       time a kernel of the process ran) = the activity model's kernel time in the window /
       the window (:class:`elastico.perf.activity.ActivityProfile`: each step is compute,
       then the all-reduce, both kernels, then idle);
-    * DRAM activity: DCGM's ``DRAM_ACTIVE`` = its DRAM level (capped by its compute share as
-      :meth:`UtilisationMeter.resident` caps it) x the compute time in the window / the
-      window.
+    * DRAM activity: DCGM's ``DRAM_ACTIVE`` = its DRAM level (the roofline's
+      :func:`elastico.perf.contention.roofline_dram`, not capped by an MPS share: as
+      :meth:`UtilisationMeter.resident` reads it and the contention truth charges it) x the
+      compute time in the window / the window.
 
     The measurement noise is that of a finite window over a phased step (a window of a few
     steps reads more or less than the mean), not an invented constant; never the contention
@@ -571,8 +640,6 @@ def _measure_solo(meter: UtilisationMeter, job: Job, config: Configuration, node
     import zlib
 
     p = meter.profile(job, config, nodes)
-    share = config.gpu_share if config.gpu_share > 0 else 1.0
-    scale = min(p.level, share) / p.level if p.level > 0 else 0.0
     T = p.step_s
     phase = (zlib.crc32(job.id.encode()) % 10_000) / 10_000 * T
 
@@ -584,7 +651,7 @@ def _measure_solo(meter: UtilisationMeter, job: Job, config: Configuration, node
         return (within(phase + window_s, part) - within(phase, part)) / window_s
 
     busy = frac(p.kernel)
-    dram = p.dram_level * scale * frac(p.compute)
+    dram = p.dram_level * frac(p.compute)
     return min(1.0, max(0.0, busy)), min(1.0, max(0.0, dram))
 
 
@@ -594,8 +661,9 @@ def _record_profile(catalog, state, l: _Live, meter: UtilisationMeter, window_s:
     jid, config = l.job.id, l.config
     a = state.assignment(jid)
     nodes = len({pt.node_index for pt in a.parts})
-    catalog.measured[jid] = _measure_solo(meter, l.job, config, nodes, window_s)
-    catalog.unknown.discard(jid)
+    # known on this slot only (GPU model, MPS share / MIG profile: JobCatalog.known);
+    # elsewhere it stays unknown until it runs alone there too
+    catalog.mark_profiled(jid, config, _measure_solo(meter, l.job, config, nodes, window_s))
     bound = state.slowdown_bound(jid)
     state.release(jid)
     state.rebook(a, catalog.profile(l.job, config), bound, unhealthy_ok=True)
@@ -618,6 +686,7 @@ def _unknown_metrics(recs: list[JobRecord]) -> dict[str, float]:
     worst = max((r.unknown_max_ratio for r in recs if r.unknown_run_s > 0), default=1.0)
     return {
         "unknown_jobs_profiled": sum(1 for r in recs if r.profiled_s is not None),
+        "unknown_profiles_recorded": sum(r.profiles_recorded for r in recs),
         "unknown_run_s": run,
         "unknown_bound_violation_jobs": sum(
             1 for r in recs if r.unknown_max_ratio > 1.0 + UNKNOWN_TOLERANCE + 1e-9),
@@ -698,7 +767,10 @@ BACKLOG_GROWTH_FRACTION = 0.05
 def backlog_growth(timeline: dict[str, list[float]], lo: float, hi: float) -> float:
     """Time-average of the queue (arrived jobs not placed, services included) over the last
     quarter of ``[lo, hi)`` minus its time-average over the second quarter, in jobs: how much
-    the backlog grew over half a window.  0 when the timeline does not cover the window."""
+    the backlog grew over half a window.  0 when the timeline does not cover the window.
+    The time integrals are exactly rounded sums (``math.fsum``): intervals outside a quarter
+    add exact zeros, so a replay stopped at ``hi`` gives the full replay's value to the last
+    bit (the load sweep's runs stop there; docs/metrics.md, "Sustainable load")."""
     t = np.asarray(timeline.get("t", []), float)
     if t.size == 0 or hi <= lo:
         return 0.0
@@ -707,7 +779,7 @@ def backlog_growth(timeline: dict[str, list[float]], lo: float, hi: float) -> fl
 
     def mean(a: float, b: float) -> float:
         w = np.clip(np.minimum(ends, b) - np.maximum(t, a), 0.0, None)
-        return float((w * q).sum() / (b - a))
+        return math.fsum((w * q).tolist()) / (b - a)
 
     quarter = (hi - lo) / 4.0
     return mean(lo + 3 * quarter, hi) - mean(lo + quarter, lo + 2 * quarter)
@@ -786,6 +858,10 @@ def _metrics(recs: list[JobRecord], span: float, gpus: int, alloc_int: float,
         "gpu_allocation": alloc_int / denom if denom else 0.0,
         "gpu_utilization": util_int / denom if denom else 0.0,
         "restarts": sum(r.restarts for r in recs),
+        "evictions": sum(r.evictions for r in recs),
+        "shrinks": sum(r.shrinks for r in recs),
+        "wasted_gpu_s": float(sum(r.wasted_gpu_s for r in recs)),
+        "wasted_tokens": float(sum(r.wasted_tokens for r in recs)),
         "service_avg_queue_s": float(np.mean([r.first_start_s - r.arrival_s for r in svc]))
         if svc else 0.0,
         "services_never_placed": sum(1 for r in recs if r.kind == "service"

@@ -15,7 +15,13 @@ What a placed job contributes on each of its GPUs, as fractions of wall time
 * SM level: its profile's ``level`` (:func:`elastico.perf.activity.draw_profile`) capped by its
   compute share -- an MPS active-thread percentage or a MIG instance's compute slices / the
   GPU's -- ``min(level, share)``: its kernels fill at most the SMs it may use.  A time-sliced
-  job is not capped (time-slicing enforces no share).  DRAM level scales with it.
+  job is not capped (time-slicing enforces no share).  DRAM level: not capped (ASSUMPTION, the
+  contention truth's: an MPS share limits SMs, not memory bandwidth -- NVIDIA MPS
+  documentation; on a MIG instance it scales with the slice, which owns its memory
+  controllers), the job's roofline DRAM activity while computing
+  (:func:`elastico.perf.contention.roofline_dram` of
+  :func:`elastico.sim.contention_truth.compute_bound_of`: ``(1 - phi) x 0.9``, the number the
+  contention truth charges as its DRAM demand).
 * time: its compute and kernel fractions, times 1 for a batch job under MPS, MIG or alone
   (interference stretches every phase of its step alike, and its warps stalled by a co-runner
   still count as active: DCGM's definition), ``1 / slowdown`` for a time-sliced batch job (its
@@ -46,6 +52,7 @@ import numpy as np
 
 from elastico.model import Configuration, Job, JobKind, Node
 from elastico.perf.activity import ActivityProfile, GpuActivity, Resident, combine, draw_profile
+from elastico.sim.contention_truth import compute_bound_of
 
 __all__ = ["UtilisationMeter", "METRIC_KEYS"]
 
@@ -133,12 +140,15 @@ class UtilisationMeter:
 
             gpus, sia_job = dp_of(config), "bert"
             data_parallel = gpus > 1
-        key = (job.id, config.num_gpus, nodes, config.gpu_model, data_parallel, gpus)
+        # an LLM inference job's DRAM level depends on its configuration (its prefill share)
+        key = (job.id, config.num_gpus, nodes, config.gpu_model, data_parallel, gpus,
+               (config.name, config.gpu_share, config.replicas) if job.llm is not None else None)
         p = self._profiles.get(key)
         if p is None:
             p = self._profiles[key] = draw_profile(
                 job.id, seed=self.seed, gpus=gpus, nodes=max(1, min(nodes, gpus)),
-                gpu_model=config.gpu_model, data_parallel=data_parallel, sia_job=sia_job)
+                gpu_model=config.gpu_model, data_parallel=data_parallel, sia_job=sia_job,
+                compute_bound=compute_bound_of(job, config))
         return p
 
     def resident(self, job: Job, config: Configuration, nodes: int, fraction: float,
@@ -147,9 +157,13 @@ class UtilisationMeter:
         p = self.profile(job, config, nodes)
         capped = mig or not self.time_sliced
         level = min(p.level, config.gpu_share) if capped else p.level
-        scale = level / p.level if p.level > 0 else 0.0
         f = min(1.0, max(0.0, fraction))
-        return Resident(level, p.dram_level * scale, p.compute * f, p.kernel * f)
+        # DRAM not scaled by an MPS share: it caps SMs, not the DRAM a bandwidth-bound phase
+        # streams (the contention truth's Demand.dram is uncapped too: one number,
+        # elastico.perf.contention.roofline_dram); a MIG instance owns its slice of the
+        # memory controllers (NVIDIA MIG user guide), so there it scales with the slice
+        dram = p.dram_level * (level / p.level if p.level > 0 else 0.0) if mig else p.dram_level
+        return Resident(level, dram, p.compute * f, p.kernel * f)
 
     # -- one event interval ------------------------------------------------------------------
     def interval(self, t0: float, t1: float, window: tuple[float, float], state,

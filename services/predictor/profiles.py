@@ -289,6 +289,24 @@ class ProfileStore:
         with self._lock:
             return {p.job_key for p in self._entries.values() if p.job_key in want}
 
+    def known_slots(self, job_keys) -> dict[str, set[tuple]]:
+        """Per key of ``job_keys`` with stored solo profiles: the set of slots (GPU model,
+        mechanism, MPS share, MIG profile) it has one for -- the placer's per-GPU-model lookup
+        (counters are not portable across GPU models or MPS shares)."""
+        want = set(job_keys)
+        out: dict[str, set[tuple]] = {}
+        with self._lock:
+            for p in self._entries.values():
+                if p.job_key in want:
+                    mech, share = p.mechanism, p.mps_share
+                    if mech == "mps" and share is not None and share >= 1.0:
+                        mech, share = "whole", None  # a full share is a whole GPU's counters
+                    elif share is not None:
+                        share = round(float(share), 4)  # as the placer's profile_slot
+                    out.setdefault(p.job_key, set()).add((p.gpu_model, mech, share,
+                                                          p.mig_profile))
+        return out
+
     def for_job(self, job_key: str) -> list[StoredProfile]:
         """Every stored configuration of ``job_key``, most recently reported first."""
         with self._lock:

@@ -179,9 +179,14 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServiceServicer):
         keys = list(request.job_keys)
         if not keys or len(keys) > MAX_REPORT:
             raise InvalidArgument("job_keys", len(keys), f"1..{MAX_REPORT} job keys")
-        known = self.core.profiles.known_jobs(keys)
+        known = self.core.profiles.known_slots(keys)
         return predictor_pb2.LookupProfilesResponse(
-            known_job_keys=[k for k in dict.fromkeys(keys) if k in known])
+            known_job_keys=[k for k in dict.fromkeys(keys) if k in known],
+            known_profiles=[
+                predictor_pb2.KnownProfile(job_key=k, gpu_model=m, mechanism=mech,
+                                           mps_share=share or 0.0, mig_profile=mig or "")
+                for k in dict.fromkeys(keys) for m, mech, share, mig in sorted(
+                    known.get(k, ()), key=lambda t: (t[0], t[1], t[2] or 0.0, t[3] or ""))])
 
 
 def build_server(address: str = "127.0.0.1:0", *, core: PredictorCore | None = None,

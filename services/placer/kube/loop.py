@@ -292,8 +292,9 @@ class SchedulerLoop:
     (plus the round's spans when the policy was built with the same tracer).  ``metrics``:
     :class:`~elastico.runtime.metrics.LoopMetrics` to record rounds, binds and Events into.
     ``heartbeat``: :func:`time.monotonic` at the last turn of :meth:`run_forever` (health).
-    ``profile_lookup(job keys) -> known keys | None``: the unknown-job rule (issue 23;
-    :meth:`_mark_unknown`): jobs without a stored solo profile are co-located only where the
+    ``profile_lookup(job keys) -> {key: known slots} | known keys | None``: the unknown-job
+    rule (issue 23; :meth:`_mark_unknown`): jobs without a stored solo profile on the GPU
+    model (and MPS share) they would run with are co-located only where the
     contention prior's worst case keeps every resident within its bound, and their pods get an
     ``UnknownProfile`` Event saying where they run and why."""
 
@@ -303,14 +304,17 @@ class SchedulerLoop:
                  elector: LeaseElector | None = None, config: LoopConfig | None = None,
                  tracer: Tracer = NOOP, clock: Callable[[], float] = time.time,
                  metrics: LoopMetrics | None = None,
-                 profile_lookup: Callable[[list[str]], set[str] | None] | None = None):
+                 profile_lookup: Callable[[list[str]], dict[str, set[tuple]] | set[str] | None]
+                 | None = None):
         self.core = core
         self.metrics = metrics
-        # issue 23: job keys -> those with a stored solo profile (None = lookup failed); None
-        # = every job is taken as profiled (no unknown-job rule).  E.g.
-        # RemoteSlowdownModel.known_jobs, or ProfileStore.known_jobs in process.
+        # issue 23: job keys -> {key: slots (GPU model, mechanism, MPS share, MIG profile)
+        # with a stored solo profile} (None = lookup failed; a plain set of keys = known on
+        # every slot, an older predictor); None = every job is taken as profiled (no
+        # unknown-job rule).  E.g. RemoteSlowdownModel.known_profiles, or
+        # ProfileStore.known_slots in process.
         self.profile_lookup = profile_lookup
-        self._known_profiles: set[str] = set()
+        self._known_profiles: dict[str, set[tuple]] = {}
         self.heartbeat = time.monotonic()
         self.config = config or LoopConfig()
         self.throughput = throughput or ThroughputModel.bundled()
@@ -451,26 +455,40 @@ class SchedulerLoop:
 
     def _mark_unknown(self, pods: dict, policy: Policy) -> None:
         """The unknown-job rule (issue 23, docs/predictor.md "Unknown jobs"): ask
-        ``profile_lookup`` which jobs (pod group keys) have a stored solo profile and mark the
-        others unknown in the loop's and the policy's catalogue -- both the job key (a pending
-        job) and its pods' keys (a booked pod is a job of its own in the rebuilt book).  A
-        key once known stays known (the store keeps profiles; a lookup is not repeated).  A
-        failed lookup (None) leaves the jobs not yet known unknown: the safe side."""
+        ``profile_lookup`` on which slots (GPU model, mechanism, MPS share, MIG profile:
+        :func:`~elastico.placer.policies.common.profile_slot`) each job (pod group key) has a
+        stored solo profile, and mark it unknown on the others in the loop's and the policy's
+        catalogue -- both the job key (a pending job) and its pods' keys (a booked pod is a
+        job of its own in the rebuilt book).  Counters are not portable across GPU models or
+        MPS shares, so a job profiled on one model is unknown on another until it has run
+        alone there.  A job known everywhere (a plain-set answer, an older predictor) is not
+        asked again; the others are asked each round (a new slot may have been profiled).
+        A failed lookup (None) keeps what was known: the safe side for the rest."""
+        from ..policies.common import ANY_SLOT
+
         groups = {pod_key(p): A.job_group(p) for p in pods.values()
                   if is_elastico(p) and not is_terminal(p)}
-        ask = sorted(set(groups.values()) - self._known_profiles)
+        ask = sorted(g for g in set(groups.values())
+                     if ANY_SLOT not in self._known_profiles.get(g, ()))
         if ask:
             got = self.profile_lookup(ask)
             if got is None:
-                log.info("profile lookup failed: %d jobs stay unknown", len(ask))
-            else:
-                self._known_profiles |= set(got)
-        unknown = {g for g in groups.values() if g not in self._known_profiles}
-        unknown |= {k for k, g in groups.items() if g not in self._known_profiles}
-        self._catalog.unknown = unknown
-        cat = getattr(policy, "catalog", None)
-        if cat is not None and getattr(policy, "handles_unknown", False):
+                log.info("profile lookup failed: %d jobs stay unknown where not known", len(ask))
+            elif isinstance(got, dict):
+                for g, slots in got.items():
+                    self._known_profiles.setdefault(g, set()).update(slots)
+            else:  # a set of keys: known on every slot
+                for g in got:
+                    self._known_profiles[g] = {ANY_SLOT}
+        known = {g: set(self._known_profiles.get(g, ())) for g in set(groups.values())}
+        known.update({k: known[g] for k, g in groups.items()})
+        unknown = {k for k, slots in known.items() if ANY_SLOT not in slots}
+        for cat in (self._catalog, getattr(policy, "catalog", None)):
+            if cat is None or (cat is not self._catalog
+                               and not getattr(policy, "handles_unknown", False)):
+                continue
             cat.unknown = unknown
+            cat.known = {k: v for k, v in known.items() if v}
 
     def _lead_round(self) -> RoundReport:
         now = self.clock()

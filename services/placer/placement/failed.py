@@ -46,6 +46,17 @@ class FailedShapes:
         self._by_key: dict[tuple[str | None, str | None], list[Configuration]] = {}
         self._minimal: dict[tuple[str | None, str | None], list[Configuration]] = {}
         self._reasons: dict[Configuration, str] = {}  # why a shape failed, when told
+        # first_dominated's answers: shape -> (first dominated failed shape or None, length of
+        # its key's list when asked).  The lists only grow, so a found shape stays the first,
+        # and a None needs only the shapes appended since (a queue of thousands of waiting
+        # jobs asks for the same few shapes every round)
+        self._first: dict[Configuration, tuple[Configuration | None, int]] = {}
+        # refusal()'s message per failed shape with a reason (a reason, once told, never
+        # changes: _reasons.setdefault)
+        self._refusals: dict[int, tuple[Configuration, str]] = {}
+        # refused_all's answers: id of a tuple of shapes -> (the tuple, length of the list
+        # then, the joined refusals)
+        self._all_refused: dict[int, tuple[tuple, int, str]] = {}
         for c in shapes:
             self.append(c)
 
@@ -79,11 +90,55 @@ class FailedShapes:
         return self._reasons.get(c, "")
 
     def first_dominated(self, c: Configuration) -> Configuration | None:
-        """The first failed shape (in failing order) that ``c`` dominates, or None."""
-        if not self.dominated(c):
-            return None
+        """The first failed shape (in failing order) that ``c`` dominates, or None.
+        Memoised per shape (by value) within the list's life: same answers as a fresh scan."""
         # only shapes of the same GPU model and MIG profile can be dominated
-        return next(f for f in self._by_key[(c.gpu_model, c.mig_profile)] if dominates(c, f))
+        shapes = self._by_key.get((c.gpu_model, c.mig_profile), ())
+        hit = self._first.get(c)
+        if hit is not None:
+            f, n = hit
+            if f is not None or n == len(shapes):
+                return f
+            # not dominated by the first n: the first it dominates is among the newer ones
+            f = next((g for g in shapes[n:] if dominates(c, g)), None)
+        elif not self.dominated(c):
+            f = None
+        else:
+            f = next(g for g in shapes if dominates(c, g))
+        self._first[c] = (f, len(shapes))
+        return f
+
+    def refusal(self, c: Configuration) -> str | None:
+        """Why :meth:`~elastico.placer.placement.ClusterState.place_unless_dominated` refuses
+        ``c`` without a search (it dominates a shape that failed this round), or None when it
+        does not -- so a caller can skip building ``c``'s profile."""
+        f = self.first_dominated(c)
+        if f is None:
+            return None
+        hit = self._refusals.get(id(f))
+        if hit is not None and hit[0] is f:
+            return hit[1]
+        why = self.reason(f)
+        msg = (f"no room: a smaller or equal shape ({f.num_gpus} x {f.gpu_share:g} "
+               f"{f.gpu_model}) already failed this round" + (f" ({why})" if why else ""))
+        if why:
+            self._refusals[id(f)] = (f, msg)
+        return msg
+
+    def refused_all(self, shapes: tuple) -> str | None:
+        """``"; ".join`` of :meth:`refusal` of every shape of ``shapes`` as
+        :meth:`note_refused_all` recorded it for this very tuple, while no shape has failed
+        since (the answers are then the same); None otherwise."""
+        hit = self._all_refused.get(id(shapes))
+        if hit is not None and hit[0] is shapes and hit[1] == len(self._all):
+            return hit[2]
+        return None
+
+    def note_refused_all(self, shapes: tuple, why: str) -> None:
+        """Record that every shape of ``shapes`` was refused (:meth:`refusal`), with ``why``
+        their joined refusals (a queue of jobs with one request: the same tuple from
+        :meth:`~elastico.placer.policies.common.JobCatalog.requested`)."""
+        self._all_refused[id(shapes)] = (shapes, len(self._all), why)
 
     def __iter__(self) -> Iterator[Configuration]:
         return iter(self._all)

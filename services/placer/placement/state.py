@@ -287,12 +287,9 @@ class ClusterState:
         bound, which depends on the job) is appended to ``failed``.  Valid while the cluster
         only fills up -- within one round, before any release -- since a larger shape cannot
         fit where a smaller one did not."""
-        f = failed.first_dominated(config)
-        if f is not None:
-            why = failed.reason(f)
-            return PlaceOutcome(None, f"no room: a smaller or equal shape "
-                                      f"({f.num_gpus} x {f.gpu_share:g} {f.gpu_model}) "
-                                      f"already failed this round" + (f" ({why})" if why else ""))
+        refused = failed.refusal(config)
+        if refused is not None:
+            return PlaceOutcome(None, refused)
         res = self.place(job_id, config, profile, slowdown_bound, slowdown_model, scorer=scorer)
         if not res.placed and not res.reason.startswith("slowdown bound") \
                 and not self.mps_limited(job_id, config):

@@ -8,6 +8,9 @@ called once per round as ``policy(round_input, state) -> RoundResult`` (see
 * ``time-slicing`` -- naive sharing: requested shapes packed onto shared GPUs, no
   interference awareness.
 * ``fgd`` -- requested shapes placed by FGD's fragmentation measure (ATC'23).
+* ``mps-static`` -- the NVIDIA device plugin's MPS sharing: every GPU split into N equal
+  replicas (compute 1/N, memory 1/N), one per single-GPU pod, no interference awareness
+  (:mod:`~elastico.placer.policies.mpsstatic`).
 * ``gavel`` -- Gavel's heterogeneity-aware max-min fairness (OSDI'20) with its round-based
   mechanism, whole GPUs; services placed first as ``exclusive`` places them.
 * ``elastico`` -- Resource Shape Transformation + Elastic Shadow Pricing + interference-aware
@@ -27,26 +30,36 @@ from .elastico import (ElasticoNoEsp, ElasticoNoGrowth, ElasticoNoIac, ElasticoN
 from .exclusive import ExclusivePolicy
 from .fgd import FgdPolicy
 from .gavel import GavelPolicy
+from .mpsstatic import MpsStaticPolicy
+from .priority import PriorityPreemption
 from .timeslicing import TimeSlicingPolicy
 
 POLICIES = {"exclusive": ExclusivePolicy, "time-slicing": TimeSlicingPolicy, "fgd": FgdPolicy,
-            "gavel": GavelPolicy,
+            "gavel": GavelPolicy, "mps-static": MpsStaticPolicy,
             "elastico": ElasticoPolicy, "elastico-no-rst": ElasticoNoRst,
             "elastico-no-growth": ElasticoNoGrowth,
             "elastico-no-model-choice": ElasticoNoModelChoice, "elastico-no-mig": ElasticoNoMig,
             "elastico-no-esp": ElasticoNoEsp, "elastico-no-iac": ElasticoNoIac}
 
 __all__ = ["POLICIES", "PolicyEnv", "ElasticoPolicy", "ElasticoNoRst", "ElasticoNoEsp",
-           "ElasticoNoIac", "ElasticoNoGrowth", "ElasticoNoModelChoice", "ElasticoNoMig", "ExclusivePolicy", "FgdPolicy", "GavelPolicy", "TimeSlicingPolicy",
+           "ElasticoNoIac", "ElasticoNoGrowth", "ElasticoNoModelChoice", "ElasticoNoMig", "ExclusivePolicy", "FgdPolicy", "GavelPolicy", "MpsStaticPolicy", "PriorityPreemption",
+           "TimeSlicingPolicy",
            "make_policy"]
 
 
 def make_policy(name: str, env: PolicyEnv):
-    """The policy registered as ``name``; InvalidArgument for an unknown name."""
+    """The policy registered as ``name``, wrapped in the priority rule every policy applies
+    (:class:`~elastico.placer.policies.priority.PriorityPreemption`: offline LLM inference
+    yields to everything else after a minimum guaranteed run) unless ``env.preemption`` is
+    off; InvalidArgument for an unknown name."""
     from elastico.errors import InvalidArgument
 
     try:
         cls = POLICIES[name]
     except KeyError:
         raise InvalidArgument("policy", name, f"one of {sorted(POLICIES)}") from None
-    return cls(env)
+    policy = cls(env)
+    if not env.preemption:
+        return policy
+    # offline LLM inference is low priority: the same preemption rule for every policy
+    return PriorityPreemption(policy, env.min_run_s)

@@ -70,11 +70,24 @@ class PolicyEnv:
     # "oracle" (Job.remaining: the simulator's truth; a sensitivity run only)
     remaining_estimate: str = "elapsed"
     user_estimates: Any = None  # Mapping[str, float] | None: job id -> declared work, seconds
+    # ``mps-static``: MPS replicas per GPU, the device plugin's ``sharing.mps.replicas``
+    # (policies/mpsstatic.py: DEFAULT_REPLICAS and its source)
+    mps_replicas: int = 2
+    # priority preemption of offline LLM inference, the same rule for every policy
+    # (policies/priority.py): off, or the minimum guaranteed run, seconds, before a running
+    # low-priority job may be evicted (priority.MIN_RUN_S and its source)
+    preemption: bool = True
+    min_run_s: float = 300.0  # priority.MIN_RUN_S
 
     def __post_init__(self) -> None:
         from .remaining import check_remaining_estimate
 
         check_remaining_estimate(self.remaining_estimate)
+        from .mpsstatic import check_replicas
+        from .priority import check_min_run
+
+        check_replicas(self.mps_replicas)
+        check_min_run(self.min_run_s)
         if self.pricer is None:
             from elastico.pricing import solve
 
@@ -107,6 +120,10 @@ class JobCatalog:
         # the old one's shapes (e.g. GPU models it may no longer use)
         self._specs: dict[str, tuple] = {}
         self._requested: dict[tuple[str, bool], tuple[Configuration, ...]] = {}
+        # requested() tuples by value: jobs with equal requested shapes share one tuple (and
+        # its configurations), so a round can recognise a queue of them by identity
+        # (FailedShapes.refused_all)
+        self._canonical: dict[tuple, tuple[Configuration, ...]] = {}
         self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._profiles: dict[tuple, JobProfile] = {}
         # issue 23, "unknown stays safe": ids of jobs with no solo profile yet (their profile
@@ -115,8 +132,20 @@ class JobCatalog:
         # which the profile's sm_activity carries as the prior's u, see
         # elastico.predictor.profiles.StoredProfile.job_profile --, DRAM activity).  Both empty = every job
         # is taken as profiled, today's profiles (the simulator's --assume-profiled).
+        #
+        # A solo profile is known per *slot* (:func:`profile_slot`: GPU model, mechanism, MPS
+        # share, MIG profile -- the key of the predictor's ProfileStore less the job): the
+        # counters are not portable across GPU models (a job's SM and DRAM activity depend on
+        # the GPU's peak FLOP/s and bandwidth, elastico.perf.contention.compute_bound_on /
+        # roofline_dram) nor across MPS shares (the activity is p * speed(share),
+        # :meth:`base_profile`; a smaller share stretches the kernels).  So a job in
+        # :attr:`unknown` is unknown on every slot but those in :attr:`known`; it is profiled
+        # when it runs alone there.  ``known[job id]`` may hold :data:`ANY_SLOT` (a predictor
+        # that answers per job only: known everywhere, the old behaviour).  ``measured`` holds
+        # the simulator's counters per (job id, slot).  No translation across GPU models.
         self.unknown: set[str] = set()
-        self.measured: dict[str, tuple[float | None, float | None]] = {}
+        self.known: dict[str, set] = {}
+        self.measured: dict[tuple, tuple[float | None, float | None]] = {}
 
     def _current_spec(self, job: Job) -> None:
         """Drops the job's cached entries when its kind, job type or request differ from
@@ -186,12 +215,31 @@ class JobCatalog:
                 for m, (mx, mem) in self.gpu_models.items()
                 if m in allowed and job.request.num_gpus <= mx
                 and fits_on(job, m, mem, whole_gpus=whole_gpus))
-            self._requested[key] = out
+            if len(self._canonical) >= _PROFILE_CACHE:
+                self._canonical.clear()
+            out = self._requested[key] = self._canonical.setdefault(out, out)
         return out
 
-    def is_unknown(self, job_id: str) -> bool:
-        """True while the job has no solo profile (:attr:`unknown`)."""
-        return job_id in self.unknown
+    def is_unknown(self, job_id: str, config: Configuration | None = None) -> bool:
+        """True while the job has no solo profile on ``config``'s slot
+        (:func:`profile_slot`; with ``config`` None: on any slot at all)."""
+        if job_id not in self.unknown:
+            return False
+        known = self.known.get(job_id)
+        if not known:
+            return True
+        if config is None:
+            return False
+        return ANY_SLOT not in known and profile_slot(config) not in known
+
+    def mark_profiled(self, job_id: str, config: Configuration,
+                      counters: tuple[float | None, float | None] | None = None) -> None:
+        """The job's solo profile on ``config``'s slot is known (with its measured
+        ``counters`` (busy fraction, DRAM activity) when given: the simulator's)."""
+        slot = profile_slot(config)
+        self.known.setdefault(job_id, set()).add(slot)
+        if counters is not None:
+            self.measured[(job_id,) + slot] = counters
 
     def profile(self, job: Job, config: Configuration) -> JobProfile:
         """The job's interference profile with ``config`` (:meth:`base_profile`), at the
@@ -199,11 +247,11 @@ class JobCatalog:
         :attr:`unknown`, and with its measured solo SM / DRAM activity once it has them
         (:attr:`measured`)."""
         base = self.base_profile(job, config)
-        if job.id in self.unknown:
+        if self.is_unknown(job.id, config):
             from elastico.predictor.prior import worst_case_profile
 
             return worst_case_profile(base)
-        m = self.measured.get(job.id)
+        m = self.measured.get((job.id,) + profile_slot(config)) if self.measured else None
         if m is not None:
             import dataclasses
 
@@ -258,12 +306,32 @@ class JobCatalog:
 
     def forget(self, job_id: str) -> None:
         self.unknown.discard(job_id)
-        self.measured.pop(job_id, None)
+        for slot in self.known.pop(job_id, ()):
+            self.measured.pop((job_id,) + slot, None)
         self._specs.pop(job_id, None)
         self._families.pop(job_id, None)
         self._arrays.pop(job_id, None)
         self._requested.pop((job_id, True), None)
         self._requested.pop((job_id, False), None)
+
+
+#: A known-slot wildcard (:attr:`JobCatalog.known`): a predictor that answers per job only
+#: (an older LookupProfiles without per-configuration answers) -- known on every slot.
+ANY_SLOT = ("*", "*", None, None)
+
+
+def profile_slot(config: Configuration) -> tuple[str, str, float | None, str | None]:
+    """The slot a solo profile of a job running with ``config`` is known on: (GPU model,
+    mechanism, MPS share, MIG profile), the key of the predictor's ProfileStore
+    (services.predictor.profiles.StoredProfile.key) less the job key.  Mechanism ``whole``
+    (share 1 or 0), ``mps`` (0 < share < 1, rounded to 4 decimals as both sides store it),
+    ``mig`` (its MIG profile)."""
+    if config.mig_profile is not None:
+        return (config.gpu_model, "mig", None, config.mig_profile)
+    s = config.gpu_share
+    if 0.0 < s < 1.0:
+        return (config.gpu_model, "mps", round(float(s), 4), None)
+    return (config.gpu_model, "whole", None, None)
 
 
 def round_typical_pods(jobs):
@@ -307,9 +375,18 @@ def place_fixed_shape(catalog: JobCatalog, state: ClusterState, active: ActiveJo
                         reason=f"no node of an allowed GPU model {sorted(job.request.gpu_models)} "
                                f"has {job.request.num_gpus} GPUs"
                                f"{_memory_needed(catalog, job, whole_gpus)}")
-    reasons = []
     failed = FailedShapes() if failed is None else failed
+    why = failed.refused_all(configs)  # an earlier job of this round with the same shapes
+    if why is not None:
+        return Decision(job.id, Status.WAITING, None, reason=why)
+    reasons = []
+    tried = False
     for c in configs:
+        refused = failed.refusal(c)  # what place_unless_dominated says, without a profile
+        if refused is not None:
+            reasons.append(refused)
+            continue
+        tried = True
         model = catalog.env.slowdown
         if catalog.unknown:  # the unknown-job rule, for a resident or this job (.prior)
             from elastico.predictor.prior import UnknownSafe
@@ -322,7 +399,10 @@ def place_fixed_shape(catalog: JobCatalog, state: ClusterState, active: ActiveJo
             return Decision(job.id, Status.PLACED, c, out.assignment, changed=True,
                             reason="placed with requested shape")
         reasons.append(out.reason)
-    return Decision(job.id, Status.WAITING, None, reason="; ".join(reasons))
+    why = "; ".join(reasons)
+    if not tried:  # every shape refused: the same answer for the same shapes, until one fails
+        failed.note_refused_all(configs, why)
+    return Decision(job.id, Status.WAITING, None, reason=why)
 
 
 def _memory_needed(catalog: JobCatalog, job: Job, whole_gpus: bool) -> str:

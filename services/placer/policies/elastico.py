@@ -125,14 +125,50 @@ class ElasticoPolicy:
             return RoundResult(self._unknown(held.decisions, state), state)
         values = value(shapes, estimate=self.remaining, utility=self.utility_fn,
                        restart_s=env.restart_s)
-        priced = price(shapes, values, held.capacity, mem.prices, self.pricing, tracer=tracer)
+        keys = mem.keys.of_all(shapes)  # interned per job: not hashed again every round
+        priced = price(shapes, values, held.capacity, mem.prices, self.pricing, tracer=tracer,
+                       keys=keys)
         mem.prices = priced.prices
         decisions = {**held.decisions,
-                     **place(shapes, values, priced, state, self.placing, tracer=tracer)}
+                     **place(shapes, values, priced, state, self.placing, tracer=tracer,
+                             keys=keys)}
         decisions = self._unknown(decisions, state)
         record_changes(decisions, inp.now, mem.changed_at)
         return RoundResult(decisions, state, pricing=priced.result,
                            resource_names=self.space.names)
+
+
+    def shrink_options(self, job, config) -> list:
+        """Smaller configurations for running low-priority ``job`` (now in ``config``) so
+        that a higher-priority job may fit (:mod:`~elastico.placer.policies.priority`, step
+        4): its family's configurations on the same GPU model with less GPU compute (fewer
+        replicas, a smaller MPS share), fastest first."""
+        try:
+            fam = self.catalog.family(job)
+        except FitsNoModel:
+            return []
+        return sorted((c for c in fam.configs if not c.is_wait and c.throughput > 0
+                       and c.gpu_model == config.gpu_model
+                       and c.gpus_total < config.gpus_total - 1e-9),
+                      key=lambda c: (-c.throughput, c.name))
+
+    def place_shrunk(self, job, config, state: ClusterState, now: float, was: str = ""):
+        """Book ``job`` (not booked in ``state``) in ``config``, one of
+        :meth:`shrink_options`, where the placer puts it; its Decision (changed: it restarts
+        in that configuration), or None -- ``state`` unchanged -- when it finds no room."""
+        from ..round import Decision, Status
+
+        out = state.place(job.id, config, self.catalog.profile(job, config), job.slowdown_bound,
+                          self.env.slowdown, scorer=self.env.scorer)
+        if out.assignment is None:
+            return None
+        return Decision(job.id, Status.PLACED, config, out.assignment, slowdown=out.slowdown,
+                        changed=True, reason=f"shrunk from {was} for a higher-priority job")
+
+    def shrunk(self, job_id: str, now: float) -> None:
+        """A shrink of :meth:`place_shrunk` was kept: the job's dwell clock starts ``now``
+        (stage 1 keeps it in its new configuration for the dwell time)."""
+        self.memory.changed_at[job_id] = now
 
 
 class ElasticoNoRst(ElasticoPolicy):

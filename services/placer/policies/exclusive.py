@@ -15,6 +15,8 @@ from .common import JobCatalog, PolicyEnv, place_requested_shapes
 
 class ExclusivePolicy:
     name = "exclusive"
+    #: whole GPUs for every pod (also a preemptor's: policies/priority.py)
+    whole_gpus = True
 
     def __init__(self, env: PolicyEnv):
         self.env = env

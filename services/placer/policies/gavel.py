@@ -276,6 +276,8 @@ class GavelPolicy:
     and minimum time between time-accounting resets."""
 
     name = "gavel"
+    #: whole GPUs for every pod (also a preemptor's: policies/priority.py)
+    whole_gpus = True
 
     def __init__(self, env: PolicyEnv, *, round_s: float = ROUND_S, reset_s: float = RESET_S):
         for fld, v in (("round_s", round_s), ("reset_s", reset_s)):

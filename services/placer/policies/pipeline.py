@@ -67,7 +67,7 @@ from ..placement import ClusterState, FailedShapes, Gang
 from ..round import UNKNOWN_PREFIX, ActiveJob, Decision, Status
 from .common import JobCatalog, is_service, keep_running, place_fixed_shape
 
-__all__ = ["RunningConfigs", "RoundMemory", "Placing", "PricingSettings", "Held", "Shapes",
+__all__ = ["RunningConfigs", "JobKeys", "RoundMemory", "Placing", "PricingSettings", "Held", "Shapes",
            "Values", "Priced", "hold", "shape", "value", "price", "place", "record_changes",
            "greedy_choice", "fifo_among_equals"]
 
@@ -111,6 +111,55 @@ class RunningConfigs:
         self._hit.pop(job_id, None)
 
 
+#: Most distinct values :meth:`JobKeys.intern` numbers (then :meth:`JobKeys.of_all` starts
+#: over, between rounds, with the per-job keys built from them), so that a long-lived placer's
+#: memory stays bounded; a bound on memory, not a model constant (it changes no decision)
+INTERNED_LIMIT = 200_000
+
+
+class JobKeys:
+    """A cache kept across rounds: per job, a number for its family's configurations and a
+    number for its identity among equal pending jobs (:func:`fifo_among_equals`: kind, job
+    type, request, shape rule, priority, slowdown bound, family -- without its remaining
+    work).  Equal values get equal numbers (:meth:`intern`), so a round compares numbers
+    instead of hashing every waiting job's family again (a queue of thousands of jobs, every
+    round).  An entry holds while the job and its family are the same objects."""
+
+    def __init__(self):
+        self._keys: dict[str, tuple] = {}
+        self._interned: dict[tuple, int] = {}
+
+    def intern(self, value: tuple) -> int:
+        """A number per distinct ``value`` (equal values, equal numbers)."""
+        n = self._interned.get(value)
+        if n is None:
+            n = self._interned[value] = len(self._interned)
+        return n
+
+    def of(self, job: Job, fam: ShapeFamily) -> tuple[int, int]:
+        """(number of ``fam``'s configurations, number of the job's identity for
+        :func:`fifo_among_equals` without its remaining work)."""
+        hit = self._keys.get(job.id)
+        if hit is None or hit[0] is not job or hit[1] is not fam:
+            cfg = self.intern(fam.configs)
+            ident = self.intern((job.kind, job.job_type, job.request, job.reshape,
+                                 job.priority, job.slowdown_bound, cfg))
+            hit = self._keys[job.id] = (job, fam, cfg, ident)
+        return hit[2], hit[3]
+
+    def of_all(self, shapes: "Shapes") -> list[tuple[int, int]]:
+        """:meth:`of` for every job of a batch, in its order; past :data:`INTERNED_LIMIT`
+        numbered values every number is dropped first (whole: equal values keep equal
+        numbers within the batch)."""
+        if len(self._interned) > INTERNED_LIMIT:
+            self._interned.clear()
+            self._keys.clear()
+        return [self.of(a.job, f) for a, f in zip(shapes.jobs, shapes.families)]
+
+    def forget(self, job_id: str) -> None:
+        self._keys.pop(job_id, None)
+
+
 @dataclass
 class RoundMemory:
     """All that the policy carries from one round to the next (the shape families are the
@@ -119,15 +168,19 @@ class RoundMemory:
     ``running``: the running jobs' configuration indices and demands
     (:class:`RunningConfigs`).  ``prices``: the last priced round's shadow prices [R]
     (stage 4's warm start, "dynamic prices"; None before the first).  ``changed_at``: job id
-    -> time (s) of its last start or change (written by stage 6, read by stage 1's dwell)."""
+    -> time (s) of its last start or change (written by stage 6, read by stage 1's dwell).
+    ``keys``: per job, the numbers of its family and FIFO identity (:class:`JobKeys`, read
+    by stages 4 and 5)."""
 
     running: RunningConfigs
     prices: np.ndarray | None = None
     changed_at: dict[str, float] = field(default_factory=dict)
+    keys: JobKeys = field(default_factory=JobKeys)
 
     def forget(self, job_id: str) -> None:
         self.running.forget(job_id)
         self.changed_at.pop(job_id, None)
+        self.keys.forget(job_id)
 
 
 @dataclass(frozen=True)
@@ -250,6 +303,8 @@ def _place_service_mig(a: ActiveJob, state: ClusterState, placing: Placing,
                       if c.mig_profile is not None and (c.gpu_share < 1.0) == partial),
                      key=lambda c: (c.gpus_total, c.gpu_mem_gib, -c.throughput, c.name))
     for c in configs:
+        if failed.refusal(c) is not None:  # place_unless_dominated's answer, no profile
+            continue
         out = state.place_unless_dominated(a.job.id, c, catalog.profile(a.job, c),
                                            a.job.slowdown_bound, failed, placing.slowdown,
                                            scorer=placing.scorer)
@@ -393,7 +448,7 @@ class Priced:
 
 def price(shapes: Shapes, values: Values, capacity: np.ndarray,
           warm: np.ndarray | None, settings: PricingSettings, *,
-          tracer: Tracer = NOOP) -> Priced:
+          tracer: Tracer = NOOP, keys: Sequence[tuple[int, int]] | None = None) -> Priced:
     """Stage 4: choose one configuration per job under ``capacity`` [R] (:class:`Held`'s).
     Owns the choice and the prices.
 
@@ -402,7 +457,8 @@ def price(shapes: Shapes, values: Values, capacity: np.ndarray,
     ``warm`` (the previous round's prices [R]; ignored when the resources changed); without
     (``solver`` None), :func:`greedy_choice` on ``values.charged``.  Then identical pending
     jobs get their choices in arrival order (the solver is indifferent between them).
-    Span ``pricing.solve``."""
+    ``keys`` [N]: each job's (family number, identity number) from :class:`JobKeys` (the
+    policy's :class:`RoundMemory`; default: numbered afresh).  Span ``pricing.solve``."""
     init = warm if warm is not None and len(warm) == len(capacity) else None
     with tracer.span("pricing.solve", {"pricing.jobs": len(shapes.jobs),
                                        "pricing.resources": len(capacity)}) as span:
@@ -420,8 +476,9 @@ def price(shapes: Shapes, values: Values, capacity: np.ndarray,
         span.set_attribute("pricing.changed", int(res.changed.sum()))
         for name, p in zip(settings.resource_names, res.prices):
             span.set_attribute(f"pricing.price.{name}", float(p))
+    keys = JobKeys().of_all(shapes) if keys is None else keys
     fifo = fifo_among_equals(shapes.jobs, res.choice, values.utility, shapes.offsets,
-                             values.remaining_s, shapes.families)
+                             values.remaining_s, shapes.families, [k for _, k in keys])
     if fifo is not None:
         res = dataclasses.replace(res, choice=fifo)
     prices = np.asarray(res.prices, dtype=float)
@@ -456,21 +513,24 @@ def greedy_choice(utility: np.ndarray, demand: np.ndarray, offsets: np.ndarray,
 
 def fifo_among_equals(jobs: Sequence[ActiveJob], choice: np.ndarray, util: np.ndarray,
                       offsets: np.ndarray, remaining: np.ndarray,
-                      fams: Sequence[ShapeFamily]) -> np.ndarray | None:
+                      fams: Sequence[ShapeFamily],
+                      idents: Sequence[int] | None = None) -> np.ndarray | None:
     """Pricing's ``choice`` [N] with the choices of identical pending jobs (same kind, job
     type, request, shape rule, priority, bound, estimated remaining work ``remaining`` [N]
     and family ``fams`` [N] -- a family may depend on the job's id, e.g.
     ``elastico-no-model-choice``'s: the same family and
     utilities) dealt out again in arrival order, best utility first, so that of two equal
     jobs the earlier never waits while the later is placed (the solver is indifferent between
-    them).  None when nothing changes."""
+    them).  None when nothing changes.  ``idents`` [N]: each job's identity without its
+    remaining work, equal exactly when those of the list above (kind ... family) are equal
+    (:meth:`JobKeys.of`); default: that tuple itself."""
     groups: dict[tuple, list[int]] = {}
     for i, a in enumerate(jobs):
         if not a.running:
             j = a.job
-            groups.setdefault((j.kind, j.job_type, j.request, j.reshape, j.priority,
-                               j.slowdown_bound, float(remaining[i]), fams[i].configs),
-                              []).append(i)
+            ident = (j.kind, j.job_type, j.request, j.reshape, j.priority, j.slowdown_bound,
+                     fams[i].configs) if idents is None else idents[i]
+            groups.setdefault((ident, float(remaining[i])), []).append(i)
     out = None
     for members in groups.values():
         if len(members) < 2:
@@ -489,7 +549,8 @@ def fifo_among_equals(jobs: Sequence[ActiveJob], choice: np.ndarray, util: np.nd
 # -- 5. place: interference-aware co-location ---------------------------------------------
 
 def place(shapes: Shapes, values: Values, priced: Priced, state: ClusterState,
-          placing: Placing, *, tracer: Tracer = NOOP) -> dict[str, Decision]:
+          placing: Placing, *, tracer: Tracer = NOOP,
+          keys: Sequence[tuple[int, int]] | None = None) -> dict[str, Decision]:
     """Stage 5: priced configurations onto GPUs; a Decision per job of ``shapes.jobs`` (in
     the order decided), each placed one booked in ``state``.  Owns which GPUs, moves,
     preemption and backfill.  Span ``placer.place``.
@@ -499,8 +560,11 @@ def place(shapes: Shapes, values: Values, priced: Priced, state: ClusterState,
     waiting jobs take what is left (:func:`_backfill`).  A shape that failed to fit this
     round is not retried, nor any shape at least as large on the same GPU model (a
     heuristic: slowdown bounds differ between jobs); each job's failed shapes and why make
-    its waiting reason."""
+    its waiting reason.  ``keys`` [N]: each job's (family number, identity number)
+    (:class:`JobKeys`; default: numbered afresh), by which backfill recognises equal families
+    in a queue."""
     jobs, choice = shapes.jobs, priced.result.choice
+    keys = JobKeys().of_all(shapes) if keys is None else keys
     decisions: dict[str, Decision] = {}
     with tracer.span("placer.place", {"placer.jobs": len(jobs)}) as span:
         moves: list[int] = []
@@ -520,7 +584,7 @@ def place(shapes: Shapes, values: Values, priced: Priced, state: ClusterState,
         started, unplaced = _start(starts, shapes, values, priced, state, placing, failed, tried)
         decisions.update(started)
         decisions.update(_backfill(waiting + unplaced, shapes, values, state, placing,
-                                   failed, tried))
+                                   failed, tried, [f for f, _ in keys]))
         span.set_attribute("placer.placed", sum(
             1 for a in jobs if decisions[a.job.id].status is Status.PLACED))
     return decisions
@@ -588,26 +652,48 @@ def _start(starts: list[int], shapes: Shapes, values: Values, priced: Priced,
 
 def _backfill(waiting: list[int], shapes: Shapes, values: Values, state: ClusterState,
               placing: Placing, failed: FailedShapes,
-              tried: dict[str, dict[Configuration, str]]) -> dict[str, Decision]:
+              tried: dict[str, dict[Configuration, str]],
+              fam_ids: Sequence[int]) -> dict[str, Decision]:
     """Free GPUs go to waiting jobs ``waiting`` (priced to wait, or found no room), best
     (charged) utility first -- equal: the earlier job first, so of identical jobs a later
     one never takes the room -- each taking any configuration that fits, by descending
     utility, so no GPU idles while a job that could use it waits.  A job that fits nowhere
-    waits, with the reason from :func:`_why_waiting`."""
+    waits, with the reason from :func:`_why_waiting`.  ``fam_ids`` [N]: each job's family
+    number (:class:`JobKeys`): a family whose every configuration dominates a shape that
+    failed this round stays so (``failed`` only grows), so its later jobs skip the check, and
+    a job that tried nothing gets the reason an earlier one with the same family and request
+    got while ``failed`` is unchanged (the same shapes against the same list)."""
     jobs, offsets, util = shapes.jobs, shapes.offsets, values.charged
     order = sorted(waiting, key=lambda i: (-util[offsets[i]:offsets[i + 1]].max(),
                                            jobs[i].job.arrival_s, jobs[i].job.id))
     out: dict[str, Decision] = {}
+    shut: set[int] = set()  # families with nothing left to try this round
+    why_memo: dict = {}
     for i in order:
         a, fam = jobs[i], shapes.families[i]
         lo, hi = offsets[i], offsets[i + 1]
-        configs = [fam.configs[c] for c in np.argsort(-util[lo:hi], kind="stable") if c != 0]
-        configs = [c for c in configs if not failed.dominated(c)]
+        if fam_ids[i] in shut:
+            configs = []
+        else:
+            configs = [fam.configs[c] for c in np.argsort(-util[lo:hi], kind="stable")
+                       if c != 0]
+            configs = [c for c in configs if not failed.dominated(c)]
+            if not configs:
+                shut.add(fam_ids[i])
         d = _place_first(a, state, configs, False, placing, why="backfill", failed=failed,
-                         tried=tried)
-        out[a.job.id] = d if d is not None else Decision(
-            a.job.id, Status.WAITING, None,
-            reason=_why_waiting(a.job, fam, tried.get(a.job.id, {}), failed))
+                         tried=tried) if configs else None
+        if d is None:
+            mine = tried.get(a.job.id, {})
+            memo = (fam_ids[i], a.job.request) if not mine else None
+            hit = why_memo.get(memo) if memo is not None else None
+            if hit is not None and hit[0] == len(failed):
+                why = hit[1]  # the same shapes against the same failed list
+            else:
+                why = _why_waiting(a.job, fam, mine, failed)
+                if memo is not None:
+                    why_memo[memo] = (len(failed), why)
+            d = Decision(a.job.id, Status.WAITING, None, reason=why)
+        out[a.job.id] = d
     return out
 
 
@@ -694,7 +780,7 @@ def mark_unknown(decisions: dict[str, Decision], state: ClusterState, catalog: J
     out: dict[str, str] = {}
     pred: dict[str, float] | None = None
     for jid, d in decisions.items():
-        if not catalog.is_unknown(jid) or d.assignment is None or d.config is None \
+        if d.config is None or not catalog.is_unknown(jid, d.config) or d.assignment is None \
                 or d.status not in (Status.PLACED, Status.DEGRADED):
             continue
         gpus = sorted(set(d.assignment.gpus))

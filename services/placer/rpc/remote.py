@@ -202,6 +202,34 @@ class RemoteSlowdownModel:
             return None
         return out
 
+    def known_profiles(self, job_keys: Sequence[str]) -> dict[str, set[tuple]] | None:
+        """``PredictorService.LookupProfiles`` per configuration: for each of ``job_keys``
+        with stored solo profiles, the slots (GPU model, mechanism, MPS share or None, MIG
+        profile or None; :func:`elastico.placer.policies.common.profile_slot`) it has one
+        for -- the Kubernetes loop's ``profile_lookup``.  A key an older predictor lists in
+        ``known_job_keys`` only gets :data:`~elastico.placer.policies.common.ANY_SLOT`
+        (known everywhere).  None when the call fails (the caller keeps those jobs unknown)."""
+        from elastico.placer.policies.common import ANY_SLOT
+
+        out: dict[str, set[tuple]] = {}
+        keys = list(job_keys)
+        try:
+            for i in range(0, len(keys), 10_000):
+                resp = self._stub.LookupProfiles(
+                    predictor_pb2.LookupProfilesRequest(job_keys=keys[i:i + 10_000]),
+                    timeout=_timeout(self.timeout_s))
+                for kp in resp.known_profiles:
+                    out.setdefault(kp.job_key, set()).add(
+                        (kp.gpu_model, kp.mechanism,
+                         round(kp.mps_share, 4) if kp.mechanism == "mps" else None,
+                         kp.mig_profile or None))
+                for k in resp.known_job_keys:
+                    if k not in out:
+                        out[k] = {ANY_SLOT}
+        except grpc.RpcError:
+            return None
+        return out
+
     def reset(self) -> None:
         """Try the predictor again (a new round)."""
         self.degraded = ""
