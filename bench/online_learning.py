@@ -36,7 +36,8 @@ fractions of the same GPU's capacity) -- ASSUMPTION of the order, not a measurem
 **Flow** (through the service's own path): a :class:`~elastico.predictor.service.
 PredictorCore` on a temporary model store; observations go in through ``core.report`` (what
 ``ReportObservation`` calls), refits through ``refit_if_due`` with a :class:`RefitSchedule`
-(every :data:`REFIT_ROWS` new rows; the held-out, shuffled check decides promotion), and
+(every :data:`REFIT_ROWS` new rows, ``--refit-rows`` for others; the held-out, shuffled check
+decides promotion), and
 predictions come from ``core.predict`` (what ``PredictSlowdown`` calls) -- with the per-job
 correction (:mod:`elastico.predictor.online`) and, for comparison, ``core.population`` (the
 population model alone).  Warm-up: :data:`WARMUP` observations of random pairs among the seen
@@ -50,7 +51,8 @@ against the number of observations.
 
 Nothing here was tuned: the per-job correction's variances are estimated from the observations
 by the service; the population counts and schedule below were set before any run.  Seeds:
-``--first-seed`` 1000 and up for reported figures (development used seeds 0-1).
+``--first-seed`` 1000 and up for reported figures (development used seeds 0-1; the per-job
+correction's DRAM slopes and ``--refit-rows 40`` were tried there, ``--no-slopes`` compares).
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ import numpy as np  # noqa: E402
 from elastico.perf import contention as cm  # noqa: E402
 from elastico.perf.activity import draw_profile  # noqa: E402
 from elastico.predictor.observations import Observation  # noqa: E402
+from elastico.predictor.online import JobCorrections  # noqa: E402
 from elastico.predictor.profile import JobProfile  # noqa: E402
 from elastico.predictor.service import (ModelStore, PredictorCore, RefitSchedule,  # noqa: E402
                                         refit_if_due)
@@ -180,7 +183,8 @@ def _pairs_mae(core, pairs, population=False) -> float:
     return float(np.mean(err))
 
 
-def run_seed(seed: int, sigma: float = SIGMA, log=print) -> dict:
+def run_seed(seed: int, sigma: float = SIGMA, log=print, refit_rows: int = REFIT_ROWS,
+             slopes: bool = True) -> dict:
     rng = np.random.default_rng(seed)
     seen = [make_job(f"s{seed}-g{g}-j{i}", g, rng, seed) for g in range(len(GROUPS))
             for i in range(SEEN)]
@@ -192,8 +196,8 @@ def run_seed(seed: int, sigma: float = SIGMA, log=print) -> dict:
                  "new_population": {k: [] for k in KS}, "refits": []}
     with tempfile.TemporaryDirectory() as d:
         store = ModelStore(d)
-        core = PredictorCore(store)
-        sched = RefitSchedule(min_new_rows=REFIT_ROWS, min_interval_s=0.0)
+        core = PredictorCore(store, corrections=JobCorrections(slopes=slopes))
+        sched = RefitSchedule(min_new_rows=refit_rows, min_interval_s=0.0)
         n_obs = 0
 
         def tick():
@@ -242,6 +246,8 @@ def run_seed(seed: int, sigma: float = SIGMA, log=print) -> dict:
                 score_new(k)
         overall()
         out["variances"] = list(core.corrections.variances)
+        out["pair_variance"] = core.corrections.pair_variance
+        out["slope_variances"] = list(getattr(core.corrections, "slope_variances", ()))
         out["serving"] = core.version
     return out
 
@@ -272,20 +278,31 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--first-seed", type=int, default=1000)
     ap.add_argument("--sigma", type=float, default=SIGMA, help="log-sd of slowdown noise")
+    ap.add_argument("--refit-rows", type=int, default=REFIT_ROWS,
+                    help="refit when this many reported rows are new (default %(default)s)")
+    ap.add_argument("--no-slopes", action="store_true",
+                    help="per-job correction without the DRAM slopes (for comparison)")
     ap.add_argument("--json", action="store_true", help="print JSON only")
     args = ap.parse_args()
     t0 = time.perf_counter()
-    runs = [run_seed(s, args.sigma, log=(lambda *_: None))
+    if args.refit_rows < 1:
+        ap.error(f"--refit-rows must be >= 1, got {args.refit_rows}")
+    runs = [run_seed(s, args.sigma, log=(lambda *_: None), refit_rows=args.refit_rows,
+                     slopes=not args.no_slopes)
             for s in range(args.first_seed, args.first_seed + args.seeds)]
     summ = summarize(runs)
-    summ.update(sigma=args.sigma, seeds=list(range(args.first_seed, args.first_seed + args.seeds)),
+    summ.update(sigma=args.sigma, refit_rows=args.refit_rows, slopes=not args.no_slopes,
+                seeds=list(range(args.first_seed, args.first_seed + args.seeds)),
                 seconds=time.perf_counter() - t0,
                 overall=[r["overall"] for r in runs], refits=[r["refits"] for r in runs],
-                variances=[r["variances"] for r in runs])
+                variances=[r["variances"] for r in runs],
+                pair_variance=[r["pair_variance"] for r in runs],
+                slope_variances=[r["slope_variances"] for r in runs])
     if args.json:
         print(json.dumps(summ, indent=1))
         return
     print(f"online learning, {args.seeds} seeds from {args.first_seed}, sigma {args.sigma}, "
+          f"refit every {args.refit_rows} rows, slopes {'off' if args.no_slopes else 'on'}, "
           f"{len(GROUPS) * NEW} new jobs per seed ({summ['seconds']:.0f} s)")
     print(f"{'k':>4}{'MAE per-job':>14}{'95% CI':>10}{'<=0.05':>8}{'MAE population':>17}{'95% CI':>10}")
     for k in KS:
@@ -299,6 +316,9 @@ def main() -> None:
     print(f"refits (seed {args.first_seed}):", runs[0]["refits"])
     print("variances (tau_v2, tau_g2, s2) at the end:", [
         [round(x, 5) for x in v] for v in summ["variances"]])
+    print("pair variance tau_p2:", [round(x, 5) for x in summ["pair_variance"]],
+          "slope variances (tau_b2, tau_c2):",
+          [[round(x, 4) for x in v] for v in summ["slope_variances"]])
 
 
 if __name__ == "__main__":

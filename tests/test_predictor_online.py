@@ -234,3 +234,82 @@ def test_repeated_observations_of_one_pair_feed_its_pair_effect():
     # the pair effect is the ordered pair's only: b next to a, or a next to another job, not
     assert c.apply([b], [a], np.array([1.2]))[0] == 1.2
     assert c.apply([a], [_job("c")], np.array([1.2]))[0] == 1.2
+
+
+# -- the DRAM slopes (docs/predictor.md, "Per-job correction") --------------------------------
+
+def test_a_victim_slope_on_the_partners_dram_activity_by_hand():
+    # only a victim slope (tau_b2 = 0.5, s2 = 0.05).  a: DRAM activity 0.1, b: 0.5; the
+    # centre is the mean over the stored sides, (0.1 + 0.5) / 2 = 0.3, so b's covariate is
+    # c = 0.5 - 0.3 = 0.2.  Population 1.2 (e = 0.2, J = 1/6), observed 1.5:
+    # y = ln(1.5 / 1.2) = 0.2231436.  First (Kalman) step:
+    # beta = tau_b2 c J y / (tau_b2 c^2 J^2 + s2) = 0.5*0.2*(1/6)*0.2231436 / (0.5*0.04/36 +
+    # 0.05) = 0.00371906 / 0.05055556 = 0.0735639
+    c = JobCorrections(variances=(0.0, 0.0, 0.05), slope_variances=(0.5, 0.0))
+    a, b = _job("a", 0.2), _job("b", 1.0)
+    assert (a.dram_activity, b.dram_activity) == (0.1, 0.5)
+    c.observe([Observation(a, b, GPU, 1.5)], _const(1.2), "m")
+    assert c.dram_centre == pytest.approx(0.3, abs=1e-12)
+    c._solve(iterations=1)
+    assert c.victim_slope[job_key(a)] == pytest.approx(0.0735639, abs=1e-7)
+    assert c.v == {} and c.g == {} and c.partner_slope == {}
+    # converged: theta = beta c solves theta = tau_b2 c^2 sum J r / s2 (the mode)
+    c._solve()
+    th = _root(0.5 * 0.2 ** 2, 0.05, [(0.2, math.log(1.5))])
+    beta = th / 0.2
+    assert c.victim_slope[job_key(a)] == pytest.approx(beta, abs=1e-9)
+    # served next to b: 1 + e exp(beta c); next to a partner at the centre: the population;
+    # next to a partner with DRAM 0.7 (c = 0.4): 1 + 0.2 exp(0.4 beta), above b's
+    assert c.apply([a], [b], np.array([1.2]))[0] == pytest.approx(1 + 0.2 * math.exp(th))
+    mid = replace(_job("m"), dram_activity=0.3)
+    assert c.apply([a], [mid], np.array([1.2]))[0] == pytest.approx(1.2, abs=1e-12)
+    hi = replace(_job("h"), dram_activity=0.7)
+    assert c.apply([a], [hi], np.array([1.2]))[0] == pytest.approx(1 + 0.2 * math.exp(0.4 * beta))
+    # a partner whose DRAM activity is not measured gets no slope term
+    none = replace(_job("n"), dram_activity=None)
+    assert c.apply([a], [none], np.array([1.2]))[0] == pytest.approx(1.2, abs=1e-12)
+
+
+def test_slope_variances_by_moments_match_a_brute_force_sum():
+    # ten victims, each next to six partners of different DRAM activity; victim i's
+    # observations follow 1 + 0.2 exp(s_i (dram_b - 0.3) * 5): residuals grow with the
+    # partner's DRAM activity, with opposite signs for odd and even victims
+    part = [replace(_job(f"p{k}"), dram_activity=0.05 + 0.1 * k) for k in range(8)]
+    vic = [replace(_job(f"v{i}"), dram_activity=0.3) for i in range(10)]
+    obs = []
+    for i in range(10):
+        s = 1.0 if i % 2 else -1.0
+        for j in range(6):
+            b = part[(i + j) % 8]
+            slow = 1.0 + 0.2 * math.exp(s * 5 * (b.dram_activity - 0.3))
+            obs.append(Observation(vic[i], b, GPU, slow))
+    c = JobCorrections()
+    c.observe(obs, _const(1.2), "m")
+    # brute force: every ordered pair of sides with one victim and different partners
+    m = np.mean([o.a.dram_activity for o in obs] + [o.b.dram_activity for o in obs])
+    J = 0.2 / 1.2
+    A = B = C = R1 = R2 = 0.0
+    for i, oi in enumerate(obs):
+        for k, ok in enumerate(obs):
+            if i == k or oi.a is not ok.a or oi.b is ok.b:
+                continue
+            ci, ck = oi.b.dram_activity - m, ok.b.dram_activity - m
+            yi, yk = math.log(oi.slowdown_a / 1.2), math.log(ok.slowdown_a / 1.2)
+            A += J * J
+            B += J * J * ci * ck
+            C += J * J * (ci * ck) ** 2
+            R1 += yi * yk
+            R2 += yi * yk * ci * ck
+    tv, tb = np.linalg.solve([[A, B], [B, C]], [R1, R2])
+    assert tb > 0
+    if tv >= 0:
+        assert c.variances[0] == pytest.approx(tv, rel=1e-9, abs=1e-12)
+        assert c.slope_variances[0] == pytest.approx(tb, rel=1e-9)
+    else:  # the moment solution's negative component is set to 0, the other refitted
+        assert c.variances[0] == 0.0
+        assert c.slope_variances[0] == pytest.approx(R2 / C, rel=1e-9)
+    assert c.dram_centre == pytest.approx(m, abs=1e-12)
+    # served: the fitted slope moves an odd victim's slowdown up with the partner's DRAM
+    lo_, hi_ = part[0], part[7]
+    served = c.apply([vic[1], vic[1]], [lo_, hi_], np.array([1.2, 1.2]))
+    assert served[1] > served[0]

@@ -14,23 +14,32 @@ the prior's ``u_a u_b (D - 1)``, the simulator's ``busy_a q_b (g - 1)``
 (or inflicts) more than its counters say does so by a factor.  For victim ``a`` next to
 partner ``b`` on which the population model predicts ``p``::
 
-    slowdown = 1 + e exp(v[a] + g[b] + w[a, b]),     e = max(p - 1, MIN_EXTRA)
-    ln(observed) = ln(slowdown) + eps,     eps ~ N(0, s2)
-    v[a] ~ N(0, tau_v2),  g[b] ~ N(0, tau_g2),  w[a, b] ~ N(0, tau_p2)
+    slowdown = 1 + e exp(v[a] + g[b] + w[a, b] + beta[a] c_b + gamma[b] c_a),
+    e = max(p - 1, MIN_EXTRA),     ln(observed) = ln(slowdown) + eps,     eps ~ N(0, s2)
+    v[a] ~ N(0, tau_v2),  g[b] ~ N(0, tau_g2),  w[a, b] ~ N(0, tau_p2),
+    beta[a] ~ N(0, tau_b2),  gamma[b] ~ N(0, tau_c2)
 
 ``v[a]``: the log factor by which ``a`` suffers more than predicted (victim effect); ``g[b]``:
 by which ``b`` inflicts more (partner effect); ``w[a, b]``: what is particular to the ordered
 pair (learned from repeated observations of it -- co-located jobs stay together and are
-measured again; ``pair_effects=False`` leaves it out); ``eps``: measurement noise (multiplicative, as
+measured again; ``pair_effects=False`` leaves it out); ``beta[a]``, ``gamma[b]``: per-job
+*slopes* on the other job's measured DRAM activity ``c = dram_activity - m`` (``m`` the mean
+over the stored sides that have one; ``c = 0`` where it is not measured) -- how much more
+``a`` suffers next to a partner that streams more (``beta``), how much more ``b`` inflicts on
+a victim that streams more (``gamma``).  Why DRAM: under MPS a pair's contention is not a
+product of a victim and a partner term (shared bandwidth slows a job only once the two
+jobs' demands *together* pass what the GPU has), so a job's factor varies with the partner's
+bandwidth demand; ``slopes=False`` leaves them out.  ``eps``: measurement noise (multiplicative, as
 step-time noise is) and what neither effect explains.  The keys ``a``, ``b`` are the *live
 jobs* as the profile store keys them (:func:`job_key`: the profile's ``job_type`` -- for
 node-reported profiles the job's pod-group key -- with the GPU model, the sharing mechanism
 and MPS share it runs at), never a catalogue job type.  The slowdown served is
-``1 + e exp(v[a] + g[b])`` (clipped to [1, 50] as the model's), the population model's for a
-pair where neither job has observations.
+``1 + e exp(v[a] + g[b] + w[a, b] + beta[a] c_b + gamma[b] c_a)`` (clipped to [1, 50] as the
+model's), the population model's for a pair where neither job has observations.
 
-**Estimate.**  The posterior mode of ``v``, ``g`` given every stored observation: minimise
-``sum r_i^2 / s2 + sum v^2 / tau_v2 + sum g^2 / tau_g2`` with ``r_i = ln obs_i - ln slowdown_i``
+**Estimate.**  The posterior mode of the effects given every stored observation: minimise
+``sum r_i^2 / s2 + sum v^2 / tau_v2 + sum g^2 / tau_g2`` (+ the same for ``w``, ``beta``,
+``gamma``) with ``r_i = ln obs_i - ln slowdown_i``
 by Gauss-Newton (the iterated extended Kalman filter's update: linearise ``ln slowdown`` in
 ``v + g``, slope ``J = e exp(v + g) / slowdown``, the share of the slowdown that is extra), each
 linear step solved by Gauss-Seidel over the jobs -- each job's effect set to its conditional
@@ -38,7 +47,12 @@ posterior mean, e.g. ``v[a] = sum J_i (z_i - J_i g[b_i]) / (sum J_i^2 + s2 / tau
 working response ``z_i = r_i + J_i (v[a] + g[b_i])``.  So a job's *first* observation ``y =
 ln(observed / p)`` next to a partner with none moves ``v[a]``, in the first (Kalman) step, by
 the gain ``tau_v2 J / (J^2 (tau_v2 + tau_g2) + s2)`` times ``y`` (``J = e / p``), and ``g[b]``
-by ``tau_g2 J / (...)`` times ``y``; later steps refine for the curvature.  An observation of
+by ``tau_g2 J / (...)`` times ``y``; later steps refine for the curvature.  A slope is one
+more block of the same sweep with the covariate as regressor: ``beta[a] = sum J_i c_i (z_i -
+J_i (theta_i - beta[a] c_i)) / (sum J_i^2 c_i^2 + s2 / tau_b2)`` (``theta_i`` the side's
+summed effects), so the first observation alone moves ``beta[a]`` by ``tau_b2 c J y / (tau_b2
+c^2 J^2 + s2)`` when only slopes are on (tests/test_predictor_online.py works it by hand).
+An observation of
 a pair with (almost) no predicted contention (``J ~ 0``) says (almost) nothing about either
 job, as it should.
 
@@ -47,13 +61,23 @@ job, as it should.
 had not been trained on it -- to first order ``y_i = J_i (v + g) + eps``): two observations with
 the same victim and different partners have covariance ``J_i J_k tau_v2``; with the same
 partner and different victims ``J_i J_k tau_g2``; ``E y_i^2 = J_i^2 (tau_v2 + tau_g2) + s2``.
-repeated observations of one ordered pair ``J_i J_k (tau_v2 + tau_g2 + tau_p2)``.  So
-``tau_v2 = sum y_i y_k / sum J_i J_k`` over such pairs, ``tau_g2`` likewise, ``tau_p2`` the
-same over repeats minus ``tau_v2 + tau_g2``, ``s2`` =
-``(sum y_i^2 - (tau_v2 + tau_g2 + tau_p2) sum J_i^2) / n`` (floored at :data:`MIN_VARIANCE`; a negative
-component is set to 0: no correction of that kind).  Until at least :data:`MIN_JOBS` victims
-and partners have two observations each, no correction is applied: the population model serves
-alone.  No tuned constant: the four variances are re-estimated on every update.
+repeated observations of one ordered pair ``J_i J_k (tau_v2 + tau_g2 + tau_p2)``.  With the
+slopes, same-victim pairs have covariance ``J_i J_k (tau_v2 + tau_b2 c_i c_k)`` (``c`` the
+partners' covariates), so ``tau_v2``, ``tau_b2`` solve the two moment equations weighted by 1
+and by ``c_i c_k``::
+
+    sum y_i y_k           = tau_v2 sum J_i J_k           + tau_b2 sum J_i J_k c_i c_k
+    sum y_i y_k c_i c_k   = tau_v2 sum J_i J_k c_i c_k   + tau_b2 sum J_i J_k c_i^2 c_k^2
+
+(without slopes the first alone: ``tau_v2 = sum y_i y_k / sum J_i J_k``); ``tau_g2``,
+``tau_c2`` likewise over same-partner pairs with the victims' covariates; ``tau_p2`` from
+repeats, less what the other components explain; ``s2`` = ``mean(y_i^2 - (tau_v2 + tau_g2 +
+tau_p2 + tau_b2 c_b^2 + tau_c2 c_a^2) J_i^2)`` (floored at :data:`MIN_VARIANCE`).  A negative
+component is set to 0 (no correction of that kind; in a pair of equations the other is then
+refitted alone, the one of the two one-component fits closer to both moments kept).  Until at
+least :data:`MIN_JOBS` victims and partners have two observations each, no correction is
+applied: the population model serves alone.  No tuned constant: the six variances are
+re-estimated on every update.
 
 **When the population model changes** (a refit is promoted) the effects are solved again
 against the new model, so a bias the refit absorbed is not counted twice.
@@ -112,13 +136,15 @@ class JobCorrections:
 
     ``max_records``: observations kept (newest), an integer >= 1.  ``variances``: fix
     ``(tau_v2, tau_g2, s2)`` instead of estimating them (tests; each >= 0, ``s2 > 0``), with
-    ``pair_variance`` (``tau_p2``, default 0) fixed too; ``pair_effects=False``: no pair
-    effects.
+    ``pair_variance`` (``tau_p2``, default 0) and ``slope_variances`` (``(tau_b2, tau_c2)``,
+    default 0, 0) fixed too; ``pair_effects=False``: no pair effects; ``slopes=False``: no
+    DRAM slopes.
     InvalidArgument for a bad argument."""
 
     def __init__(self, max_records: int = 20_000,
                  variances: tuple[float, float, float] | None = None,
-                 pair_variance: float = 0.0, pair_effects: bool = True):
+                 pair_variance: float = 0.0, pair_effects: bool = True,
+                 slope_variances: tuple[float, float] = (0.0, 0.0), slopes: bool = True):
         if isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 1:
             raise InvalidArgument("max_records", max_records, "an integer >= 1")
         if variances is not None:
@@ -128,6 +154,11 @@ class JobCorrections:
             if not ok:
                 raise InvalidArgument("variances", variances,
                                       "(tau_v2, tau_g2, s2), finite, >= 0, s2 > 0")
+        if not (len(slope_variances) == 2 and all(
+                isinstance(x, (int, float)) and math.isfinite(x) and x >= 0
+                for x in slope_variances)):
+            raise InvalidArgument("slope_variances", slope_variances,
+                                  "(tau_b2, tau_c2), finite, >= 0")
         self.max_records = max_records
         self._fixed = None if variances is None else tuple(float(x) for x in variances)
         # records: (victim key, partner key, victim profile, partner profile, gpu, ln observed)
@@ -136,11 +167,15 @@ class JobCorrections:
         # (log residual, slope J) of each record at arrival (out of sample)
         self._y0: deque = deque(maxlen=max_records)
         # (victim effects, partner effects), replaced as one object by each solve
-        self._effects: tuple[dict, dict, dict] = ({}, {}, {})
+        self._effects: tuple = ({}, {}, {}, {}, {}, 0.0)
         self.variances: tuple[float, float, float] = (0.0, 0.0, 1.0)
         self.pair_effects = bool(pair_effects)
         #: ``tau_p2``, the pair effects' variance (estimated unless ``variances`` is fixed)
         self.pair_variance = float(pair_variance)
+        self.slopes = bool(slopes)
+        #: ``(tau_b2, tau_c2)``, the DRAM slopes' variances (estimated unless ``variances`` is
+        #: fixed; then these fixed values)
+        self.slope_variances = tuple(float(x) for x in slope_variances)
         self.pop_version: str | None = None
         self._lock = threading.Lock()
 
@@ -158,6 +193,21 @@ class JobCorrections:
     def pair(self) -> dict[tuple, float]:
         """Pair effects by ``(victim key, partner key)`` (absent = 0)."""
         return self._effects[2]
+
+    @property
+    def victim_slope(self) -> dict[tuple, float]:
+        """Victim DRAM slopes ``beta`` by :func:`job_key` (absent = 0)."""
+        return self._effects[3]
+
+    @property
+    def partner_slope(self) -> dict[tuple, float]:
+        """Partner DRAM slopes ``gamma`` by :func:`job_key` (absent = 0)."""
+        return self._effects[4]
+
+    @property
+    def dram_centre(self) -> float:
+        """The DRAM activity the slopes are centred at (mean over the stored sides)."""
+        return self._effects[5]
 
     def __len__(self) -> int:
         return len(self._rec)
@@ -249,21 +299,69 @@ class JobCorrections:
         s2 = np.bincount(grp, z * z, n_grp)
         return float(np.sum(s1 * s1 - s2))
 
-    def estimate_pair_variance(self, tv: float, tg: float) -> float:
+    def _covariates(self) -> tuple[np.ndarray, np.ndarray, float]:
+        """Per stored side: the partner's and the victim's measured DRAM activity minus their
+        mean ``m`` over the stored sides that have one (0 where not measured: no slope term),
+        shapes (n,), and ``m``."""
+        da = np.array([np.nan if r[2].dram_activity is None else r[2].dram_activity
+                       for r in self._rec], dtype=float)
+        db = np.array([np.nan if r[3].dram_activity is None else r[3].dram_activity
+                       for r in self._rec], dtype=float)
+        both = np.concatenate([da, db])
+        ok = ~np.isnan(both)
+        m = float(both[ok].mean()) if ok.any() else 0.0
+        return np.nan_to_num(db - m), np.nan_to_num(da - m), m
+
+    def _moments2(self, y, j, c, grp, sub, n_grp) -> tuple[float, float]:
+        """``(tau, tau_slope)`` of one side (module docstring): over pairs of sides with the
+        same ``grp`` and different ``sub``, ``E y_i y_k = J_i J_k (tau + tau_slope c_i c_k)``;
+        the moment equations weighted by 1 and by ``c_i c_k``.  A negative solution sets that
+        component to 0 and re-solves the other alone."""
+        a = self._cross(j, grp, sub, n_grp)
+        if a <= 0:
+            return 0.0, 0.0
+        r1 = self._cross(y, grp, sub, n_grp)
+        if not self.slopes:
+            return max(0.0, r1 / a), 0.0
+        b = self._cross(j * c, grp, sub, n_grp)
+        cc = self._cross(j * c * c, grp, sub, n_grp)
+        r2 = self._cross(y * c, grp, sub, n_grp)
+        det = a * cc - b * b
+        if det > 1e-12 * max(a * cc, 1e-300):
+            t = (r1 * cc - r2 * b) / det
+            ts = (a * r2 - b * r1) / det
+            if t >= 0 and ts >= 0:
+                return t, ts
+        t_alone = max(0.0, r1 / a)
+        ts_alone = max(0.0, r2 / cc) if cc > 0 else 0.0
+        # the one-component fit that explains more of the two moments
+        e_t = (r1 - t_alone * a) ** 2 + (r2 - t_alone * b) ** 2
+        e_s = (r1 - ts_alone * b) ** 2 + (r2 - ts_alone * cc) ** 2
+        return (t_alone, 0.0) if e_t <= e_s else (0.0, ts_alone)
+
+    def estimate_pair_variance(self, tv: float, tg: float, tb: float = 0.0,
+                               tc: float = 0.0) -> float:
         """``tau_p2`` (module docstring): repeated observations of one ordered pair have
-        covariance ``J_i J_k (tau_v2 + tau_g2 + tau_p2)``; 0 without repeats."""
+        covariance ``J_i J_k (tau_v2 + tau_g2 + tau_b2 c_b^2 + tau_c2 c_a^2 + tau_p2)``; 0
+        without repeats."""
         if len(self._y0) != len(self._rec) or len(self._rec) < 2:
             return 0.0
         y = np.array([t[0] for t in self._y0], dtype=float)
         j = np.array([t[1] for t in self._y0], dtype=float)
         _, _, vi, gi = self._index()
+        cb, ca, _ = self._covariates()
         pi, n = self._pair_index(vi, gi)
         d = self._same(j, pi, n)
-        return max(0.0, self._same(y, pi, n) / d - tv - tg) if d > 0 else 0.0
+        if d <= 0:
+            return 0.0
+        known = (tv + tg) * d + tb * self._same(j * cb, pi, n) + tc * self._same(j * ca, pi, n)
+        return max(0.0, (self._same(y, pi, n) - known) / d)
 
     def estimate_variances(self) -> tuple[float, float, float]:
         """``(tau_v2, tau_g2, s2)`` by the moments of the module docstring from the records'
-        residuals *at arrival*; ``(0, 0, 1)`` (no correction) with too little data."""
+        residuals *at arrival*; ``(0, 0, 1)`` (no correction) with too little data.  Sets
+        :attr:`pair_variance` and :attr:`slope_variances` as well."""
+        self.slope_variances = (0.0, 0.0)
         if len(self._y0) < 2 or len(self._y0) != len(self._rec):
             return (0.0, 0.0, 1.0)
         y = np.array([t[0] for t in self._y0], dtype=float)
@@ -271,60 +369,70 @@ class JobCorrections:
         vids, gids, vi, gi = self._index()
         if (np.sum(np.bincount(vi) >= 2) < MIN_JOBS or np.sum(np.bincount(gi) >= 2) < MIN_JOBS):
             return (0.0, 0.0, 1.0)
-        dv = self._cross(j, vi, gi, len(vids))
-        dg = self._cross(j, gi, vi, len(gids))
-        tv = max(0.0, self._cross(y, vi, gi, len(vids)) / dv) if dv > 0 else 0.0
-        tg = max(0.0, self._cross(y, gi, vi, len(gids)) / dg) if dg > 0 else 0.0
-        tp = self.estimate_pair_variance(tv, tg) if self.pair_effects else 0.0
-        s2 = max(MIN_VARIANCE, float(np.mean(y * y - (tv + tg + tp) * j * j)))
+        cb, ca, _ = self._covariates()
+        tv, tb = self._moments2(y, j, cb, vi, gi, len(vids))
+        tg, tc = self._moments2(y, j, ca, gi, vi, len(gids))
+        tp = self.estimate_pair_variance(tv, tg, tb, tc) if self.pair_effects else 0.0
+        s2 = max(MIN_VARIANCE, float(np.mean(
+            y * y - (tv + tg + tp + tb * cb * cb + tc * ca * ca) * j * j)))
         self.pair_variance = tp
+        self.slope_variances = (tb, tc)
         return (tv, tg, s2)
 
     def _solve(self, iterations: int = _GN_ITERS) -> None:
-        self.variances = self._fixed if self._fixed is not None else self.estimate_variances()
+        if self._fixed is not None:
+            self.variances = self._fixed
+        else:
+            self.variances = self.estimate_variances()
         tv, tg, s2 = self.variances
         tp = self.pair_variance if self.pair_effects else 0.0
-        if len(self._rec) == 0 or (tv <= 0 and tg <= 0 and tp <= 0):
-            self._effects = ({}, {}, {})
+        tb, tc = self.slope_variances if self.slopes else (0.0, 0.0)
+        if len(self._rec) == 0 or max(tv, tg, tp, tb, tc) <= 0:
+            self._effects = ({}, {}, {}, {}, {}, 0.0)
             return
         vids, gids, vi, gi = self._index()
         pi, npair = self._pair_index(vi, gi)
-        lv = s2 / tv if tv > 0 else math.inf
-        lg = s2 / tg if tg > 0 else math.inf
-        lp = s2 / tp if tp > 0 else math.inf
-        v = np.zeros(len(vids))
-        g = np.zeros(len(gids))
-        q = np.zeros(npair)
+        cb, ca, centre = self._covariates()
+        ones = np.ones(len(vi))
+        # blocks: (group index, regressor, groups, prior variance) -- the effect of a side is
+        # sum over blocks of coef[block][group] * regressor
+        blocks = [(vi, ones, len(vids), tv), (gi, ones, len(gids), tg), (pi, ones, npair, tp),
+                  (vi, cb, len(vids), tb), (gi, ca, len(gids), tc)]
+        coef = [np.zeros(n) for _, _, n, _ in blocks]
         e = np.array(self._ed, dtype=float)
         lo = np.array([r[5] for r in self._rec], dtype=float)
+
+        def theta():
+            return sum(cf[ix] * x for cf, (ix, x, _, _) in zip(coef, blocks))
+
         for _ in range(iterations):  # Gauss-Newton (iterated EKF)
-            th = v[vi] + g[gi] + q[pi]
+            th = theta()
             ex = e * np.exp(th)
             sl = 1.0 + ex
             jac = ex / sl
             z = lo - np.log(sl) + jac * th
             jj = jac * jac
-            nv = np.bincount(vi, jj, len(vids)) + lv
-            ng = np.bincount(gi, jj, len(gids)) + lg
-            npp = np.bincount(pi, jj, npair) + lp
-            v0, g0, q0 = v.copy(), g.copy(), q.copy()
+            norm = [np.bincount(ix, jj * x * x, n) + (s2 / t if t > 0 else 0.0)
+                    for ix, x, n, t in blocks]
+            before = [c.copy() for c in coef]
             for _ in range(_SWEEPS):  # Gauss-Seidel on the linear step
-                v_new = np.bincount(vi, jac * (z - jac * (g[gi] + q[pi])), len(vids)) / nv \
-                    if tv > 0 else v
-                g_new = np.bincount(gi, jac * (z - jac * (v_new[vi] + q[pi])), len(gids)) / ng \
-                    if tg > 0 else g
-                q_new = np.bincount(pi, jac * (z - jac * (v_new[vi] + g_new[gi])), npair) / npp \
-                    if tp > 0 else q
-                done = (np.max(np.abs(v_new - v), initial=0) < _TOL
-                        and np.max(np.abs(g_new - g), initial=0) < _TOL
-                        and np.max(np.abs(q_new - q), initial=0) < _TOL)
-                v, g, q = v_new, g_new, q_new
-                if done:
+                th_lin = theta()
+                moved = 0.0
+                for b, (ix, x, n, t) in enumerate(blocks):
+                    if t <= 0:
+                        continue
+                    rest = th_lin - coef[b][ix] * x
+                    new = np.bincount(ix, jac * x * (z - jac * rest), n) / np.where(
+                        norm[b] > 0, norm[b], 1.0)
+                    moved = max(moved, float(np.max(np.abs(new - coef[b]), initial=0)))
+                    th_lin = rest + new[ix] * x
+                    coef[b] = new
+                if moved < _TOL:
                     break
-            if (np.max(np.abs(v - v0), initial=0) < _TOL
-                    and np.max(np.abs(g - g0), initial=0) < _TOL
-                    and np.max(np.abs(q - q0), initial=0) < _TOL):
+            if max(float(np.max(np.abs(c - c0), initial=0)) for c, c0 in zip(coef, before)) \
+                    < _TOL:
                 break
+        v, g, q, bv, cg = coef
         vkeys, gkeys = list(vids), list(gids)
         pkeys = {}
         for r_vi, r_gi, r_pi in zip(vi.tolist(), gi.tolist(), pi.tolist()):
@@ -332,20 +440,29 @@ class JobCorrections:
         # one assignment: a concurrent predict sees the old or the new effects, never a mix
         self._effects = ({k: float(v[i]) for k, i in vids.items() if v[i] != 0.0},
                          {k: float(g[i]) for k, i in gids.items() if g[i] != 0.0},
-                         {pkeys[i]: float(q[i]) for i in range(npair) if q[i] != 0.0})
+                         {pkeys[i]: float(q[i]) for i in range(npair) if q[i] != 0.0},
+                         {k: float(bv[i]) for k, i in vids.items() if bv[i] != 0.0},
+                         {k: float(cg[i]) for k, i in gids.items() if cg[i] != 0.0},
+                         centre)
 
     # -- serving -----------------------------------------------------------------------------
     def factors(self, victims: Sequence[JobProfile], partners: Sequence[JobProfile]
                 ) -> np.ndarray:
-        """``exp(v[victim] + g[partner])`` per pair, shape (n,): the factor on the extra
-        slowdown; 1 where neither job has observations."""
-        v, g, q = self._effects
-        if not v and not g and not q:
+        """``exp(v[a] + g[b] + w[a, b] + beta[a] c_b + gamma[b] c_a)`` per pair, shape (n,):
+        the factor on the extra slowdown (``c``: a job's measured DRAM activity minus
+        :attr:`dram_centre`, 0 when not measured); 1 where neither job has observations."""
+        v, g, q, bv, cg, m = self._effects
+        if not (v or g or q or bv or cg):
             return np.ones(len(victims))
         out = []
         for a, b in zip(victims, partners):
             ka, kb = job_key(a), job_key(b)
-            out.append(v.get(ka, 0.0) + g.get(kb, 0.0) + q.get((ka, kb), 0.0))
+            t = v.get(ka, 0.0) + g.get(kb, 0.0) + q.get((ka, kb), 0.0)
+            if bv and b.dram_activity is not None:
+                t += bv.get(ka, 0.0) * (b.dram_activity - m)
+            if cg and a.dram_activity is not None:
+                t += cg.get(kb, 0.0) * (a.dram_activity - m)
+            out.append(t)
         return np.exp(np.array(out, dtype=float))
 
     def apply(self, victims: Sequence[JobProfile], partners: Sequence[JobProfile],
@@ -353,7 +470,7 @@ class JobCorrections:
         """The corrected slowdowns, shape (n,): ``1 + max(p - 1, MIN_EXTRA) x factor`` where
         a factor is not 1, clipped to [1, 50]; ``population`` unchanged elsewhere."""
         pop = np.asarray(population, dtype=float)
-        if not any(self._effects):
+        if not any(self._effects[:5]):
             return pop
         f = self.factors(victims, partners)
         out = np.where(f == 1.0, pop, 1.0 + np.maximum(pop - 1.0, MIN_EXTRA) * f)
