@@ -313,3 +313,21 @@ def test_slope_variances_by_moments_match_a_brute_force_sum():
     lo_, hi_ = part[0], part[7]
     served = c.apply([vic[1], vic[1]], [lo_, hi_], np.array([1.2, 1.2]))
     assert served[1] > served[0]
+
+
+def test_without_dram_spread_the_slopes_change_nothing():
+    # every job with the same DRAM activity: every covariate is 0, so the slope moments have
+    # no support (tau_b2 = tau_c2 = 0) and the effects equal those of slopes=False
+    rng = np.random.default_rng(3)
+    obs = [Observation(_job(f"v{i}"), _job(f"p{(i + j) % 7}"), GPU,
+                       float(1.2 * math.exp(rng.normal(0.0, 0.2))),
+                       float(1.2 * math.exp(rng.normal(0.0, 0.2))))
+           for i in range(8) for j in range(4)]
+    on, off = JobCorrections(), JobCorrections(slopes=False)
+    on.observe(obs, _const(1.2), "m")
+    off.observe(obs, _const(1.2), "m")
+    assert on.slope_variances == (0.0, 0.0)
+    assert on.variances == off.variances and on.variances[0] + on.variances[1] > 0
+    assert on.v == off.v and on.g == off.g and on.victim_slope == {}
+    with pytest.raises(InvalidArgument):
+        JobCorrections(slope_variances=(0.1, -1.0))
