@@ -160,15 +160,17 @@ def test_runs_that_unlock_higher_loads_come_first():
     assert ladder.priority(seed0) == 64 + 144 + 256
 
 
-def test_the_default_sweep_runs_at_every_cluster_size():
+def test_the_default_sweep_runs_at_the_smallest_cluster_size_and_any_size_on_request():
     import argparse
 
     from elastico.cli.evaluate import DEFAULT_SWEEP_GPUS, DEFAULT_SWEEP_SEEDS, parse_sweep
 
     args = argparse.Namespace(sweep_loads="0.25,0.5,0.75,1", sweep_seeds=DEFAULT_SWEEP_SEEDS,
                               sweep_gpus=DEFAULT_SWEEP_GPUS)
-    loads, seeds, sizes = parse_sweep(args, SETTINGS, [64, 512])
-    assert loads == [0.25, 0.5, 0.75, 1.0] and sizes == [64, 512]
+    loads, seeds, sizes = parse_sweep(args, SETTINGS, [512, 64])
+    assert loads == [0.25, 0.5, 0.75, 1.0] and sizes == [64]
+    args.sweep_gpus = "64,512"
+    assert parse_sweep(args, SETTINGS, [64, 512])[2] == [64, 512]
 
 
 def test_a_sweep_run_stopped_at_the_window_end_has_the_full_replays_backlog_test():
