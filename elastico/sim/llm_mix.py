@@ -56,7 +56,7 @@ import numpy as np
 
 from elastico.errors import InvalidArgument
 from elastico.model import Job, JobKind, Node
-from elastico.sim.workload import Workload
+from elastico.sim.workload import Workload, rate_for_demand
 from elastico.trace import TracePod
 
 __all__ = ["WORKLOADS", "OPENB", "LLM_MIX", "SHARE_SWEEP", "DEFAULT_INFERENCE_SHARE",
@@ -420,16 +420,7 @@ def _process(make: Callable[[int], "_Draft | None"], epochs_of: Callable[[int], 
         n *= 2
     else:
         raise InvalidArgument(what, target, "a demand these jobs can offer in the window")
-    lo_l, hi_l = top / 1e6, top
-    for _ in range(200):
-        mid = math.sqrt(lo_l * hi_l)
-        if demand(mid) < target:
-            lo_l = mid
-        else:
-            hi_l = mid
-        if hi_l / lo_l < 1 + 1e-9:
-            break
-    lam = hi_l
+    lam = rate_for_demand(demand, target, top / 1e6, top)
     arrivals = epochs / lam
     jobs = [replace(d.job, arrival_s=float(a)) for d, a in zip(drafts[:n], arrivals)
             if d is not None and a < horizon]

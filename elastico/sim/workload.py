@@ -54,7 +54,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterator, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -64,7 +64,7 @@ from elastico.shapes import FOOTPRINT_GIB
 from elastico.perf.throughput import ThroughputModel
 from elastico.trace import TRACE_CLUSTER_GPUS, TracePod, job_kind
 
-__all__ = ["Workload", "build_workload", "job_kind", "load_is_too_low", "offered_load",
+__all__ = ["Workload", "rate_for_demand", "build_workload", "job_kind", "load_is_too_low", "offered_load",
            "EXCLUSION_REASONS", "CENSORED_PHASES", "Window", "default_window", "batch_durations",
            "is_censored", "build_continuous_workload", "window_demand", "user_estimates"]
 
@@ -407,15 +407,7 @@ def build_continuous_workload(pods: Sequence[TracePod], nodes: Sequence[Node], *
     if demand(hi_l) < load:
         raise InvalidArgument("load", load, f"must be <= {demand(hi_l):.3g} for this window "
                                             "(the arrival draw is too short)")
-    for _ in range(100):  # demand grows with lam (more arrivals, earlier)
-        mid = math.sqrt(lo_l * hi_l)
-        if demand(mid) < load:
-            lo_l = mid
-        else:
-            hi_l = mid
-        if hi_l / lo_l < 1 + 1e-9:
-            break
-    lam = hi_l
+    lam = rate_for_demand(demand, load, lo_l, hi_l)  # demand grows with lam
     arrivals = epochs / lam
     count = int(np.searchsorted(arrivals, horizon, side="left"))
     types = model.job_types()
@@ -448,3 +440,21 @@ def user_estimates(jobs, badness: float, seed: int) -> dict[str, float]:
     ordered = sorted(jobs, key=lambda j: j.id)
     u = rng.random(len(ordered))
     return {j.id: j.work * (1.0 + badness * float(x)) for j, x in zip(ordered, u)}
+
+
+def rate_for_demand(demand: Callable[[float], float], target: float, lo: float, hi: float,
+                    rel_tol: float = 1e-9) -> float:
+    """The smallest arrival rate (jobs/s, to a relative ``rel_tol``) in ``[lo, hi]`` at which
+    ``demand(rate)`` (non-decreasing in the rate: more arrivals, earlier) reaches ``target``:
+    bisection on a log scale (the rates span orders of magnitude), returning the upper end of
+    the final bracket, so ``demand(result) >= target`` whenever ``demand(hi) >= target``.
+    Shared by the continuous openb workload and :mod:`elastico.sim.llm_mix`."""
+    for _ in range(200):
+        mid = math.sqrt(lo * hi)
+        if demand(mid) < target:
+            lo = mid
+        else:
+            hi = mid
+        if hi / lo < 1 + rel_tol:
+            break
+    return hi
