@@ -31,6 +31,7 @@ from typing import Sequence
 
 import numpy as np
 
+from elastico.predictor.features import distinct_job_rows
 from elastico.predictor.prior import mechanism, prior_pair, solo_activity
 from elastico.predictor.profile import JobProfile
 from elastico.predictor.schema import GPU_SPECS, KINDS, PRECISIONS
@@ -125,23 +126,11 @@ class ActivityFeatureBuilder:
         X = np.empty((n, len(FEATURE_NAMES)), dtype=np.float64)
         if n == 0:
             return X
-        rows: dict[tuple[JobProfile, str], int] = {}
-        vecs: list[np.ndarray] = []
-        mech: list[int] = []  # per distinct job: 2 mig, 1 timeslice, 0 otherwise
-        vi = np.empty(n, dtype=np.intp)
-        pi = np.empty(n, dtype=np.intp)
-        for idx, profs in ((vi, victims), (pi, partners)):
-            for k in range(n):
-                key = (profs[k], gpu_models[k])
-                r = rows.get(key)
-                if r is None:
-                    r = rows[key] = len(vecs)
-                    vecs.append(self.job_vector(profs[k], gpu_models[k]))
-                    sh = profs[k].sharing
-                    mech.append(2 if sh == "mig" else 1 if sh == "timeslice" else 0)
-                idx[k] = r
-        V = np.vstack(vecs)
-        M = np.asarray(mech)
+        V, vi, pi, distinct = distinct_job_rows(victims, partners, gpu_models,
+                                                 self.job_vector)
+        # per distinct job: 2 mig, 1 timeslice, 0 otherwise
+        M = np.asarray([2 if p.sharing == "mig" else 1 if p.sharing == "timeslice" else 0
+                        for p in distinct])
         A, B = V[vi], V[pi]
         X[:, :_J] = A
         X[:, _J:2 * _J] = B

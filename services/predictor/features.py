@@ -201,20 +201,7 @@ class FeatureBuilder:
         X = np.empty((n, len(FEATURE_NAMES)), dtype=np.float64)
         if n == 0:
             return X
-        # one job vector per distinct (profile, GPU): a batch usually repeats few jobs
-        rows: dict[tuple[JobProfile, str], int] = {}
-        vecs: list[np.ndarray] = []
-        vi = np.empty(n, dtype=np.intp)
-        pi = np.empty(n, dtype=np.intp)
-        for idx_arr, profs in ((vi, victims), (pi, partners)):
-            for i in range(n):
-                key = (profs[i], gpu_models[i])
-                r = rows.get(key)
-                if r is None:
-                    r = rows[key] = len(vecs)
-                    vecs.append(self.job_vector(profs[i], gpu_models[i]))
-                idx_arr[i] = r
-        V = np.vstack(vecs) if vecs else np.empty((0, _J))
+        V, vi, pi, _ = distinct_job_rows(victims, partners, gpu_models, self.job_vector)
         X[:, :_J] = V[vi]
         X[:, _J:2 * _J] = V[pi]
         gpu_cache: dict[str, tuple[float, float]] = {}
@@ -244,3 +231,28 @@ def _pair_block(X: np.ndarray) -> None:
     o = 2 * _J + 2
     X[:, o] = ev + ep
     X[:, o + 1] = ev * ep
+
+
+def distinct_job_rows(victims: Sequence[JobProfile], partners: Sequence[JobProfile],
+                      gpu_models: Sequence[str], job_vector
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[JobProfile]]:
+    """One job vector per distinct (profile, GPU) of ``n`` ordered triples (a batch usually
+    repeats few jobs): ``(V, vi, pi, distinct)`` with ``V[vi]`` / ``V[pi]`` the victims' /
+    partners' vectors (``job_vector(profile, gpu_model)``, shape ``(n, d)`` each) and
+    ``distinct[r]`` the profile of row ``r`` of ``V``.  ``n`` >= 1."""
+    n = len(victims)
+    rows: dict[tuple[JobProfile, str], int] = {}
+    vecs: list[np.ndarray] = []
+    distinct: list[JobProfile] = []
+    vi = np.empty(n, dtype=np.intp)
+    pi = np.empty(n, dtype=np.intp)
+    for idx_arr, profs in ((vi, victims), (pi, partners)):
+        for i in range(n):
+            key = (profs[i], gpu_models[i])
+            r = rows.get(key)
+            if r is None:
+                r = rows[key] = len(vecs)
+                vecs.append(job_vector(profs[i], gpu_models[i]))
+                distinct.append(profs[i])
+            idx_arr[i] = r
+    return np.vstack(vecs), vi, pi, distinct
