@@ -22,6 +22,18 @@ def test_dominance_prune_hand_worked():
     assert dominance_prune(u, d, off).tolist() == [True, True, False, False, True]
 
 
+def test_dominance_prune_in_small_blocks_equals_one_block(monkeypatch):
+    from elastico.pricing import solver
+
+    rng = np.random.default_rng(3)
+    u0, d0, off0, _ = random_instance(rng, n=40, k_max=6, r=3, integer=True)
+    u, d, off = _with_dominated(rng, u0, d0, off0)
+    whole = dominance_prune(u, d, off)
+    monkeypatch.setattr(solver, "_PRUNE_CELLS", 1)  # one family per block
+    assert np.array_equal(dominance_prune(u, d, off), whole)
+    assert not whole.all()
+
+
 def _with_dominated(rng, u, d, off):
     """Adds to every family a copy of a random member with more demand and no more utility,
     and an exact duplicate: both dominated."""

@@ -634,8 +634,8 @@ def _uniform_price_start(kern: kernel.PreparedInstance, cap: np.ndarray,
     which is nondecreasing in ``a`` (L is convex).  Returns (prices float64[R] at the lowest
     dual value seen, selections used, the selection ``(choice, totals, L)`` at those prices or
     None when it was not the last one).  A handful of selections put the Lagrangian choice near
-    the capacity, where the first primal pass is cheap and gives the Polyak step a real
-    target.  ``record``, when given, receives ``(prices, totals, L, choice)`` of every selection (the
+    the capacity, where the first primal pass is cheap and sizes BOXSTEP's first box.
+    ``record``, when given, receives ``(prices, totals, L, choice)`` of every selection (the
     cutting planes of :class:`_Boxstep`)."""
     evals = 0
     best: tuple = (math.inf, np.zeros_like(cap), None)
@@ -691,8 +691,8 @@ def dominance_prune(utility: np.ndarray, demand: np.ndarray, offsets: np.ndarray
     choice swapping it for its dominator stays feasible and loses nothing, so OPT is unchanged.
 
     Shapes: ``utility`` [M], ``demand`` [M, R], ``offsets`` int64[N+1] (validated CSR).  Costs
-    O(sum_j K_j^2 R) time and O(max_j K_j^2 R) memory per job of the largest size (vectorised
-    over the jobs of each family size)."""
+    O(sum_j K_j^2 R) time, vectorised over blocks of same-size families of at most
+    :data:`_PRUNE_CELLS` pairwise cells (memory O(_PRUNE_CELLS) beyond the inputs)."""
     m = utility.shape[0]
     keep = np.ones(m, dtype=bool)
     sizes = np.diff(offsets)
@@ -700,20 +700,32 @@ def dominance_prune(utility: np.ndarray, demand: np.ndarray, offsets: np.ndarray
         k = int(k)
         if k < 2:
             continue
-        jobs = np.flatnonzero(sizes == k)
-        idx = offsets[jobs][:, None] + np.arange(k)           # [J, K]
-        uu, dd = utility[idx], demand[idx]                       # [J, K], [J, K, R]
-        # a dominates b: d_a <= d_b everywhere and u_a >= u_b, and (strictly better somewhere
-        # or, when identical, a has the lower index)
-        le = np.all(dd[:, :, None, :] <= dd[:, None, :, :], axis=3)   # [J, a, b]
-        ge = uu[:, :, None] >= uu[:, None, :]
-        same = np.all(dd[:, :, None, :] == dd[:, None, :, :], axis=3) & (uu[:, :, None] == uu[:, None, :])
-        lower = np.arange(k)[:, None] < np.arange(k)[None, :]
-        dom = le & ge & (~same | lower[None])
-        dom[:, np.arange(k), np.arange(k)] = False
-        keep[idx[dom.any(axis=1)]] = False
+        same_size = np.flatnonzero(sizes == k)
+        step = max(1, _PRUNE_CELLS // (k * k * max(demand.shape[1], 1)))
+        for lo in range(0, same_size.size, step):
+            _prune_block(utility, demand, offsets[same_size[lo:lo + step]], k, keep)
     return keep
 
+
+def _prune_block(utility: np.ndarray, demand: np.ndarray, starts: np.ndarray, k: int,
+                 keep: np.ndarray) -> None:
+    """:func:`dominance_prune` for the families of size ``k`` starting at ``starts``."""
+    idx = starts[:, None] + np.arange(k)                     # [J, K]
+    uu, dd = utility[idx], demand[idx]                       # [J, K], [J, K, R]
+    # a dominates b: d_a <= d_b everywhere and u_a >= u_b, and (strictly better somewhere
+    # or, when identical, a has the lower index)
+    le = np.all(dd[:, :, None, :] <= dd[:, None, :, :], axis=3)   # [J, a, b]
+    ge = uu[:, :, None] >= uu[:, None, :]
+    same = (np.all(dd[:, :, None, :] == dd[:, None, :, :], axis=3)
+            & (uu[:, :, None] == uu[:, None, :]))
+    lower = np.arange(k)[:, None] < np.arange(k)[None, :]
+    dom = le & ge & (~same | lower[None])
+    dom[:, np.arange(k), np.arange(k)] = False
+    keep[idx[dom.any(axis=1)]] = False
+
+
+#: pairwise comparison cells (families x K x K x R) per vectorised block of dominance_prune
+_PRUNE_CELLS = 1 << 22
 
 #: jobs in the cold start's sampled linear program (:func:`_sampled_lp_start`)
 _SAMPLE_JOBS = 128
