@@ -195,6 +195,10 @@ class TracePool:
         return self.build(pick, rem)
 
 
+#: the GPU whose requested-shape speed is throughput 1.0 for the llm-mix pool's LLM jobs
+REFERENCE_GPU = "A100-80GB"
+
+
 class LlmMixPool:
     """Shape families of an LLM-mix pool on the bundled a100h100-mig cluster at 512 GPUs
     (A100-80GB, A100-40GB, H100-80GB: R = 2 x 3 models + cpu + mem = 8), built by this bench
@@ -243,15 +247,16 @@ class LlmMixPool:
             m = str(rng.choice(self.INFER_MODELS))
             e = {"id": f"inf{i}", "model": m, "tokens": float(10 ** rng.uniform(7, 9)),
                  "lengths": str(rng.choice(["azure-conv", "azure-code"])),
-                 "reference_gpu": "A100-80GB", "tp": tp}
+                 "reference_gpu": REFERENCE_GPU, "tp": tp}
             if tp == 1 and rng.uniform() < 0.3:
                 e["gpu_fraction"] = 0.5
             entries.append(e)
         for i in range(per_kind):
-            entries.append({"id": f"ft{i}", "kind": "training", "model": str(rng.choice(self.TRAIN_MODELS)),
+            entries.append({"id": f"ft{i}", "kind": "training",
+                            "model": str(rng.choice(self.TRAIN_MODELS)),
                             "mode": "finetune", "seq_len": 4096, "global_batch": 64,
                             "tokens": float(10 ** rng.uniform(np.log10(2e7), np.log10(5e8))),
-                            "gpus": int(rng.choice([2, 4, 8])), "reference_gpu": "A100-80GB",
+                            "gpus": int(rng.choice([2, 4, 8])), "reference_gpu": REFERENCE_GPU,
                             "cpu": 32, "mem_gib": 256})
         jobs = []
         for e in entries:  # an entry whose model fits no shape on this cluster is left out

@@ -18,10 +18,11 @@ best prices, a small LP), in capacity-normalised price space, warm-started from
 ``initial_prices`` (cold: a bisection along a uniform price ray, or the duals of a sampled LP
 relaxation where that ray finds nothing), and keeps the lowest value seen as the
 ``dual_bound``; once the box has converged with the gap still open, Polyak subgradient steps
-around the best prices feed the primal new starting points.  Every iteration (every few on large instances) the Lagrangian choice is
-repaired to feasibility and greedily filled; the best feasible choice is ``choice`` and its
-utility ``primal_value``.  ``primal_value <= OPT <= dual_bound``, so ``gap`` certifies how far
-``choice`` can be from optimal.
+around the best prices feed the primal new starting points.  Every iteration (every few on
+large instances) the Lagrangian choice is repaired to feasibility and greedily filled; the
+best feasible choice is ``choice`` and its utility ``primal_value``.
+``primal_value <= OPT <= dual_bound``, so ``gap`` certifies how far ``choice`` can be from
+optimal.
 
 Callers: the scheduling round, the CLI (:mod:`elastico.cli.pricing`), later the gRPC
 PricingService.  Calls: :mod:`elastico.pricing.kernel` (the native selection and the native
@@ -551,7 +552,9 @@ def solve(utility: Any, demand: Any, offsets: Any, capacity: Any, *,
         # without a better dual value) give the primal passes new Lagrangian choices to start
         # from, until the gap stalls (_STALL) or the steps vanish.
         if theta is None:
-            theta, stale, lam, L, g = _THETA0, 0, best_lam, best_dual, box.centre[1]
+            theta, stale, lam, L = _THETA0, 0, best_lam, best_dual
+            with np.errstate(over="ignore", invalid="ignore"):
+                g = (cap - best_sel[1]) / scale   # the subgradient at the best prices
             g = np.where((best_lam <= 0) & (g > 0), 0.0, g)
         elif not improved:
             stale += 1
