@@ -38,6 +38,14 @@ if threadpoolctl is not None:
 
 from elastico.pricing import UTILITIES, kernel, solve  # noqa: E402
 
+#: capacity factor of the "trace-tight" kind: the trace-built instance with half its capacity, so
+#: that capacity binds (at factor 1 the bundled trace's families fit with every job at its best
+#: configuration up to ties: the prices are 0 and L(0) = OPT).  It reproduces issue 24's
+#: regression (101 iterations at N = 10 000 with the subgradient).
+TIGHT = 0.5
+#: LLM inference, LLM fine-tuning and trace training jobs per kind in the llm-mix pool
+LLM_MIX_PER_KIND = 100
+KINDS = ("random", "trace", "trace-tight", "llm-mix")
 CASE_LIMIT_S = 120.0     # a case stops (remaining keys "skipped") past this wall time
 HIGHS_LIMIT_S = 60.0     # scipy.optimize.milp time_limit
 KHAN_DIR = Path("/work/shared/data/mmkp-khan")
@@ -187,6 +195,103 @@ class TracePool:
         return self.build(pick, rem)
 
 
+#: the GPU whose requested-shape speed is throughput 1.0 for the llm-mix pool's LLM jobs
+REFERENCE_GPU = "A100-80GB"
+
+
+class LlmMixPool:
+    """Shape families of an LLM-mix pool on the bundled a100h100-mig cluster at 512 GPUs
+    (A100-80GB, A100-40GB, H100-80GB: R = 2 x 3 models + cpu + mem = 8), built by this bench
+    (no llm-mix workload exists on main yet; elastico evaluate's will replace it): one third
+    offline LLM inference jobs (elastico.llm_shapes: catalogue models, azure-conv / azure-code
+    request lengths, TP 1/2/4, whole GPU or half-GPU MPS requests, MIG configurations on the
+    MIG-mode models), one third LLM fine-tuning jobs (elastico.llm_train_job) and one third the
+    bundled trace's training jobs on the same cluster.  Sizes (token budgets log-uniform in
+    [1e7, 1e9] for inference, [2e7, 5e8] for fine-tuning) are this bench's documented choice,
+    not a workload model.  Draws and capacity as TracePool: capacity = capacity_of(cluster) x
+    N / pool size."""
+
+    _cache: dict = {}
+    INFER_MODELS = ("Llama-3-8B", "Mistral-7B", "Qwen2-7B", "Llama-2-13B", "Mixtral-8x7B",
+                    "CodeLlama-34B", "Llama-2-70B", "Llama-3-70B")
+    TRAIN_MODELS = ("Llama-2-7B", "Llama-3-8B", "Mistral-7B", "Llama-2-13B")
+
+    @classmethod
+    def get(cls, r, k, per_kind=300):
+        key = (r, k, per_kind)
+        if key not in cls._cache:
+            cls._cache[key] = cls(r, k, per_kind)
+        return cls._cache[key]
+
+    def __init__(self, r, k, per_kind=300):
+        from elastico import trace
+        from elastico.model import JobKind, capacity_of, mig_models_of, resource_space_for
+        from elastico.perf.throughput import ThroughputModel
+        from elastico.shapes import build_family, gpu_models_of
+        from elastico.sim.clusters import load_cluster
+        from elastico.sim.llm_workload import llm_jobs_from
+        from elastico.sim.workload import build_workload
+
+        if r != 8:
+            raise ValueError(f"llm-mix instances have R = 8 (3 GPU models + cpu + mem), got {r}")
+        nodes = load_cluster("a100h100-mig").nodes(512)
+        space = resource_space_for(nodes)
+        assert space.size == r, (space.size, r)
+        gm = gpu_models_of(nodes)
+        mig = mig_models_of(nodes)
+        tm = ThroughputModel.bundled()
+        rng = np.random.default_rng(1)
+        entries = []
+        for i in range(per_kind):
+            tp = int(rng.choice([1, 1, 2, 4]))
+            m = str(rng.choice(self.INFER_MODELS))
+            e = {"id": f"inf{i}", "model": m, "tokens": float(10 ** rng.uniform(7, 9)),
+                 "lengths": str(rng.choice(["azure-conv", "azure-code"])),
+                 "reference_gpu": REFERENCE_GPU, "tp": tp}
+            if tp == 1 and rng.uniform() < 0.3:
+                e["gpu_fraction"] = 0.5
+            entries.append(e)
+        for i in range(per_kind):
+            entries.append({"id": f"ft{i}", "kind": "training",
+                            "model": str(rng.choice(self.TRAIN_MODELS)),
+                            "mode": "finetune", "seq_len": 4096, "global_batch": 64,
+                            "tokens": float(10 ** rng.uniform(np.log10(2e7), np.log10(5e8))),
+                            "gpus": int(rng.choice([2, 4, 8])), "reference_gpu": REFERENCE_GPU,
+                            "cpu": 32, "mem_gib": 256})
+        jobs = []
+        for e in entries:  # an entry whose model fits no shape on this cluster is left out
+            try:
+                jobs.extend(llm_jobs_from({"jobs": [e]}))
+            except Exception:
+                pass
+        wl = build_workload(trace.read_pods(), nodes, model=tm, load=None, jobs=10 ** 9, seed=0)
+        train = [j for j in wl.jobs if j.kind is not JobKind.SERVICE]
+        jobs.extend(train[i] for i in rng.permutation(len(train))[:per_kind])
+        thr, dem, rem = [], [], []
+        for job in jobs:
+            try:
+                fam = build_family(job, gm, tm, max_configs=k, mig_models=mig)
+                x, dd = fam.throughputs(), fam.demands(space)
+            except Exception:
+                continue
+            kk = min(len(x), k)
+            xp = np.zeros(k)
+            dp = np.zeros((k, r))
+            xp[:kk], dp[:kk] = x[:kk], dd[:kk]
+            thr.append(xp)
+            dem.append(dp)
+            rem.append(job.remaining)
+        self.thr, self.dem, self.rem = np.array(thr), np.array(dem), np.array(rem)
+        self.cap = capacity_of(nodes, space)
+        self.models = list(gm)
+        self.k, self.r = k, r
+
+    draw = TracePool.draw
+    build = TracePool.build
+    instance = TracePool.instance
+    replace = TracePool.replace
+
+
 # -- numpy selection ----------------------------------------------------------------------------
 
 def numpy_dense_select(U, W2, prices, cap):
@@ -285,12 +390,16 @@ def case(n, k, r, kind, rng, do_highs):
         inst = random_instance(rng, n, k, r)
         state = None
     else:
-        pool = TracePool.get(r, k)
+        pool = LlmMixPool.get(r, k, LLM_MIX_PER_KIND) if kind == "llm-mix" else TracePool.get(r, k)
+        t_case = time.perf_counter()  # the pool is built once per (R, K), not timed
         inst, state = pool.instance(rng, n)
-        rec["R_note"] = f"restricted to GPU models {pool.models} + cpu + mem (R = {r})"
+        rec["R_note"] = f"GPU models {pool.models} + cpu + mem (R = {r})"
+        if kind == "trace-tight":
+            inst = inst[:3] + (inst[3] * TIGHT,)
+            rec["R_note"] += f"; capacity x {TIGHT}"
     u, d, off, cap = inst
     p = rng.uniform(0, 0.5, r) / np.maximum(cap / n, 1e-12) * np.mean(u[u > 0]) * 0.1 \
-        if kind == "trace" else rng.uniform(0, 0.5, r)
+        if kind != "random" else rng.uniform(0, 0.5, r)
 
     # inner loop
     U = u.reshape(n, k)
@@ -330,6 +439,8 @@ def case(n, k, r, kind, rng, do_highs):
     rec["gap"] = res.gap
     rec["value"] = res.primal_value
     inst2 = random_replace(rng, inst) if kind == "random" else pool.replace(rng, state)
+    if kind == "trace-tight":
+        inst2 = inst2[:3] + (inst2[3] * TIGHT,)
     if left() > 1e-3 * rec["solve_ms_cold"]:
         w = solve(*inst2, initial_prices=res.prices)
         rec["solve_ms_warm"] = median_solve_ms(w, lambda: solve(*inst2, initial_prices=res.prices),
@@ -429,6 +540,7 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, action="append", help="only these N (repeatable)")
     ap.add_argument("--k", type=int, action="append", help="only these K (repeatable)")
     ap.add_argument("--r", type=int, action="append", help="only these R (repeatable)")
+    ap.add_argument("--kind", choices=KINDS, action="append", help="only these kinds (repeatable)")
     ap.add_argument("--no-highs", action="store_true", help="skip the HiGHS comparison")
     ap.add_argument("--no-khan", action="store_true", help="skip the Khan instances")
     args = ap.parse_args(argv)
@@ -436,8 +548,10 @@ def main(argv=None) -> int:
     ns = args.n or ([1000] if args.quick else [1000, 2000, 10000, 100000])
     rng = np.random.default_rng(0)
     for n in ns:
-        for kind in ("random", "trace"):
+        for kind in args.kind or KINDS:
             for r in args.r or (4, 8):
+                if kind == "llm-mix" and r != 8:
+                    continue  # 3 GPU models + cpu + mem
                 for k in args.k or (16, 32):
                     if n == 2000 and k != 32:
                         continue  # N=2000 exists only for the HiGHS comparison

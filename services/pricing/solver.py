@@ -12,12 +12,17 @@ Lagrangian dual, for prices ``lam >= 0`` (weak duality: ``L(lam) >= OPT`` for ev
 
     L(lam) = sum_j max_{c in F_j} (u[c] - lam . d[c]) + lam . C
 
-The solver minimises L by projected subgradient with a Polyak step in capacity-normalised
-price space, warm-started from ``initial_prices``, and keeps the lowest value seen as the
-``dual_bound``.  Every iteration (every few on large instances) the Lagrangian choice is
-repaired to feasibility and greedily filled; the best feasible choice is ``choice`` and its
-utility ``primal_value``.  ``primal_value <= OPT <= dual_bound``, so ``gap`` certifies how far
-``choice`` can be from optimal.
+The solver minimises L with BOXSTEP, a cutting-plane method in a trust region (every
+evaluation of L is a cutting plane; the next prices minimise their maximum in a box around the
+best prices, a small LP), in capacity-normalised price space, warm-started from
+``initial_prices`` (cold: a bisection along a uniform price ray, or the duals of a sampled LP
+relaxation where that ray finds nothing), and keeps the lowest value seen as the
+``dual_bound``; once the box has converged with the gap still open, Polyak subgradient steps
+around the best prices feed the primal new starting points.  Every iteration (every few on
+large instances) the Lagrangian choice is repaired to feasibility and greedily filled; the
+best feasible choice is ``choice`` and its utility ``primal_value``.
+``primal_value <= OPT <= dual_bound``, so ``gap`` certifies how far ``choice`` can be from
+optimal.
 
 Callers: the scheduling round, the CLI (:mod:`elastico.cli.pricing`), later the gRPC
 PricingService.  Calls: :mod:`elastico.pricing.kernel` (the native selection and the native
@@ -50,10 +55,16 @@ DEFAULT_GAP_TOLERANCE = 1e-3
 #: A choice is feasible when ``totals[r] <= capacity[r] + FEASIBILITY_RTOL * max(capacity[r], 1)``.
 FEASIBILITY_RTOL = 1e-9
 
-# Step rule constants (docs/pricing.md, section 3).
-_THETA0 = 2.0          # initial Polyak step factor, in (0, 2]
-_PATIENCE = 8          # halve theta after this many iterations without a better dual value
-_THETA_MIN = 1e-7      # below this the prices no longer move: stop
+# Price-update constants (docs/pricing.md, section 3: BOXSTEP, a trust-region cutting-plane method).
+_THETA0 = 2.0          # first box half-width: this many Polyak steps (Polyak 1969), in (0, 2]
+_PATIENCE = 8          # Polyak tail: halve theta after this many iterations without a better dual
+_THETA_MIN = 1e-7      # ... and stop below this factor
+_SERIOUS = 0.1         # a trial point becomes the centre when it achieves this share of the
+                       # model's predicted decrease (Marsten, Hogan & Blankenship 1975)
+_GROW = 0.5            # ... and the box doubles when it achieves this share at the box edge
+_SAMPLE_BOX = 0.25     # first box half-width after the sampled-LP start, share of the largest price
+_MAX_CUTS = 64         # cutting planes kept (the newest; each is one Lagrangian evaluation)
+_BOX_MIN = 1e-9        # box half-width (normalised prices) below which prices no longer move
 _FILL_ROUNDS = 30      # greedy-fill rounds per primal pass
 _REPAIR_ROUNDS = 1000  # guard; every repair round strictly lowers the violation
 _LARGE = 200_000       # M*R above which primal passes are at least _EVERY_LARGE iterations apart
@@ -435,12 +446,36 @@ def solve(utility: Any, demand: Any, offsets: Any, capacity: Any, *,
 
     scale = inst.scale
     start_evals, cached = 0, None
+    start_cuts: list = []  # (prices, totals, L) of the cold start's selections
+    sampled = None
     if initial_prices is None and primal_every is None and max_it >= 8:
-        lam, start_evals, cached = _uniform_price_start(kern, cap, inst.inv_scale, max_it // 2)
+        lam, start_evals, cached = _uniform_price_start(kern, cap, inst.inv_scale,
+                                                        max_it // 2, record=start_cuts)
+        if not np.any(lam > 0) and not inst.feasible(start_cuts[0][1]):
+            # (first the primal of the zero-price choice: where capacity suffices for every
+            # job's best configuration up to ties, L(0) = OPT and it closes the gap at once)
+            primal_from(inst.starts + start_cuts[0][3], start_cuts[0][1], lam)
+        if not np.any(lam > 0) and not inst.feasible(start_cuts[0][1]) \
+                and _gap(start_cuts[0][2], best_primal) > gap_tol:
+            # The ray found no price that lowers L although the zero-price choice overuses
+            # capacity: the overused resources have free substitutes (jobs tied between GPU
+            # models move there at no cost and overuse them in turn).  Start from the prices
+            # of a sampled LP relaxation instead (docs/pricing.md, section 3).
+            sampled = _sampled_lp_start(inst)
+            if sampled is not None:
+                sampled[cap <= 0] = 0.0
+                lam, cached = sampled, None
     best_dual = math.inf
     best_lam = lam.copy()
     best_sel: tuple[np.ndarray, np.ndarray] | None = None  # Lagrangian choice at best_lam
-    theta, stale = _THETA0, 0
+    box = _Boxstep(cap, scale)
+    theta: float | None = None  # Polyak step factor once the box has converged
+    stale = 0
+    if sampled is not None and np.any(sampled > 0):
+        # the sample's prices are near the minimum: a box of a quarter of the largest price
+        box.width = _SAMPLE_BOX * float(np.max(sampled * scale))
+    for lam_i, T_i, L_i, _ in start_cuts:
+        box.add(lam_i, T_i, L_i)
     last_primal = -spacing    # iteration of the last primal pass
     primal_lam: np.ndarray | None = None  # prices of the last primal pass
     gap_at_check, stall = math.inf, 0
@@ -449,20 +484,19 @@ def solve(utility: Any, demand: Any, offsets: Any, capacity: Any, *,
     first = start_evals if cached is not None else start_evals + 1
     for it in range(max(1, first), max_it + 1):
         # the start's last selection is at its best prices: the first iteration reuses it
-        choice, T, L = cached if cached is not None else kern.select(lam)
+        from_start = cached is not None
+        choice, T, L = cached if from_start else kern.select(lam)
         cached = None
         items = inst.starts + choice
         if dt != np.float64:
             T = inst.totals(items)
         improved = L < best_dual
         if improved:
-            best_dual, best_lam, stale = L, lam.copy(), 0
+            best_dual, best_lam = L, lam.copy()
             best_sel = (items, T)
             certified = dt == np.float64
-        else:
-            stale += 1
-            if stale >= _PATIENCE:
-                theta, stale = theta / 2, 0
+        if not from_start:  # the start's selections are in the model already
+            box.add(lam, T, L)
         # Primal passes (docs/pricing.md, section 4) cost a full repair + fill, tens of
         # selections: run them at prices that set a new best dual value and whose Lagrangian
         # choice is already close to the capacity (mean |T - C| / C <= _NEAR), at most every
@@ -490,8 +524,6 @@ def solve(utility: Any, demand: Any, offsets: Any, capacity: Any, *,
                 best_dual, certified = kern64.select(best_lam)[2], True
             if _gap(best_dual, best_primal) <= gap_tol:
                 break
-        if theta < _THETA_MIN:
-            break
         # Stall: the gap has not shrunk by a tenth of the tolerance for _STALL iterations
         # (the dual has converged and what is left is the integrality gap).
         g_now = _gap(best_dual, best_primal) if best_items is not None else math.inf
@@ -501,19 +533,38 @@ def solve(utility: Any, demand: Any, offsets: Any, capacity: Any, *,
             stall += 1
             if stall >= _STALL:
                 break
-        # Projected subgradient step in normalised prices mu_r = lam_r * scale_r.
+        # Projected subgradient at lam, in normalised prices mu_r = lam_r * scale_r.
         mu = lam * scale
         g = (cap - T) / scale                      # dL/dmu
         g = np.where((mu <= 0) & (g > 0), 0.0, g)  # these prices are pinned at 0
-        g2 = float(g @ g)
-        if g2 <= 0.0:  # lambda-choice feasible with complementary slackness: L(lam) = OPT
+        if float(g @ g) <= 0.0:  # lambda-choice feasible with complementary slackness: L(lam) = OPT
             if not due:
                 primal_from(items, T, lam)
             break
         target = best_primal if best_items is not None else best_dual - 0.1 * max(abs(best_dual), 1.0)
+        nxt = box.next_prices(target) if theta is None else None
+        if nxt is not None:
+            lam = nxt
+            continue
+        # The dual has converged (the box found no decrease) and the gap is still open: what is
+        # left is the LP relaxation's integrality gap, which only another primal closes.  Polyak
+        # subgradient steps around the best prices (theta halved after _PATIENCE iterations
+        # without a better dual value) give the primal passes new Lagrangian choices to start
+        # from, until the gap stalls (_STALL) or the steps vanish.
+        if theta is None:
+            theta, stale, lam, L = _THETA0, 0, best_lam, best_dual
+            with np.errstate(over="ignore", invalid="ignore"):
+                g = (cap - best_sel[1]) / scale   # the subgradient at the best prices
+            g = np.where((best_lam <= 0) & (g > 0), 0.0, g)
+        elif not improved:
+            stale += 1
+            if stale >= _PATIENCE:
+                theta, stale = theta / 2, 0
+        g2 = float(g @ g)
+        if theta < _THETA_MIN or g2 <= 0.0:
+            break
         step = theta * max(L - target, 1e-9 * max(abs(L), 1.0)) / g2
-        mu = np.maximum(mu - step * g, 0.0)
-        lam = mu / scale
+        lam = np.maximum(lam * scale - step * g, 0.0) / scale
 
     if not certified:
         best_dual = kern64.select(best_lam)[2]
@@ -578,16 +629,17 @@ def _check_current(current: Any, switch_cost: Any, off: np.ndarray) -> np.ndarra
 
 
 def _uniform_price_start(kern: kernel.PreparedInstance, cap: np.ndarray,
-                         inv_scale: np.ndarray, max_evals: int, bisections: int = 6
-                         ) -> tuple[np.ndarray, int, tuple | None]:
+                         inv_scale: np.ndarray, max_evals: int, bisections: int = 6,
+                         record: list | None = None) -> tuple[np.ndarray, int, tuple | None]:
     """Cold-start prices: one capacity-normalised price ``a`` on every resource the zero-price
     choice overuses (``lam_r = a / cap_r`` there, 0 elsewhere), ``a`` found by bisection on the
     slope of the dual along that ray, ``dL/da = sum_{r on the ray} (1 - T_r(a) / cap_r)``,
     which is nondecreasing in ``a`` (L is convex).  Returns (prices float64[R] at the lowest
     dual value seen, selections used, the selection ``(choice, totals, L)`` at those prices or
     None when it was not the last one).  A handful of selections put the Lagrangian choice near
-    the capacity, where the first primal pass is cheap and gives the Polyak step a real
-    target."""
+    the capacity, where the first primal pass is cheap and sizes BOXSTEP's first box.
+    ``record``, when given, receives ``(prices, totals, L, choice)`` of every selection (the
+    cutting planes of :class:`_Boxstep`)."""
     evals = 0
     best: tuple = (math.inf, np.zeros_like(cap), None)
     last: tuple | None = None
@@ -598,6 +650,8 @@ def _uniform_price_start(kern: kernel.PreparedInstance, cap: np.ndarray,
         lam = a * ray
         last = kern.select(lam)
         evals += 1
+        if record is not None:
+            record.append((lam, last[1], last[2], last[0]))
         if last[2] < best[0]:
             best = (last[2], lam, last)
         with np.errstate(over="ignore", invalid="ignore"):  # totals near the float max
@@ -628,6 +682,194 @@ def _uniform_price_start(kern: kernel.PreparedInstance, cap: np.ndarray,
         else:
             hi = mid
     return best[1], evals, best[2] if best[2] is last else None
+
+
+def dominance_prune(utility: np.ndarray, demand: np.ndarray, offsets: np.ndarray
+                    ) -> np.ndarray:
+    """bool[M]: which configurations to keep after removing, within each job's family, every
+    configuration that another one of the same family dominates: no more demand on any
+    resource and at least the utility (ties between identical configurations keep the lowest
+    index).  Exact: for any prices ``lam >= 0`` a dominated configuration's value
+    ``u - lam . d`` is at most its dominator's, so L(lam) is unchanged, and in any feasible
+    choice swapping it for its dominator stays feasible and loses nothing, so OPT is unchanged.
+
+    Shapes: ``utility`` [M], ``demand`` [M, R], ``offsets`` int64[N+1] (validated CSR).  Costs
+    O(sum_j K_j^2 R) time, vectorised over blocks of same-size families of at most
+    :data:`_PRUNE_CELLS` pairwise cells (memory O(_PRUNE_CELLS) beyond the inputs)."""
+    m = utility.shape[0]
+    keep = np.ones(m, dtype=bool)
+    sizes = np.diff(offsets)
+    for k in np.unique(sizes):
+        k = int(k)
+        if k < 2:
+            continue
+        same_size = np.flatnonzero(sizes == k)
+        step = max(1, _PRUNE_CELLS // (k * k * max(demand.shape[1], 1)))
+        for lo in range(0, same_size.size, step):
+            _prune_block(utility, demand, offsets[same_size[lo:lo + step]], k, keep)
+    return keep
+
+
+def _prune_block(utility: np.ndarray, demand: np.ndarray, starts: np.ndarray, k: int,
+                 keep: np.ndarray) -> None:
+    """:func:`dominance_prune` for the families of size ``k`` starting at ``starts``."""
+    idx = starts[:, None] + np.arange(k)                     # [J, K]
+    uu, dd = utility[idx], demand[idx]                       # [J, K], [J, K, R]
+    # a dominates b: d_a <= d_b everywhere and u_a >= u_b, and (strictly better somewhere
+    # or, when identical, a has the lower index)
+    le = np.all(dd[:, :, None, :] <= dd[:, None, :, :], axis=3)   # [J, a, b]
+    ge = uu[:, :, None] >= uu[:, None, :]
+    same = (np.all(dd[:, :, None, :] == dd[:, None, :, :], axis=3)
+            & (uu[:, :, None] == uu[:, None, :]))
+    lower = np.arange(k)[:, None] < np.arange(k)[None, :]
+    dom = le & ge & (~same | lower[None])
+    dom[:, np.arange(k), np.arange(k)] = False
+    keep[idx[dom.any(axis=1)]] = False
+
+
+#: pairwise comparison cells (families x K x K x R) per vectorised block of dominance_prune
+_PRUNE_CELLS = 1 << 22
+
+#: jobs in the cold start's sampled linear program (:func:`_sampled_lp_start`)
+_SAMPLE_JOBS = 128
+
+
+def _sampled_lp_start(inst: "_Instance", sample: int = _SAMPLE_JOBS) -> np.ndarray | None:
+    """Cold-start prices float64[R]: the capacity duals of the LP relaxation of the MMKP on
+    ``sample`` jobs drawn without replacement (a fixed-seed generator: solves are
+    deterministic), with capacity ``C * sample / N``.  The LP relaxation's optimal duals are
+    the minimisers of the Lagrangian dual (for the MMKP the two are the same bound; Geoffrion
+    1974, "Lagrangean relaxation for integer programming"), and prices are intensive
+    quantities, so a sample's prices land close to the full instance's: on the trace-built
+    instances at N = 10 000 a 128-job sample gives L within 4e-4 of the dual optimum
+    (bench/pricing.py).  Dominated configurations are pruned first (:func:`dominance_prune`,
+    exact).  Returns None when the LP fails (the caller falls back to the uniform start)."""
+    import scipy.sparse as sp
+    from scipy.optimize import linprog
+
+    n = inst.n
+    if n <= sample:
+        jobs = np.arange(n)
+    else:
+        jobs = np.sort(np.random.default_rng(0).choice(n, size=sample, replace=False))
+    starts, sizes = inst.off[jobs], np.diff(inst.off)[jobs]
+    sub_off = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+    idx = np.repeat(starts - sub_off[:-1], sizes) + np.arange(int(sub_off[-1]))
+    u, d = inst.u[idx], inst.d[idx]
+    keep = dominance_prune(u, d, sub_off)
+    job = np.repeat(np.arange(jobs.size), sizes)[keep]
+    u, d = u[keep], d[keep]
+    frac = jobs.size / n
+    cols = np.arange(u.shape[0])
+    a_eq = sp.csr_matrix((np.ones(u.shape[0]), (job, cols)), shape=(jobs.size, u.shape[0]))
+    a_ub = sp.csr_matrix(d.T * inst.inv_scale[:, None])  # capacity-normalised rows
+    try:
+        res = linprog(-u, A_ub=a_ub, b_ub=np.where(inst.cap > 0, frac, 0.0), A_eq=a_eq,
+                      b_eq=np.ones(jobs.size), bounds=(0, None), method="highs")
+    except (ValueError, RuntimeError):
+        return None
+    if res.status != 0 or res.ineqlin is None:
+        return None
+    mu = np.maximum(-np.asarray(res.ineqlin.marginals, dtype=np.float64), 0.0)
+    if not np.all(np.isfinite(mu)):
+        return None
+    return mu * inst.inv_scale
+
+
+class _Boxstep:
+    """The price update: BOXSTEP (Marsten, Hogan & Blankenship 1975, "The BOXSTEP method for
+    large-scale optimization", Operations Research 23(3)), a cutting-plane method kept in a
+    box (trust region) around a stability centre, in capacity-normalised prices
+    ``mu_r = lam_r * scale_r``.
+
+    Every Lagrangian evaluation ``(lam_i, T_i, L_i)`` is a cutting plane
+    ``L(mu) >= L_i + g_i . (mu - mu_i)``, ``g_i = (C - T_i) / scale`` (a subgradient; weak
+    duality and convexity of L).  The next prices minimise the piecewise-linear model
+    ``max_i`` of those planes over ``mu >= 0`` within ``|mu - centre|_inf <= width``: a linear
+    program of R + 1 variables and at most :data:`_MAX_CUTS` rows (scipy's HiGHS).  A trial
+    point becomes the centre when it achieves :data:`_SERIOUS` of the predicted decrease; the
+    box doubles when such a step reached its edge with :data:`_GROW` of the predicted decrease
+    achieved, and halves (to no less than half the step taken) when the trial point is worse
+    than the centre.  Unlike a subgradient step, the model remembers every kink seen, so the
+    method does not oscillate where thousands of jobs are tied between configurations (families
+    with equal throughput on two GPU models make the dual's minimum such a kink).
+
+    It only steers the prices: the dual bound is always an evaluated L, never the model's value.
+    """
+
+    def __init__(self, cap: np.ndarray, scale: np.ndarray):
+        self.cap, self.scale = cap, scale
+        self.fixed = cap <= 0  # no remaining configuration uses it: price 0
+        self.cuts: list[tuple[np.ndarray, np.ndarray, float]] = []  # (mu, g, L)
+        self.centre: tuple[np.ndarray, np.ndarray, float] | None = None  # (mu, g, L)
+        self.width: float | None = None
+        self.trial: tuple[np.ndarray, float] | None = None  # (mu, model value) of the last LP
+
+    def add(self, lam: np.ndarray, T: np.ndarray, L: float) -> None:
+        """Records the evaluation at ``lam`` (float64[R], original units; ``T`` its Lagrangian
+        choice's totals, ``L`` its value) and updates the centre and the box width."""
+        if not math.isfinite(L):
+            return
+        mu = lam * self.scale
+        with np.errstate(over="ignore", invalid="ignore"):
+            g = (self.cap - T) / self.scale
+        if not np.all(np.isfinite(g)):
+            return
+        L = float(L)
+        self.cuts.append((mu, g, L))
+        if len(self.cuts) > _MAX_CUTS:
+            del self.cuts[0]
+        c = self.centre
+        trial, self.trial = self.trial, None
+        if c is None or trial is None:  # first, or an evaluation the box did not propose
+            if c is None or L < c[2]:
+                self.centre = (mu, g, L)
+            return
+        predicted = c[2] - trial[1]
+        achieved = c[2] - L
+        step = float(np.max(np.abs(mu - c[0]))) if mu.size else 0.0
+        if achieved > 0 and achieved >= _SERIOUS * predicted:
+            self.centre = (mu, g, L)
+            if achieved >= _GROW * predicted and step >= 0.99 * self.width:
+                self.width *= 2.0
+        elif achieved < 0:
+            self.width = max(0.5 * self.width, 0.5 * step)
+
+    def next_prices(self, target: float) -> np.ndarray | None:
+        """The model's minimiser in the box (float64[R], original units), or None when the
+        box has shrunk below :data:`_BOX_MIN` or the model predicts no decrease (the centre
+        is a minimum of L up to rounding).  ``target`` (<= OPT, e.g. the best primal value)
+        sizes the first box."""
+        from scipy.optimize import linprog
+
+        mu_c, g_c, L_c = self.centre
+        if self.width is None:
+            # first box: _THETA0 Polyak steps t = (L - target) / |g|^2 along the centre's
+            # projected subgradient, measured in the infinity norm
+            g = np.where((mu_c <= 0) & (g_c > 0), 0.0, g_c)
+            g2 = float(g @ g)
+            gap = max(L_c - target, 1e-9 * max(abs(L_c), 1.0))
+            self.width = _THETA0 * gap / g2 * float(np.max(np.abs(g))) if g2 > 0 else 1.0
+        if not self.width > _BOX_MIN:
+            return None
+        R = mu_c.shape[0]
+        G = np.array([c[1] for c in self.cuts])
+        A = np.hstack((G, -np.ones((G.shape[0], 1))))
+        b = np.array([float(c[1] @ c[0]) - c[2] for c in self.cuts])
+        lo = np.maximum(mu_c - self.width, 0.0)
+        hi = np.where(self.fixed, 0.0, mu_c + self.width)
+        cost = np.zeros(R + 1)
+        cost[R] = 1.0
+        res = linprog(cost, A_ub=A, b_ub=b, bounds=list(zip(lo, hi)) + [(None, None)],
+                      method="highs")
+        if res.status != 0 or res.x is None:
+            return None
+        mu = np.clip(res.x[:R], lo, hi)
+        model = float(res.x[R])
+        if not L_c - model > 1e-12 * max(abs(L_c), 1.0):
+            return None
+        self.trial = (mu, model)
+        return mu / self.scale
 
 
 def _infeasible_message(inst: _Instance, smallest_totals: np.ndarray, iterations: int) -> str:
