@@ -311,7 +311,9 @@ def test_slope_variances_by_moments_match_a_brute_force_sum():
     assert c.dram_centre == pytest.approx(m, abs=1e-12)
     # served: the fitted slope moves an odd victim's slowdown up with the partner's DRAM
     lo_, hi_ = part[0], part[7]
-    served = c.apply([vic[1], vic[1]], [lo_, hi_], np.array([1.2, 1.2]))
+    # (unguarded: everything was observed in one batch, so nothing was scored out of sample)
+    assert not c.serving
+    served = c.apply([vic[1], vic[1]], [lo_, hi_], np.array([1.2, 1.2]), guarded=False)
     assert served[1] > served[0]
 
 
@@ -331,3 +333,73 @@ def test_without_dram_spread_the_slopes_change_nothing():
     assert on.v == off.v and on.g == off.g and on.victim_slope == {}
     with pytest.raises(InvalidArgument):
         JobCorrections(slope_variances=(0.1, -1.0))
+
+
+def _victim_batch(effect_scale: float, pop: float = 1.2, n_victims: int = 10, seed: int = 0):
+    """Ten victims, each next to six partners, observed at ``1 + (pop - 1) exp(+-scale)``
+    times a measurement noise ``exp(N(0, 0.02^2))`` (seeded)."""
+    rng = np.random.default_rng(seed)
+    obs = []
+    for i in range(n_victims):
+        sign = 1.0 if i % 2 else -1.0
+        for j in range(6):
+            obs.append(Observation(_job(f"v{i}"), _job(f"p{(i + j) % 8}"), GPU,
+                                   (1.0 + (pop - 1.0) * math.exp(sign * effect_scale))
+                                   * math.exp(rng.normal(0.0, 0.02))))
+    return obs
+
+
+def test_variances_come_only_from_residuals_against_the_serving_model():
+    # the first batch arrives while a poor model serves (population 1.0: the residuals are
+    # large), the second while a good one serves ("m1", 1.2).  The variances must be those of
+    # the second batch alone -- what a corrector that only ever saw "m1" estimates -- not
+    # inflated by residuals against the replaced model (the over-correction after a refit).
+    c = JobCorrections()
+    c.observe(_victim_batch(0.8), _const(1.0), "m0")
+    c.observe(_victim_batch(0.2), _const(1.2), "m1")
+    fresh = JobCorrections()
+    fresh.observe(_victim_batch(0.2), _const(1.2), "m1")
+    assert c.variances == pytest.approx(fresh.variances, rel=1e-9)
+    # and on a model change alone (rebase) nothing is left to estimate them from: no correction
+    c.rebase(_const(1.25), "m2")
+    assert c.variances == (0.0, 0.0, 1.0)
+    a, b = _job("v1"), _job("p1")
+    assert c.apply([a], [b], np.array([1.25]))[0] == 1.25
+
+
+def test_the_guard_serves_the_correction_only_once_it_beats_the_population_out_of_sample():
+    # batch 1 teaches victim effects (+-0.2 on the log extra slowdown); nothing scored yet:
+    # the population model serves
+    a, b = _job("v1"), _job("p1")
+    c = JobCorrections()
+    c.observe(_victim_batch(0.2), _const(1.2), "m")
+    assert c.variances[0] > 0 and not c.degenerate and not c.serving
+    assert c.apply([a], [b], np.array([1.2]))[0] == 1.2
+    assert c.apply([a], [b], np.array([1.2]), guarded=False)[0] > 1.2
+    # batch 2 repeats the same effects: scored before it was learned, the correction beats
+    # the population (its log error is smaller) -> served
+    c.observe(_victim_batch(0.2, seed=1), _const(1.2), "m")
+    assert c.serving and c.apply([a], [b], np.array([1.2]))[0] > 1.2
+    # a corrector whose second batch shows no effect at all (the population was right): the
+    # correction learned from batch 1 loses out of sample -> held back, population served
+    d = JobCorrections()
+    d.observe(_victim_batch(0.2), _const(1.2), "m")
+    d.observe(_victim_batch(0.0, seed=1), _const(1.2), "m")
+    corr, pop, n = d._tally
+    assert n == 60 and corr > pop
+    assert not d.serving
+    assert d.apply([a], [b], np.array([1.2]))[0] == 1.2
+
+
+def test_a_degenerate_variance_estimate_is_not_served():
+    # noise-free observations: the victims' variance claims all of the residuals' variance,
+    # no room for noise (s2 <= 0 before its floor) -> degenerate, never served, even after
+    # the same effects were seen again out of sample
+    a, b = _job("v1"), _job("p1")
+    c = JobCorrections()
+    noiseless = [Observation(o.a, o.b, o.gpu_model, 1.0 + 0.2 * math.exp(
+        0.2 if int(o.a.job_type[1:]) % 2 else -0.2)) for o in _victim_batch(0.2)]
+    c.observe(noiseless, _const(1.2), "m")
+    c.observe(noiseless, _const(1.2), "m")
+    assert c.degenerate and c.variances[2] == 1e-6
+    assert not c.serving and c.apply([a], [b], np.array([1.2]))[0] == 1.2

@@ -294,3 +294,43 @@ def test_the_served_placer_exposes_every_documented_metric_with_its_type_and_lab
     assert ok == 1
     assert [s.value for s in samples["elastico_round_duration_seconds_count"]] == [1]
     assert len(ROUND_BUCKETS_S) + 1 == len(samples["elastico_round_duration_seconds_bucket"])
+
+
+def test_utilization_leaves_out_unknown_jobs_and_reports_their_allocation_apart():
+    # two jobs on their own GPUs: one profiled (SM activity a), one with no solo profile yet
+    # (booked at the worst case, gpu_activity 1).  Utilization counts only what is known:
+    # 1 GPU x a / 4 GPUs; the unknown job's booked 0.5 GPU is reported apart (0.5 / 4)
+    # instead of as a GPU busy all the time
+    from elastico.placer.policies.common import JobCatalog
+    from elastico.placer.round import Decision, Status, unknown_job_ids
+    from elastico.predictor.prior import worst_case_profile
+
+    m = ServiceMetrics("placer")
+    state = ClusterState(NODES)
+    env = PolicyEnv(NODES, TM, AnalyticSlowdown())
+    known, new = _job(0, share=1.0), _job(1, share=0.5)
+    c1 = Configuration("g1", "V100M16", 1, 1.0, 16.0, 4.0, 16.0, 1.0)
+    c2 = Configuration("h1", "V100M16", 1, 0.5, 8.0, 4.0, 16.0, 1.0)
+    a1 = Assignment(known.id, (Part("n0", 0, (0,), 2.0, 8.0),), gpu_share=1.0,
+                    gpu_mem_gib=16.0, config_name=c1.name, gpu_model="V100M16")
+    a2 = Assignment(new.id, (Part("n0", 0, (1,), 2.0, 8.0),), gpu_share=0.5,
+                    gpu_mem_gib=8.0, config_name=c2.name, gpu_model="V100M16")
+    cat = JobCatalog(env)
+    state.rebook(a1, cat.profile(known, c1), known.slowdown_bound)
+    state.rebook(a2, worst_case_profile(cat.profile(new, c2)), new.slowdown_bound)
+    assert unknown_job_ids(state) == {new.id}
+    inp = RoundInput(0.0, NODES, ClusterState(NODES), [ActiveJob(known, c1), ActiveJob(new, c2)])
+    res = RoundResult({known.id: Decision(known.id, Status.PLACED, c1, a1),
+                       new.id: Decision(new.id, Status.PLACED, c2, a2)}, state)
+    gpus = sum(n.num_gpus for n in NODES)
+    m.observe_round(inp, res, unknown=unknown_job_ids(state))
+    get = m.registry.get_sample_value
+    a = state.profile(known.id).gpu_activity
+    assert 0.0 < a < 1.0
+    assert get("elastico_gpu_utilization") == pytest.approx(a / gpus)
+    assert get("elastico_gpu_unknown_allocation") == pytest.approx(0.5 / gpus)
+    # without the unknown ids (what it reported before): the worst case counted busy 100 %
+    m2 = ServiceMetrics("placer")
+    m2.observe_round(inp, res)
+    assert m2.registry.get_sample_value("elastico_gpu_utilization") \
+        == pytest.approx((a + 1.0) / gpus)

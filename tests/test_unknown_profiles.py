@@ -1,9 +1,8 @@
 """Unknown jobs stay safe (issue 23, deliverable 3; docs/predictor.md, "Unknown jobs").
 
-Hand-worked values of the contention prior's worst case (services/predictor/prior.py): a job
-with no solo profile is taken busy all the time (u = 1) with DRAM intensity 1; next to a
-resident of busy fraction u_r the prior's worst case is ``1 + u_r * 1`` for both (MPS shares
-are not counted on: they cap how many SMs a client uses, not which), 1 on MIG.
+Hand-worked values of the mechanism bound (services/predictor/worst_case.py; more in
+tests/test_worst_case.py): a job with no solo profile is taken busy all the time (u = 1) with
+DRAM intensity 1 and SMs as wide as its MPS share, on any SMs; 1 on MIG.
 """
 
 from __future__ import annotations
@@ -43,13 +42,14 @@ def test_worst_case_profile_is_busy_dram_bound_and_keeps_its_share():
 
 
 def test_colocation_allowed_when_the_resident_bound_holds_against_a_fully_busy_newcomer():
-    # resident busy 40 %: 1 + 0.4 * 1 = 1.4 for it, 1 + 1 * 0.4 = 1.4 for the newcomer;
-    # both bounds 1.5 hold -> co-location allowed
-    r, n = resident(0.4), newcomer()
-    assert worst_case_pair(r, n) == pytest.approx(1.4)
-    assert worst_case_pair(n, r) == pytest.approx(1.4)
+    # the mechanism bound (services/predictor/worst_case.py): resident busy 20 %, DRAM
+    # intensity 0.02 / 0.2 = 0.1, share 0.5; newcomer busy 1, intensity 1, share 0.5.
+    # x[r, n] = max(min(1, 0.5/0.5), 1/0.5) = 2 -> S_r <= 1 + 0.2 * 2 = 1.4;
+    # x[n, r] = max(1, 0.1/0.5) = 1, q_r = 1 - 0.8/1.4 = 3/7 -> S_n <= 1 + 3/7;
+    # both within 1.5 -> co-location allowed
+    r, n = resident(0.2, dram=0.02), newcomer()
     sig = UnknownSafe(NoInterference()).gpu_slowdowns([r, n])
-    assert sig.tolist() == pytest.approx([1.4, 1.4])
+    assert sig.tolist() == pytest.approx([1.4, 1 + 3 / 7])
     assert all(s <= 1.5 for s in sig)
     # MIG: isolated, 1 whatever the activity (a job on its own slice needs no profile)
     rm, nm = resident(0.9, sharing="mig"), newcomer(sharing="mig")
@@ -57,16 +57,21 @@ def test_colocation_allowed_when_the_resident_bound_holds_against_a_fully_busy_n
 
 
 def test_colocation_refused_when_the_worst_case_pushes_the_resident_past_its_bound():
-    # resident busy 80 %: 1 + 0.8 = 1.8 > 1.5.  The plain prior with the two 50 % MPS shares
-    # would allow it (SMs 0.5 + 0.5 <= 1; DRAM 1 + 0.1/0.8 -> D = 1.125, 1 + 0.8 * 0.125 = 1.1):
-    # the worst case does not count on the shares keeping them off each other's SMs
+    # resident busy 80 %, intensity 0.125: S_r <= 1 + 0.8 * 2 = 2.6 > 1.5, and the newcomer
+    # 1 + (1 - 0.2/2.6) = 1.923.  The plain prior with the two 50 % MPS shares would allow it
+    # (SMs 0.5 + 0.5 <= 1; DRAM 1 + 0.1/0.8 -> D = 1.125, 1 + 0.8 * 0.125 = 1.1)
     r, n = resident(0.8), newcomer()
     assert prior_pair(r, n) == pytest.approx(1.0 + 0.8 * 1.0 * 0.125)
     sig = UnknownSafe(NoInterference()).gpu_slowdowns([r, n])
-    assert sig.tolist() == pytest.approx([1.8, 1.8])
+    assert sig.tolist() == pytest.approx([2.6, 1 + 2.4 / 2.6])
     assert sig[0] > 1.5
     # the base model's own prediction still counts when it is larger
-    assert UnknownSafe(AnalyticSlowdown()).gpu_slowdowns([r, n])[0] >= 1.8
+    assert np.all(UnknownSafe(AnalyticSlowdown()).gpu_slowdowns([r, n]) >= sig)
+    # a resident busy 40 %: the prior's old worst case 1 + u_a u_b said 1.4 (allowed); the
+    # mechanism bound counts the newcomer's memory traffic: 1 + 0.4 * 2 = 1.8, refused
+    r4 = resident(0.4)
+    assert worst_case_pair(r4, n) == pytest.approx(1.4)
+    assert UnknownSafe(NoInterference()).gpu_slowdowns([r4, n])[0] == pytest.approx(1.8)
 
 
 def test_no_unknown_resident_means_the_base_model_bit_for_bit():

@@ -31,9 +31,14 @@ Rounds (the placer service, and an in-process ``run_round(..., metrics=...)``):
                                                            status (placed, waiting, ...)
 ``elastico_gpu_allocation``                     gauge      booked GPU compute / cluster GPUs
                                                            after the last round, fraction
-``elastico_gpu_utilization``                    gauge      predicted busy GPU compute
-                                                           (GPUs x SM activity / slowdown) /
-                                                           cluster GPUs, fraction
+``elastico_gpu_utilization``                    gauge      predicted busy GPU compute of the
+                                                           jobs with a solo profile (GPUs x
+                                                           SM activity / slowdown) / cluster
+                                                           GPUs, fraction
+``elastico_gpu_unknown_allocation``             gauge      booked GPU compute of jobs with no
+                                                           solo profile yet (their activity is
+                                                           not known, so not in the line
+                                                           above) / cluster GPUs, fraction
 ``elastico_pricing_price{resource}``            gauge      the round's shadow prices
 ``elastico_placer_predictor_fallbacks_total``  counter    placer calls to the predictor that
                                                            the analytic model answered instead
@@ -64,7 +69,7 @@ The scheduler loop (``elastico schedule``, :class:`LoopMetrics`) has the placer'
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -114,8 +119,14 @@ class ServiceMetrics:
                                     "(fraction)", registry=r)
         self.gpu_utilization = Gauge("elastico_gpu_utilization",
                                      "Predicted busy GPU compute (GPUs x SM activity / "
-                                     "slowdown) / cluster GPUs after the last round (fraction)",
-                                     registry=r)
+                                     "slowdown) of the jobs with a solo profile / cluster GPUs "
+                                     "after the last round (fraction; jobs with none are in "
+                                     "elastico_gpu_unknown_allocation)", registry=r)
+        self.gpu_unknown_allocation = Gauge(
+            "elastico_gpu_unknown_allocation",
+            "Booked GPU compute of jobs with no solo profile yet / cluster GPUs after the last "
+            "round (fraction): their activity is not known, so not in elastico_gpu_utilization",
+            registry=r)
         self.predictor_fallbacks = Counter(
             "elastico_placer_predictor_fallbacks",
             "Placer calls to the predictor answered by the analytic model instead "
@@ -149,11 +160,16 @@ class ServiceMetrics:
             self.fallbacks.inc(pairs)
 
     def observe_round(self, inp: Any, result: Any,
-                      slowdowns: Mapping[str, float] | None = None) -> None:
+                      slowdowns: Mapping[str, float] | None = None,
+                      unknown: Collection[str] = ()) -> None:
         """One finished round (:func:`elastico.placer.round.run_round`'s ``RoundInput`` and
         ``RoundResult``): duration, jobs by status, GPU allocation and predicted utilization
         (``slowdowns``: job id -> predicted slowdown; None = the result state's own model),
-        the shadow prices, and whether it ran degraded."""
+        the shadow prices, and whether it ran degraded.  ``unknown``: ids of the placed jobs
+        with no solo profile yet (:func:`elastico.placer.round.unknown_job_ids`): booked at a
+        worst case, not at what they do, so they count in ``elastico_gpu_unknown_allocation``
+        (their booked compute) and not in ``elastico_gpu_utilization`` (which would otherwise
+        report them busy all the time)."""
         self.round_seconds.observe(float(result.phase_seconds.get("round", 0.0)))
         counts: dict[str, int] = {}
         for d in result.decisions.values():
@@ -167,9 +183,16 @@ class ServiceMetrics:
             self.gpu_allocation.set(state.used_gpus() / gpus)
             slow = state.predicted_slowdowns() if slowdowns is None else slowdowns
             # every part's GPUs: gpu_indices raises on a job that spans nodes
-            busy = sum(len(a.gpus) * state.profile(a.job_id).gpu_activity
-                       / slow.get(a.job_id, 1.0) for a in state.assignments())
+            unknown = frozenset(unknown)
+            busy = held = 0.0
+            for a in state.assignments():
+                if a.job_id in unknown:
+                    held += len(a.gpus) * a.gpu_share
+                else:
+                    busy += (len(a.gpus) * state.profile(a.job_id).gpu_activity
+                             / slow.get(a.job_id, 1.0))
             self.gpu_utilization.set(busy / gpus)
+            self.gpu_unknown_allocation.set(held / gpus)
         res = result.pricing
         if res is not None:
             self._set_prices(zip(result.resource_names, res.prices))

@@ -191,8 +191,18 @@ def run_round(policy: Policy, inp: RoundInput,
             span.set_attribute("round.error_jobs", ",".join(errs))
     result.phase_seconds["round"] = timer() - t0
     if metrics is not None:
-        metrics.observe_round(inp, result)
+        metrics.observe_round(inp, result, unknown=unknown_job_ids(result.state))
     return result
+
+
+def unknown_job_ids(state) -> frozenset[str]:
+    """Ids of the jobs booked in ``state`` (a ClusterState) with no solo profile yet: their
+    booked profile is the worst case (:func:`elastico.predictor.prior.is_worst_case`), not
+    what they do.  For the round's metrics (``elastico_gpu_unknown_allocation``)."""
+    from elastico.predictor.prior import is_worst_case
+
+    return frozenset(a.job_id for a in state.assignments()
+                     if is_worst_case(state.profile(a.job_id)))
 
 
 def _decide(policy: Policy, inp: RoundInput) -> RoundResult:

@@ -161,7 +161,9 @@ class PlacerServicer(placer_pb2_grpc.PlacerServiceServicer):
             session.last_ids = finish_round(policy, self.slowdown, session.last_ids, by_id,
                                             self._metrics)
         if self._metrics is not None:
-            self._metrics.observe_round(inp, result, slow)
+            from .round import unknown_job_ids
+
+            self._metrics.observe_round(inp, result, slow, unknown=unknown_job_ids(result.state))
         res = result.pricing
         names = result.resource_names if res is not None else ()
         resp = placer_pb2.RunRoundResponse(

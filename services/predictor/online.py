@@ -58,7 +58,11 @@ job, as it should.
 
 **Variances from the data** (method of moments on the records' log residuals ``y_i = ln(obs_i
 / p_i)`` *at arrival* -- against the population model serving when each was reported, which
-had not been trained on it -- to first order ``y_i = J_i (v + g) + eps``): two observations with
+had not been trained on it -- and only those reported while the *serving* model served: a
+replaced model's errors are not this one's (residuals from the prior-only period before the
+first refit are several times the refitted model's, and variances estimated from them let
+the effects fit noise: the over-correction bench/online_learning.py measured after the first
+refit) -- to first order ``y_i = J_i (v + g) + eps``): two observations with
 the same victim and different partners have covariance ``J_i J_k tau_v2``; with the same
 partner and different victims ``J_i J_k tau_g2``; ``E y_i^2 = J_i^2 (tau_v2 + tau_g2) + s2``.
 repeated observations of one ordered pair ``J_i J_k (tau_v2 + tau_g2 + tau_p2)``.  With the
@@ -80,7 +84,21 @@ applied: the population model serves alone.  No tuned constant: the six variance
 re-estimated on every update.
 
 **When the population model changes** (a refit is promoted) the effects are solved again
-against the new model, so a bias the refit absorbed is not counted twice.
+against the new model, so a bias the refit absorbed is not counted twice; until sides are
+reported under the new model the variances are (0, 0, 1): no correction.
+
+**Guard** (a held-out check, as a refit's promotion has one).  Every reported batch is scored,
+before it is learned from, by the effects fitted so far and by the population model alone:
+the summed ``|ln observed - ln predicted|`` of each, since the serving population model
+began.  The correction is served (:attr:`JobCorrections.serving`) only once that score exists
+and the correction's is no larger; otherwise the population model serves, while the effects
+keep being fitted.  So the correction never keeps serving when it predicts worse out of
+sample.  Nor is it served while the variance estimate is *degenerate* (:attr:`JobCorrections.
+degenerate`): the components claim all of the residuals' variance, the remainder ``s2`` is
+below :data:`MIN_VARIANCE` -- a moment solution outside the parameter space (noise variance
+<= 0), common with the few sides right after a refit, with which the effects fit noise
+unshrunk (log factors of 3-7 measured).  With fixed ``variances`` (a caller that asserts the
+model) there is no guard.
 
 **Bounds.**  At most ``max_records`` measured sides (newest kept; default 20,000) -- the solve
 is linear in them -- and so at most ``2 x max_records`` job keys.  The state is a function of
@@ -164,7 +182,8 @@ class JobCorrections:
         # records: (victim key, partner key, victim profile, partner profile, gpu, ln observed)
         self._rec: deque = deque(maxlen=max_records)
         self._ed: deque = deque(maxlen=max_records)  # population extra slowdown per record
-        # (log residual, slope J) of each record at arrival (out of sample)
+        # (log residual, slope J, population version) of each record at arrival (out of
+        # sample for that version)
         self._y0: deque = deque(maxlen=max_records)
         # (victim effects, partner effects), replaced as one object by each solve
         self._effects: tuple = ({}, {}, {}, {}, {}, 0.0)
@@ -177,6 +196,11 @@ class JobCorrections:
         #: fixed; then these fixed values)
         self.slope_variances = tuple(float(x) for x in slope_variances)
         self.pop_version: str | None = None
+        #: the guard's tally since the serving population model began (module docstring,
+        #: "Guard"): (sum |log error| of the correction, of the population model, sides)
+        self._tally: tuple[float, float, int] = (0.0, 0.0, 0)
+        #: the last variance estimate had no room left for noise (:meth:`estimate_variances`)
+        self.degenerate = False
         self._lock = threading.Lock()
 
     @property
@@ -226,13 +250,27 @@ class JobCorrections:
                 if o.slowdown_b is not None:
                     new.append((job_key(o.b), job_key(o.a), o.b, o.a, o.gpu_model,
                                 math.log(o.slowdown_b)))
-            e_new = self._extra(new, population)
+            p_new = self._population(new, population)
+            e_new = np.maximum(p_new - 1.0, MIN_EXTRA)
+            lo_new = np.array([r[5] for r in new], dtype=float)
+            if version == self.pop_version:
+                # the guard's out-of-sample score (module docstring, "Guard"): the new sides
+                # against the effects fitted before they arrived, and against the population
+                corr = self._corrected([r[2] for r in new], [r[3] for r in new], p_new)
+                t = self._tally
+                self._tally = (t[0] + float(np.sum(np.abs(lo_new - np.log(corr)))),
+                               t[1] + float(np.sum(np.abs(lo_new - np.log(p_new)))),
+                               t[2] + len(new))
+            else:
+                self._tally = (0.0, 0.0, 0)
             self._rec.extend(new)
             self._ed.extend(e_new.tolist())
             # the new records' residuals against the model serving when they arrived: it was
-            # not trained on them, so they estimate the variances honestly (module docstring)
-            y_new = np.array([r[5] for r in new]) - np.log1p(e_new)
-            self._y0.extend(zip(y_new.tolist(), (e_new / (1.0 + e_new)).tolist()))
+            # not trained on them, so they estimate the variances honestly (module docstring);
+            # kept with that model's version: only the serving model's own count
+            y_new = lo_new - np.log1p(e_new)
+            self._y0.extend(zip(y_new.tolist(), (e_new / (1.0 + e_new)).tolist(),
+                                [version] * len(new)))
             if version != self.pop_version:
                 self._ed = deque(self._extra(list(self._rec), population).tolist(),
                                  maxlen=self.max_records)
@@ -247,20 +285,25 @@ class JobCorrections:
             self._ed = deque(self._extra(list(self._rec), population).tolist(),
                              maxlen=self.max_records)
             self.pop_version = version
+            self._tally = (0.0, 0.0, 0)
             self._solve()
 
     @staticmethod
-    def _extra(recs: list, population: PopulationFn) -> np.ndarray:
-        """The population model's extra slowdown ``max(p - 1, MIN_EXTRA)`` of each record."""
-        e = np.zeros(len(recs))
+    def _population(recs: list, population: PopulationFn) -> np.ndarray:
+        """The population model's slowdown ``p`` of each record, shape (n,)."""
+        out = np.ones(len(recs))
         by_gpu: dict[str, list[int]] = {}
         for i, r in enumerate(recs):
             by_gpu.setdefault(r[4], []).append(i)
         for gpu, idx in by_gpu.items():
-            pred = np.asarray(population([recs[i][2] for i in idx],
-                                         [recs[i][3] for i in idx], gpu), dtype=float)
-            e[idx] = pred - 1.0
-        return np.maximum(e, MIN_EXTRA)
+            out[idx] = np.asarray(population([recs[i][2] for i in idx],
+                                             [recs[i][3] for i in idx], gpu), dtype=float)
+        return out
+
+    @classmethod
+    def _extra(cls, recs: list, population: PopulationFn) -> np.ndarray:
+        """The population model's extra slowdown ``max(p - 1, MIN_EXTRA)`` of each record."""
+        return np.maximum(cls._population(recs, population) - 1.0, MIN_EXTRA)
 
     # -- estimation --------------------------------------------------------------------------
     def _index(self):
@@ -339,18 +382,33 @@ class JobCorrections:
         e_s = (r1 - ts_alone * b) ** 2 + (r2 - ts_alone * cc) ** 2
         return (t_alone, 0.0) if e_t <= e_s else (0.0, ts_alone)
 
+    def _honest(self) -> np.ndarray | None:
+        """Mask of the stored sides whose residual at arrival was taken against the model
+        serving now (:attr:`pop_version`): the only residuals that measure *its* errors out of
+        sample.  None when the residuals and records are out of step."""
+        if len(self._y0) != len(self._rec):
+            return None
+        return np.array([t[2] == self.pop_version for t in self._y0], dtype=bool)
+
+    @staticmethod
+    def _reindex(ix: np.ndarray) -> tuple[np.ndarray, int]:
+        _, inv = np.unique(ix, return_inverse=True)
+        return inv.astype(np.int64), int(inv.max()) + 1 if len(inv) else 0
+
     def estimate_pair_variance(self, tv: float, tg: float, tb: float = 0.0,
                                tc: float = 0.0) -> float:
         """``tau_p2`` (module docstring): repeated observations of one ordered pair have
         covariance ``J_i J_k (tau_v2 + tau_g2 + tau_b2 c_b^2 + tau_c2 c_a^2 + tau_p2)``; 0
-        without repeats."""
-        if len(self._y0) != len(self._rec) or len(self._rec) < 2:
+        without repeats.  Over the sides reported while the serving model served."""
+        mask = self._honest()
+        if mask is None or mask.sum() < 2:
             return 0.0
-        y = np.array([t[0] for t in self._y0], dtype=float)
-        j = np.array([t[1] for t in self._y0], dtype=float)
+        y = np.array([t[0] for t in self._y0], dtype=float)[mask]
+        j = np.array([t[1] for t in self._y0], dtype=float)[mask]
         _, _, vi, gi = self._index()
         cb, ca, _ = self._covariates()
-        pi, n = self._pair_index(vi, gi)
+        cb, ca = cb[mask], ca[mask]
+        pi, n = self._pair_index(vi[mask], gi[mask])
         d = self._same(j, pi, n)
         if d <= 0:
             return 0.0
@@ -358,23 +416,36 @@ class JobCorrections:
         return max(0.0, (self._same(y, pi, n) - known) / d)
 
     def estimate_variances(self) -> tuple[float, float, float]:
-        """``(tau_v2, tau_g2, s2)`` by the moments of the module docstring from the records'
-        residuals *at arrival*; ``(0, 0, 1)`` (no correction) with too little data.  Sets
-        :attr:`pair_variance` and :attr:`slope_variances` as well."""
+        """``(tau_v2, tau_g2, s2)`` by the moments of the module docstring from the residuals
+        *at arrival* of the sides reported while the serving population model
+        (:attr:`pop_version`) served -- out of sample for it, and of its errors, not of an
+        earlier model's (residuals against a replaced model, e.g. the prior before the first
+        refit, overstate the variances and the effects then fit noise); ``(0, 0, 1)`` (no
+        correction) with too little such data.  Sets :attr:`pair_variance` and
+        :attr:`slope_variances` as well."""
         self.slope_variances = (0.0, 0.0)
-        if len(self._y0) < 2 or len(self._y0) != len(self._rec):
+        self.degenerate = False
+        mask = self._honest()
+        if mask is None or mask.sum() < 2:
             return (0.0, 0.0, 1.0)
-        y = np.array([t[0] for t in self._y0], dtype=float)
-        j = np.array([t[1] for t in self._y0], dtype=float)
-        vids, gids, vi, gi = self._index()
+        y = np.array([t[0] for t in self._y0], dtype=float)[mask]
+        j = np.array([t[1] for t in self._y0], dtype=float)[mask]
+        _, _, vi_all, gi_all = self._index()
+        vi, nv = self._reindex(vi_all[mask])
+        gi, ng = self._reindex(gi_all[mask])
         if (np.sum(np.bincount(vi) >= 2) < MIN_JOBS or np.sum(np.bincount(gi) >= 2) < MIN_JOBS):
             return (0.0, 0.0, 1.0)
         cb, ca, _ = self._covariates()
-        tv, tb = self._moments2(y, j, cb, vi, gi, len(vids))
-        tg, tc = self._moments2(y, j, ca, gi, vi, len(gids))
+        cb, ca = cb[mask], ca[mask]
+        tv, tb = self._moments2(y, j, cb, vi, gi, nv)
+        tg, tc = self._moments2(y, j, ca, gi, vi, ng)
         tp = self.estimate_pair_variance(tv, tg, tb, tc) if self.pair_effects else 0.0
-        s2 = max(MIN_VARIANCE, float(np.mean(
-            y * y - (tv + tg + tp + tb * cb * cb + tc * ca * ca) * j * j)))
+        s2 = float(np.mean(y * y - (tv + tg + tp + tb * cb * cb + tc * ca * ca) * j * j))
+        # the components claim more than all of the residuals' variance (noise variance <=
+        # 0): a moment solution outside the parameter space, with which the effects fit
+        # noise unshrunk -- kept for inspection, floored, but not served (:attr:`serving`)
+        self.degenerate = s2 < MIN_VARIANCE
+        s2 = max(MIN_VARIANCE, s2)
         self.pair_variance = tp
         self.slope_variances = (tb, tc)
         return (tv, tg, s2)
@@ -465,11 +536,30 @@ class JobCorrections:
             out.append(t)
         return np.exp(np.array(out, dtype=float))
 
+    @property
+    def serving(self) -> bool:
+        """Whether :meth:`apply` corrects (module docstring, "Guard"): always with fixed
+        ``variances``; with estimated ones only once the correction has been scored out of
+        sample since the serving population model began, and there did no worse than it."""
+        if self._fixed is not None:
+            return True
+        corr, pop, n = self._tally
+        return n > 0 and corr <= pop and not self.degenerate
+
     def apply(self, victims: Sequence[JobProfile], partners: Sequence[JobProfile],
-              population: np.ndarray) -> np.ndarray:
+              population: np.ndarray, guarded: bool = True) -> np.ndarray:
         """The corrected slowdowns, shape (n,): ``1 + max(p - 1, MIN_EXTRA) x factor`` where
-        a factor is not 1, clipped to [1, 50]; ``population`` unchanged elsewhere."""
+        a factor is not 1, clipped to [1, 50]; ``population`` unchanged elsewhere and, with
+        ``guarded`` (the service's way), while the guard holds the correction back
+        (:attr:`serving`)."""
         pop = np.asarray(population, dtype=float)
+        if guarded and not self.serving:
+            return pop
+        return self._corrected(victims, partners, pop)
+
+    def _corrected(self, victims, partners, pop: np.ndarray) -> np.ndarray:
+        """:meth:`apply` without the guard."""
+        pop = np.asarray(pop, dtype=float)
         if not any(self._effects[:5]):
             return pop
         f = self.factors(victims, partners)

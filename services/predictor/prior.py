@@ -229,31 +229,39 @@ class UnknownSafe:
     """The placer's slowdown model with the unknown-job rule (docs/predictor.md, "Unknown
     jobs"): on a GPU where some resident has a worst-case profile (:func:`is_worst_case`, the
     profile the catalogue gives a job with no solo profile yet), each resident's slowdown is
-    the larger of ``base``'s prediction and the contention prior's worst case
-    (:func:`worst_case_pair`, composed additively as the prior composes), the unknown job
-    taken at its worst case.  So such a job is co-located only where the prior's worst case keeps every
-    resident within its bound; elsewhere the bound check refuses and it runs alone (an empty
-    GPU, or its own MIG instance: MIG slowdowns are 1).  GPUs without an unknown resident get
-    ``base``'s slowdowns unchanged (bit for bit).  ``base``: any SlowdownModel."""
+    the larger of ``base``'s prediction and the *mechanism bound*
+    (:func:`elastico.predictor.worst_case.gpu_bounds`: the largest slowdown co-residents can
+    inflict under the GPU's sharing mechanism whatever the unknown job does -- busy all the
+    time, any DRAM intensity, any SMs its MPS share allows; the known residents at their
+    measured counters).  So such a job is co-located only where that bound keeps every
+    resident within its slowdown bound; elsewhere the bound check refuses and it runs alone
+    (an empty GPU, or its own MIG instance: MIG slowdowns are 1).  GPUs without an unknown
+    resident get ``base``'s slowdowns unchanged (bit for bit).  ``base``: any SlowdownModel;
+    ``bound``: the worst-case model (default
+    :class:`~elastico.predictor.worst_case.MechanismBound` at its documented constants)."""
 
-    def __init__(self, base):
+    def __init__(self, base, bound=None):
+        from elastico.predictor.worst_case import MechanismBound
+
         self.base = base
-        self._prior = ContentionPrior()
+        self._bound = bound if bound is not None else MechanismBound()
         self.version = getattr(base, "version", "?")
 
     def __getattr__(self, name):  # fell_back, degraded flags, ... of the base model
+        if name in ("base", "_bound"):  # not set yet (copy / unpickle): no recursion
+            raise AttributeError(name)
         return getattr(self.base, name)
 
     def pair_slowdown(self, a: JobProfile, b: JobProfile) -> float:
         s = self.base.pair_slowdown(a, b)
         if is_worst_case(a) or is_worst_case(b):
-            s = max(s, worst_case_pair(a, b))
+            s = max(s, self._bound.pair_slowdown(a, b))
         return s
 
     def gpu_slowdowns(self, residents: Sequence[JobProfile]) -> np.ndarray:
         out = np.asarray(self.base.gpu_slowdowns(residents), float)
         if len(residents) >= 2 and any(is_worst_case(p) for p in residents):
-            out = np.maximum(out, compose_additive(_WorstCasePrior(), residents))
+            out = np.maximum(out, self._bound.gpu_slowdowns(residents))
         return out
 
 
@@ -267,15 +275,12 @@ def worst_case_pair(a: JobProfile, b: JobProfile) -> float:
     2.3.5.2 / "Volta MPS execution resource provisioning") -- so two clients whose shares
     sum to <= 1 can still contend for the same SMs, and a bound that must hold for a job
     never measured cannot count on them not doing so.  ``u`` as :func:`solo_activity` reads
-    it (1 for a worst-case profile)."""
+    it (1 for a worst-case profile).  NOT a bound of what the mechanism allows (memory
+    bandwidth contention can exceed it, e.g. at a small MPS share): the placer's rule uses
+    :mod:`elastico.predictor.worst_case` instead; this is the prior's value, kept for
+    comparison (docs/predictor.md 6b)."""
     if mechanism(a, b) == "mig":
         return 1.0
     xa, xb = solo_activity(a), solo_activity(b)
     return 1.0 + xa.u * xb.u
 
-
-class _WorstCasePrior:
-    """:func:`worst_case_pair` as a pair model (composed additively on a GPU)."""
-
-    def pair_slowdown(self, a: JobProfile, b: JobProfile) -> float:
-        return worst_case_pair(a, b)
