@@ -144,12 +144,13 @@ def apply(c: LiveCluster, event: tuple, gangs: list[int]) -> None:
         raise ValueError(f"unknown event {event!r}")
 
 
-def run_events(events: list[tuple], unknown: bool = False, min_run_s: float = 300.0) -> None:
+def run_events(events: list[tuple], unknown: bool = False, min_run_s: float = 300.0,
+               nodes: list[NodeSpec] = NODES) -> None:
     """A fresh cluster, then ``events`` one by one with the invariants checked after each,
     then :meth:`LiveCluster.settle`.  A failure names the step and the event.  ``unknown``:
     every job without a solo profile (issue 23's unknown-job rule on); ``min_run_s``: the
-    placer's minimum guaranteed run of an offline LLM inference pod."""
-    c = LiveCluster(NODES, unknown=unknown, min_run_s=min_run_s)
+    placer's minimum guaranteed run of an offline LLM inference pod; ``nodes``: the cluster."""
+    c = LiveCluster(nodes, unknown=unknown, min_run_s=min_run_s)
     gangs = [0]
     where = "at the start"
     try:
@@ -256,13 +257,19 @@ def test_the_invariants_see_a_double_booked_gpu_and_an_allocation_that_differs()
 #: pods (low priority; some terminate slowly), pods of normal priority arrive, time passes
 #: (past and short of the minimum guaranteed run), terminating pods drain, the placer
 #: restarts (it must rebuild who is low priority from the pods), GPUs fail and recover.
+#: A small cluster (2 A100-40GB, 2 V100M16), so that a few pods fill it and preemption happens.
+PRIORITY_NODES = [NodeSpec("node-a", "A100-40GB", 2, 39.39), NodeSpec("node-b", "V100M16", 2, 15.78)]
 PRIORITY_EVENTS = st.one_of(
     st.tuples(st.just("tick")), st.tuples(st.just("tick")), st.tuples(st.just("tick")),
+    st.tuples(st.just("tick")),
     st.tuples(st.just("create"), st.sampled_from(["llm", "llm", "llm-half", "llm-slow"]),
               st.sampled_from([1000, 2000])),
-    st.tuples(st.just("create"), st.sampled_from(["whole", "whole-a100", "two", "half-train",
-                                                  "four", "gang"]), st.just(1000)),
+    st.tuples(st.just("create"), st.sampled_from(["llm", "llm", "llm-half", "llm-slow"]),
+              st.sampled_from([1000, 2000])),
+    st.tuples(st.just("create"), st.sampled_from(["whole", "whole-a100", "whole-a100", "two",
+                                                  "half-train", "gang"]), st.just(1000)),
     st.tuples(st.just("advance"), st.sampled_from([100.0, 200.0, 300.0])),
+    st.tuples(st.just("advance"), st.sampled_from([300.0, 600.0])),
     st.tuples(st.just("drain")),
     st.tuples(st.just("delete"), st.integers(0, 63)),
     st.tuples(st.just("finish"), st.integers(0, 63)),
@@ -272,13 +279,27 @@ PRIORITY_EVENTS = st.one_of(
 )
 
 
+@st.composite
+def priority_runs(draw):
+    """A random run around the scenario preemption needs (the A100s filled with LLM pods that
+    start, time past their guarantee, then a pod of normal priority), with random events
+    (faults, restarts, deletions, drains, more pods and time) before, between and after."""
+    some = lambda lo, hi: draw(st.lists(PRIORITY_EVENTS, min_size=lo, max_size=hi))  # noqa: E731
+    fill = [("create", draw(st.sampled_from(["llm", "llm-slow", "llm-half"])),
+             draw(st.sampled_from([1000, 2000]))) for _ in range(draw(st.integers(2, 4)))]
+    late = ("create", draw(st.sampled_from(["whole-a100", "two", "whole", "gang"])), 1000)
+    return (some(0, 6) + fill + [("tick",)] * 3 + some(0, 8)
+            + [("advance", draw(st.sampled_from([300.0, 600.0]))), late] + some(2, 10)
+            + [("tick",)] * 2)
+
+
 @settings(max_examples=20, deadline=None, derandomize=True, database=None, print_blob=False,
           phases=[Phase.explicit, Phase.generate, Phase.shrink],
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                  HealthCheck.large_base_example])
-@given(st.lists(PRIORITY_EVENTS, min_size=10, max_size=30))
+@given(priority_runs())
 def test_live_priority_invariants_hold_under_random_events(events):
-    run_events(events, min_run_s=300.0)
+    run_events(events, min_run_s=300.0, nodes=PRIORITY_NODES)
 
 
 #: The A100 node full of LLM pods; a whole-A100 service arrives: it waits until the LLM
@@ -289,6 +310,16 @@ PRIORITY_REPLAYS = {
     "fill-then-preempt": [("create", "llm", 1000)] * 8 + [("tick",)] * 9
     + [("advance", 200.0), ("create", "whole-a100", 1000), ("tick",), ("tick",),
        ("restart_placer",), ("advance", 100.0), ("tick",), ("tick",), ("tick",)],
+    # found by the priority search: a victim whose GPU turned unhealthy could not be booked
+    # back when its eviction did not make room (Infeasible "GPU 0 of node-a is unhealthy"
+    # from the priority rule's undo: the round raised, invariant 0)
+    "unhealthy-victim-booked-back": [
+        ("create", "llm", 1000), ("tick",), ("finish", 0), ("tick",), ("tick",), ("tick",),
+        ("create", "llm", 1000), ("create", "llm", 1000), ("create", "llm", 1000), ("tick",),
+        ("tick",), ("tick",), ("create", "llm", 1000), ("tick",), ("finish", 29), ("tick",),
+        ("gpu_health", 48, False), ("tick",), ("drain",), ("tick",), ("advance", 300.0),
+        ("create", "whole-a100", 1000), ("tick",), ("restart_placer",),
+        ("create", "whole-a100", 1000), ("restart_placer",), ("tick",), ("tick",), ("tick",)],
     "slow-termination": [("create", "llm-slow", 1000)] * 8 + [("tick",)] * 9
     + [("advance", 300.0), ("create", "whole-a100", 1000), ("tick",), ("tick",), ("tick",),
        ("drain",), ("tick",), ("tick",)],
@@ -297,7 +328,8 @@ PRIORITY_REPLAYS = {
 
 @pytest.mark.parametrize("name", sorted(PRIORITY_REPLAYS))
 def test_live_priority_replay(name):
-    run_events(PRIORITY_REPLAYS[name])
+    run_events(PRIORITY_REPLAYS[name],
+               nodes=PRIORITY_NODES if name == "unhealthy-victim-booked-back" else NODES)
 
 
 def test_the_fill_then_preempt_replay_evicts_exactly_one_llm_pod():
