@@ -46,6 +46,14 @@ annotation; the GPUs of a node are the backend's (UUID, memory as NVML reports i
 5. a pod of fixed shape -- a ``service``, ``shape-family: fixed``, or a gang member (docs:
    they keep their requested shape) -- is booked with exactly ``elastico.io/gpus`` GPUs at
    ``elastico.io/gpu-fraction``;
+7. offline LLM inference is low priority, and the loop carries the priority rule out
+   (docs/annotations.md, "Priority"): a pod leaves the API only when the harness deleted or
+   finished it or the placer evicted it through the ``policy/v1`` Eviction API; the placer
+   evicts a pod at most once, only an offline LLM inference pod (``llm-*`` annotations) that
+   kubelet started at least ``min_run_s`` seconds (the placer's clock) before the round; in
+   the round that evicts it, its GPUs are given to no one (the pods booked in that round fit
+   beside the evicted pod's booking: it holds its GPUs until it is gone); and the book
+   rebuilt from the API sees every booked LLM inference pod as low priority and no other;
 6. (:meth:`LiveCluster.settle`, after the faults are cleared and rounds run until nothing
    changes) every pending pod has been told why (an Event on it: ``Waiting``, ``Rejected``,
    or any other reason but ``Scheduled``), and no single-pod whole-GPU request waits while a
@@ -64,6 +72,7 @@ import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 
 import grpc
@@ -83,6 +92,7 @@ from elastico.placer.kube.inventory import node_inventory
 from elastico.placer.kube.loop import LoopConfig, SchedulerLoop
 from elastico.placer.policies import PolicyEnv
 from elastico.placer.policies.common import JobCatalog
+from elastico.placer.policies.priority import low_priority
 from elastico.predictor import AnalyticSlowdown
 from elastico.perf.throughput import ThroughputModel
 from kube_emulator import Emulator
@@ -122,7 +132,7 @@ class Violation(AssertionError):
     that hypothesis reports a minimal example for each invariant separately."""
 
 
-VIOLATIONS = {n: type(f"Violation{n}", (Violation,), {"__module__": __name__}) for n in range(1, 7)}
+VIOLATIONS = {n: type(f"Violation{n}", (Violation,), {"__module__": __name__}) for n in range(1, 8)}
 
 
 class _OneTurn:
@@ -232,6 +242,9 @@ class _Record:
     """What the harness remembers between steps (the invariants' history)."""
 
     bound_with: dict[str, tuple[str, dict]] = field(default_factory=dict)   # key -> (uid, ann)
+    started: dict[str, float] = field(default_factory=dict)                # key -> start (clock)
+    evicted: set[str] = field(default_factory=set)                          # keys evicted
+    deleted: set[str] = field(default_factory=set)                          # keys the harness removed
     allocations: dict[str, _Allocation] = field(default_factory=dict)      # key -> Allocate
     problems: list[tuple[int, str]] = field(default_factory=list)          # seen during steps
 
@@ -251,6 +264,12 @@ def _user(pod: dict) -> int | None:
              for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])
              if A.GPU_RESOURCE in ((c.get("resources") or {}).get("requests") or {})}
     return next(iter(users)) if len(users) == 1 else default
+
+
+def _pod_spec(pod: dict) -> A.PodSpec:
+    """A pod's parsed annotations, as the placer parses them (``rebuild_book``'s ``job_of``)."""
+    return A.parse_pod_annotations(pod["metadata"].get("annotations"),
+                                   gpu_models=TM.gpu_models(), job_types=TM.job_types())
 
 
 def _ready(node: dict) -> bool:
@@ -286,13 +305,16 @@ class LiveCluster:
     docstring).  :meth:`close` stops everything."""
 
     def __init__(self, nodes: list[NodeSpec], *, identity: str = "placer-a",
-                 unknown: bool = False):
+                 unknown: bool = False, min_run_s: float = 300.0):
         # unknown: the placer's profile lookup finds no job profiled (issue 23's unknown-job
         # rule on for every job)
         self.profile_lookup = (lambda keys: set()) if unknown else None
         self.emu = Emulator().start()
         self.core = client.CoreV1Api(self.emu.api_client())
         self.identity = identity
+        # the placer's clock (seconds since the epoch): wall time plus what advance() added
+        self.min_run_s = min_run_s
+        self.offset = 0.0
         self.rec = _Record()
         self.names = 0
         self.rounds = 0
@@ -330,11 +352,37 @@ class LiveCluster:
         """The placer process dies and a fresh one starts (nothing kept in memory)."""
         self._stop_loop()
         loop = SchedulerLoop(self.core, throughput=TM, profile_lookup=self.profile_lookup,
-                             config=LoopConfig(identity=self.identity, watch_timeout_s=60))
+                             config=LoopConfig(identity=self.identity, watch_timeout_s=60,
+                                               min_run_s=self.min_run_s), clock=self.now)
         loop.start()
         self.loop = loop
         if not loop.wait_synced(TIMEOUT):
             raise RuntimeError("the placer's informers did not sync")
+
+    def now(self) -> float:
+        """The cluster's time (the placer's clock, kubelet's ``startTime``)."""
+        return time.time() + self.offset
+
+    def advance(self, seconds: float) -> None:
+        """Time passes (rounds, guarantees and Event intervals see it)."""
+        self.offset += seconds
+
+    def drain(self) -> int:
+        """kubelet finishes terminating every pod being deleted (their containers are gone):
+        its finalizers are removed and the pod with them.  Returns how many."""
+        n = 0
+        for p in self.pods():
+            meta = p["metadata"]
+            if meta.get("deletionTimestamp"):
+                self.core.patch_namespaced_pod(meta["name"], NS, {"metadata": {"finalizers": None}},
+                                               _content_type="application/merge-patch+json")
+                try:
+                    self.core.delete_namespaced_pod(meta["name"], NS)
+                except client.ApiException as e:
+                    if e.status != 404:
+                        raise
+                n += 1
+        return n
 
     def close(self) -> None:
         self._stop_loop()
@@ -383,7 +431,7 @@ class LiveCluster:
 
     # ------------------------------------------------------------------ users
     def create_pod(self, annotations: dict[str, str], *, labels: dict | None = None,
-                   user: int | None = None) -> str:
+                   user: int | None = None, finalizers: list[str] | None = None) -> str:
         """A pod for the elastico scheduler (one container requesting ``elastico.io/gpu: 1``,
         :data:`POD_CPU` cores, :data:`POD_MEM_GIB` GiB); ``user``: the pod's
         ``securityContext.runAsUser``.  Returns its name (``p01``, ``p02``, ...)."""
@@ -397,12 +445,13 @@ class LiveCluster:
         self.core.create_namespaced_pod(NS, {
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": NS, "annotations": dict(annotations),
-                         "labels": labels or {}},
+                         "labels": labels or {}, "finalizers": list(finalizers or [])},
             "spec": spec})
         return name
 
     def delete_pod(self, name: str) -> None:
         self.core.delete_namespaced_pod(name, NS)
+        self.rec.deleted.add(f"{NS}/{name}")
         self._forget(f"{NS}/{name}")
 
     def finish_pod(self, name: str, phase: str = "Succeeded") -> None:
@@ -435,8 +484,11 @@ class LiveCluster:
         down = {n for n, a in self.agents.items() if a.mps_down}
         before = {_key(p): p["metadata"]["uid"] for p in pods
                   if A.BOOKING in (p["metadata"].get("annotations") or {})}
+        t = self.now()
+        n_evicted = len(self.emu.server.evictions)
         rep = self.loop.run_round()
         self.rounds += 1
+        self._check_evictions(pods, before, self.emu.server.evictions[n_evicted:], t)
         for p in self.pods():
             key = _key(p)
             if before.get(key) == p["metadata"]["uid"]:
@@ -446,6 +498,63 @@ class LiveCluster:
                 self.rec.problems.append((4, f"{key}: booked a {b.gpu_share:g} MPS share on "
                                              f"{b.node} while its MPS control daemon is down"))
         return rep
+
+    def _check_evictions(self, pods: list[dict], before: dict[str, str], evicted: list,
+                         t: float) -> None:
+        """Invariant 7 for the round just run at time ``t``: ``pods`` the API's pods before it,
+        ``before`` their keys with a booking, ``evicted`` the Evictions it asked for."""
+        prev = {_key(p): p for p in pods}
+        victims = []
+        for ns, name in evicted:
+            key = f"{ns}/{name}"
+            p = prev.get(key)
+            if key in self.rec.evicted:
+                self.rec.problems.append((7, f"{key}: evicted a second time"))
+            self.rec.evicted.add(key)
+            if p is None:
+                self.rec.problems.append((7, f"{key}: evicted, but it did not exist"))
+                continue
+            ann = p["metadata"].get("annotations") or {}
+            if A.LLM_MODEL not in ann and A.LLM_MODEL_CONFIG not in ann:
+                self.rec.problems.append((7, f"{key}: evicted, but it is not offline LLM "
+                                             "inference (normal priority)"))
+            since = self.rec.started.get(key)
+            if since is None or t - since < self.min_run_s - 1e-6:
+                self.rec.problems.append((7, f"{key}: evicted at {t:.0f} having run "
+                                             f"{'never' if since is None else f'{t - since:.0f} s'}"
+                                             f" (minimum guaranteed run {self.min_run_s:g} s)"))
+            b = self.booking(p)
+            if b is not None:
+                victims.append((key, b))
+            self._forget(key)
+        after = self.pods()
+        gone = sorted(set(prev) - {_key(p) for p in after} - self.rec.deleted - self.rec.evicted)
+        for key in gone:
+            self.rec.problems.append((7, f"{key}: gone from the API, but neither deleted by the "
+                                         "harness nor evicted by the placer"))
+        if victims:
+            # the evicted pods hold their GPUs until they are gone: what was booked this round
+            # must fit beside them
+            new = [p for p in after if _key(p) not in before and not is_terminal(p)
+                   and self.booking(p) is not None]
+            share: dict[str, float] = defaultdict(float)
+            who: dict[str, list[str]] = defaultdict(list)
+            for key, b in victims:
+                for u in b.gpu_uuids:
+                    share[u] += b.gpu_share
+                    who[u].append(f"{key}@{b.gpu_share:g} (evicted)")
+            live = [(_key(p), self.booking(p)) for p in after if is_elastico(p)
+                    and not is_terminal(p) and self.booking(p) is not None]
+            for key, b in live:
+                for u in b.gpu_uuids:
+                    if u in share:
+                        share[u] += b.gpu_share
+                        who[u].append(f"{key}@{b.gpu_share:g}")
+            newkeys = {_key(p) for p in new}
+            for u, total in sorted(share.items()):
+                if total > 1.0 + 1e-9 and any(w.split("@")[0] in newkeys for w in who[u]):
+                    self.rec.problems.append((7, f"GPU {u} given away in the round that evicted "
+                                                 f"its pod: {who[u]}"))
 
     def kubelet_step(self) -> int:
         """kubelet on every Ready node: Allocate and start each bound, not yet started pod
@@ -490,7 +599,11 @@ class LiveCluster:
                                          f"({MPS_PCT_ENV}={envs[MPS_PCT_ENV]}) while the node's "
                                          "MPS control daemon is down"))
         self.rec.allocations[key] = _Allocation(uid, agent.name, envs)
-        self.core.patch_namespaced_pod_status(name, ns, {"status": {"phase": "Running"}})
+        t = self.now()
+        self.rec.started[key] = t
+        self.core.patch_namespaced_pod_status(name, ns, {"status": {
+            "phase": "Running", "startTime": datetime.fromtimestamp(t, timezone.utc)
+            .strftime("%Y-%m-%dT%H:%M:%SZ")}})
         return after
 
     def settle(self, max_ticks: int = 50) -> None:
@@ -506,10 +619,13 @@ class LiveCluster:
             self.set_ready(name, True)
         self.check()
         for _ in range(max_ticks):
+            n_evicted = len(self.emu.server.evictions)
             rep = self.round()
+            drained = self.drain()
             started = self.kubelet_step()
             self.check()
-            if not (rep.reserved or rep.bound or started):
+            if not (rep.reserved or rep.bound or started or drained
+                    or len(self.emu.server.evictions) > n_evicted):
                 break
         else:
             raise VIOLATIONS[6](f"(6) not settled after {max_ticks} rounds")
@@ -598,7 +714,16 @@ class LiveCluster:
                 invs.append(inv)
         cat = JobCatalog(PolicyEnv(nodes=[i.node for i in invs], throughput=TM,
                                    slowdown=AnalyticSlowdown()))
-        book = rebuild_book(invs, pods, slowdown_model=AnalyticSlowdown(), profile=cat.profile)
+        book = rebuild_book(invs, pods, slowdown_model=AnalyticSlowdown(), profile=cat.profile,
+                            job_of=_pod_spec)
+        by_key = {_key(p): p for p in pods}
+        for a in book.running:  # invariant 7: a restarted placer knows who is low priority
+            ann = by_key[a.job.id]["metadata"].get("annotations") or {}
+            llm = A.LLM_MODEL in ann or A.LLM_MODEL_CONFIG in ann
+            if low_priority(a.job) != llm:
+                out.append((7, f"{a.job.id}: the rebuilt book takes it as "
+                               f"{'low' if low_priority(a.job) else 'normal'} priority, its pod "
+                               f"declares {'offline LLM inference' if llm else 'no LLM inference'}"))
         for p in pods:
             key, uid = _key(p), p["metadata"]["uid"]
             node = (p.get("spec") or {}).get("nodeName")

@@ -195,15 +195,108 @@ def test_the_demo_llm_jobs_through_the_placer_service_equal_the_in_process_run(p
     assert any(c.replica_gpus > 1 for c in placed), sorted(c.name for c in placed)
 
 
-def test_an_llm_training_job_is_refused_on_the_wire_and_by_simulate_via_grpc(capsys):
-    from elastico.cli import main
-
+def _train_demo():
     train = [j for j in load_llm_jobs("train-demo") if j.llm_train is not None]
     assert train
+    return train
+
+
+def test_every_llm_training_demo_job_survives_the_round_trip():
+    for j in _train_demo():
+        m = _msg(j)
+        assert m.HasField("llm_train") and not m.HasField("llm")
+        back = wire.job_from_message(m, "jobs[0]").job
+        assert back == j and back.llm_train == j.llm_train  # model, batch, tokens, reference
+        assert back.llm_train.reference_tokens_per_s == j.llm_train.reference_tokens_per_s
+        assert back.work == j.work and back.kind is JobKind.TRAINING
+    # a job naming its ZeRO stage and recomputation keeps them; unset zero stays None
+    j = _train_demo()[0]
+    named = dataclasses.replace(j, llm_train=dataclasses.replace(j.llm_train, zero=3,
+                                                                 recompute="full"))
+    m = _msg(named)
+    assert m.llm_train.HasField("zero") and m.llm_train.zero == 3
+    back = wire.job_from_message(m, "jobs[0]").job.llm_train
+    assert (back.zero, back.recompute) == (3, "full")
+    assert not _msg(j).llm_train.HasField("zero")
+
+
+def _bad_train(mutate):
+    m = _msg(_train_demo()[0])
+    mutate(m)
     with pytest.raises(InvalidArgument) as e:
-        _msg(train[0])
-    assert e.value.field == f"job[{train[0].id}].llm_train"
-    # refused before any service starts, naming the flag
-    assert main(["simulate", "--cluster", "a100h100-mig", "--gpus", "64", "--jobs", "4",
-                 "--llm-jobs", "train-demo", "--no-progress", "--via-grpc"]) == 2
-    assert "--llm-jobs" in capsys.readouterr().err
+        wire.jobs_from_messages([m])
+    return e.value
+
+
+@pytest.mark.parametrize("mutate, field, value", [
+    (lambda m: setattr(m.llm_train.model, "layers", 0), "jobs[0].llm_train.model.layers", 0),
+    (lambda m: setattr(m.llm_train.model, "kv_heads", 7), "jobs[0].llm_train.model.kv_heads", 7),
+    (lambda m: setattr(m.llm_train, "seq_len", 0), "jobs[0].llm_train.seq_len", 0),
+    (lambda m: setattr(m.llm_train, "global_batch", -4), "jobs[0].llm_train.global_batch", -4),
+    (lambda m: setattr(m.llm_train, "tokens", float("inf")), "jobs[0].llm_train.tokens", None),
+    (lambda m: setattr(m.llm_train, "mode", "lora"), "jobs[0].llm_train.mode", "lora"),
+    (lambda m: setattr(m.llm_train, "precision", "fp8"), "jobs[0].llm_train.precision", "fp8"),
+    (lambda m: setattr(m.llm_train, "zero", 4), "jobs[0].llm_train.zero", 4),
+    (lambda m: setattr(m.llm_train, "recompute", "some"), "jobs[0].llm_train.recompute", "some"),
+    (lambda m: setattr(m.llm_train, "reference_gpu", "V100M16"),
+     "jobs[0].llm_train.reference_gpu", "V100M16"),
+    (lambda m: setattr(m.llm_train, "reference_tokens_per_s", 0.0),
+     "jobs[0].llm_train.reference_tokens_per_s", 0.0),
+    (lambda m: setattr(m, "job_type", "LLM train Llama-2-70B"), "jobs[0].job_type",
+     "LLM train Llama-2-70B"),
+    (lambda m: setattr(m, "kind", common_pb2.JOB_KIND_INFERENCE), "jobs[0].kind",
+     common_pb2.JOB_KIND_INFERENCE),
+    (lambda m: setattr(m.request, "num_gpus", 9), "jobs[0].request.num_gpus", 9),
+    (lambda m: (setattr(m.request, "num_gpus", 1), setattr(m.request, "gpu_share", 0.5)),
+     "jobs[0].request.gpu_share", 0.5),
+    (lambda m: setattr(m.request, "device_memory", False), "jobs[0].request.device_memory", False),
+    (lambda m: setattr(m, "work", m.work * 2), "jobs[0].work", None),
+    (lambda m: m.llm.CopyFrom(_msg(DEMO[0]).llm), "jobs[0].llm", None),
+])
+def test_bad_llm_training_fields_are_refused_naming_the_path(mutate, field, value):
+    e = _bad_train(mutate)
+    assert e.field == field, str(e)
+    if value is not None:
+        assert e.value == value, str(e)
+    assert e.allowed
+
+
+@pytest.mark.parametrize("policy_name", ["elastico", "exclusive"])
+def test_llm_mix_through_the_placer_service_equals_the_in_process_run(policy_name):
+    """``simulate --via-grpc --workload llm-mix --cluster a100h100-mig --gpus 64`` in small:
+    the llm-mix workload's first 36 jobs (seed 0, load 0.5) with its LLM training jobs among
+    them; every record and every metric but wall-clock round times are equal, and LLM
+    training and offline LLM inference jobs both ran (so llm_train crossed the wire)."""
+    from elastico.sim.llm_mix import build_llm_mix_workload
+    from elastico.sim.workload import default_window
+
+    tm = ThroughputModel.bundled()
+    nodes = load_cluster("a100h100-mig").nodes(64, trace.read_nodes())
+    wl = build_llm_mix_workload(trace.read_pods(), nodes, seed=0, load=0.5, inference_share=0.4,
+                                model=tm, window=default_window(trace.read_pods(), 0.9))
+    ordered = sorted(wl.jobs, key=lambda j: (j.arrival_s, j.id))
+    train = [j for j in ordered if j.llm_train is not None][:3]
+    rest = [j for j in ordered if j.llm_train is None][:33]
+    jobs = sorted(train + rest, key=lambda j: (j.arrival_s, j.id))
+    assert len(train) == 3 and any(j.llm is not None for j in jobs)
+    slow = AnalyticSlowdown()
+    srv, port = placer_server(slowdown=slow)
+    srv.start()
+    try:
+        runs = []
+        for via in (False, True):
+            env = PolicyEnv(nodes=nodes, throughput=tm, slowdown=slow, restart_s=30.0)
+            policy = (RemotePlacerPolicy(open_channel(f"127.0.0.1:{port}"), policy_name, env,
+                                         timeout_s=120) if via else make_policy(policy_name, env))
+            runs.append(simulate(nodes, [dataclasses.replace(j) for j in jobs], policy,
+                                 restart_s=30.0, activity=lambda j, c, cat=policy.catalog: getattr(
+                                     cat, "base_profile", cat.profile)(j, c).gpu_activity))
+    finally:
+        srv.stop(0)
+    a, b = runs
+    wall = {"round_ms_p50", "round_ms_p99"}
+    assert {k: v for k, v in a.metrics.items() if k not in wall} == {
+        k: v for k, v in b.metrics.items() if k not in wall}
+    assert [dataclasses.asdict(r) for r in a.records] == [dataclasses.asdict(r) for r in b.records]
+    ran = {r.job_id for r in b.records if r.status == "finished" or r.configuration}
+    assert ran & {j.id for j in train} and ran & {j.id for j in jobs if j.llm is not None}

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import re
 import socket
@@ -85,6 +86,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--round-timeout", type=float, default=30.0, metavar="S",
                    help="deadline of one round's pricing and predictor calls, seconds; pricing "
                         "past it abandons the round with nothing applied (default 30)")
+    p.add_argument("--min-run-s", type=float, default=300.0, metavar="S",
+                   help="minimum guaranteed run of an offline LLM inference pod, seconds since "
+                        "its start (status.startTime): only after it may a waiting pod of "
+                        "normal priority have it evicted (docs/annotations.md, \"Priority\"); "
+                        "default 300, as `elastico simulate --min-run-s`")
     p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"),
                    help="logging threshold (default INFO)")
     p.add_argument("--config", type=Path, default=None, metavar="FILE.toml",
@@ -173,6 +179,8 @@ def run(args: argparse.Namespace) -> int:
                               "each dot-separated part starting and ending with a letter or digit")
     if not args.round_interval > 0:
         raise InvalidArgument("--round-interval", args.round_interval, "a number of seconds > 0")
+    if not (math.isfinite(args.min_run_s) and args.min_run_s >= 0):
+        raise InvalidArgument("--min-run-s", args.min_run_s, "a finite number of seconds >= 0")
     if not 0 < args.round_timeout <= 3600:
         raise InvalidArgument("--round-timeout", args.round_timeout, "seconds in (0, 3600]")
     cfg = load_config(args)
@@ -197,9 +205,10 @@ def run(args: argparse.Namespace) -> int:
         client.CoreV1Api(api), elector=elector, tracer=tracer, metrics=metrics,
         throughput=throughput, slowdown=slowdown,
         policy_factory=default_policy_factory(throughput, slowdown, policy=args.policy,
-                                              tracer=tracer, pricer=pricer),
+                                              tracer=tracer, pricer=pricer,
+                                              min_run_s=args.min_run_s),
         config=LoopConfig(identity=identity, policy=args.policy,
-                          round_interval_s=args.round_interval,
+                          round_interval_s=args.round_interval, min_run_s=args.min_run_s,
                           round_timeout_s=args.round_timeout),
         # issue 23: with a predictor service, jobs it holds no solo profile of are unknown
         # (co-located only where the prior's worst case keeps every bound); without one

@@ -295,6 +295,18 @@ def _check(args: argparse.Namespace) -> None:
         raise InvalidArgument("--mps-replicas", args.mps_replicas, f"must be in 1..{MAX_REPLICAS}")
     if not (math.isfinite(args.min_run_s) and args.min_run_s >= 0):
         raise InvalidArgument("--min-run-s", args.min_run_s, "must be a finite number >= 0")
+    if getattr(args, "via_grpc", None) is not None:
+        # the placer service applies the priority rule with its defaults (RunRound's
+        # PolicyOptions carry no other): refused rather than silently not honoured
+        if args.min_run_s != 300.0:
+            raise InvalidArgument("--min-run-s", args.min_run_s, "300 (the default) with "
+                                  "--via-grpc (the placer service's minimum guaranteed run)")
+        if args.no_preemption:
+            raise InvalidArgument("--no-preemption", True, "not with --via-grpc (the placer "
+                                  "service always applies the priority rule)")
+        if args.mps_replicas != 2:
+            raise InvalidArgument("--mps-replicas", args.mps_replicas, "2 (the default) with "
+                                  "--via-grpc (the placer service's mps-static replicas)")
     for flag, path in (("--trace", args.trace), ("--nodes", args.nodes)):
         if path is not None:
             check_input_file(flag, path, "CSV file")
@@ -424,9 +436,6 @@ def run(args: argparse.Namespace) -> int:
         if args.jobs is not None:
             raise InvalidArgument("--jobs", args.jobs, "not with --workload llm-mix (the load "
                                                        "sets the arrival rates)")
-        if args.via_grpc is not None:
-            raise InvalidArgument("--workload", "llm-mix", "not with --via-grpc (the placer "
-                                  "service's RunRound carries no LLM job)")
         args.arrivals = "continuous"
         n_jobs = None
     try:
@@ -482,12 +491,6 @@ def run(args: argparse.Namespace) -> int:
     llm = []
     if args.llm_jobs is not None:
         wl, llm = _with_llm_jobs(wl, args.llm_jobs)
-        train = [j.id for j in llm if j.llm_train is not None]
-        if args.via_grpc is not None and train:
-            raise InvalidArgument("--llm-jobs", args.llm_jobs,
-                                  "offline LLM inference jobs only with --via-grpc (PlacerService's "
-                                  "JobSpec carries an LLM inference job, not an LLM training job: "
-                                  + ", ".join(train[:3]) + ")")
     if args.load is not None and not math.isfinite(wl.offered_load):
         raise InvalidArgument("--load", args.load,
                               f"cannot be met: the {len(wl.jobs)} sampled pod(s) have fewer "

@@ -215,7 +215,7 @@ LOOP_POD_OUTCOMES = ("reserved", "bound", "held", "waiting", "rejected", "error"
 #: Where a scheduler-loop job error happened (``elastico_job_errors_total{stage}``): reading a
 #: pod, placing a gang, the round's decision, writing the decision, the Binding, rebuilding a
 #: booking.
-JOB_ERROR_STAGES = ("pod", "gang", "round", "reserve", "bind", "book")
+JOB_ERROR_STAGES = ("pod", "gang", "round", "reserve", "bind", "book", "preempt")
 
 
 class LoopMetrics(ServiceMetrics):

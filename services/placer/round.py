@@ -111,6 +111,10 @@ class RoundResult:
     # no job arrives or finishes by then (e.g. a gavel lease ends); None = only at events.
     # The simulator honours it; the Kubernetes loop runs rounds on its own timer.
     wake_at_s: float | None = None
+    # running jobs the priority rule took GPUs from this round (evicted, or shrunk) -> the job
+    # they made room for (elastico.placer.policies.priority, step 6); the Kubernetes loop
+    # evicts such a bound pod and holds the other job back until the pod is gone
+    preempted: dict[str, str] = field(default_factory=dict)
 
 
 class Policy(Protocol):

@@ -65,7 +65,7 @@ from .inventory import NodeInventory
 from .mps import mps_user, requests_gpu
 
 __all__ = ["pod_key", "is_elastico", "is_terminal", "allocation_acknowledged", "timestamp_s",
-           "creation_s", "Book", "rebuild_book"]
+           "creation_s", "Book", "booked_job", "rebuild_book"]
 
 
 def pod_key(pod: Mapping) -> str:
@@ -182,15 +182,61 @@ def check_enforced(pod: Mapping, b: PodBooking, inv: NodeInventory) -> None:
                               f"{','.join(str(u) for u in have)}")
 
 
+def booked_job(key: str, pod: Mapping, b: PodBooking, spec) -> Job:
+    """The job a booked pod ``key`` (booking ``b``) is in the round: what the pod declares
+    (``spec``: its parsed ``elastico.io/*`` annotations,
+    :class:`~elastico.placer.kube.annotations.PodSpec`; None when they no longer parse) --
+    its offline LLM inference spec (``Job.llm``: low priority,
+    :func:`elastico.placer.policies.priority.low_priority`), job type, priority weight,
+    slowdown bound and work -- with the shape it runs (``b``'s GPUs, share, CPU and host
+    memory, on its GPU model) and kind ``service``: a bound pod's requests cannot change, so
+    every policy keeps it where it is (a running ``service`` keeps its place), and only the
+    priority rule may take its GPUs (the loop then evicts it).  Without ``spec`` (annotations
+    edited into something invalid while it runs) it is a normal-priority service of the
+    booking's job type, as before.  Arrival: the pod's ``creationTimestamp``."""
+    req = Request(len(b.gpu_indices), b.gpu_share if len(b.gpu_indices) == 1 else 1.0,
+                  b.cpu, b.mem_gib, frozenset({b.gpu_model} if b.gpu_model else ()))
+    base = Job(id=key, kind=JobKind.SERVICE, arrival_s=creation_s(pod), work=1.0, request=req,
+               job_type=b.job_type, slowdown_bound=max(1.0, b.slowdown_bound))
+    if spec is None:
+        return base
+    from .annotations import build_job
+
+    try:
+        true = build_job(key, spec, 1, b.cpu, b.mem_gib, creation_s(pod), may_resize=False)
+    except (ElasticoError, ValueError):
+        return base
+    return Job(id=key, kind=JobKind.SERVICE, arrival_s=true.arrival_s, work=true.work,
+               request=req, job_type=true.job_type, priority=true.priority,
+               slowdown_bound=max(1.0, b.slowdown_bound), fixed_share=True, reshape=False,
+               llm=true.llm)
+
+
+def _booked_job(key: str, pod: Mapping, b: PodBooking, job_of) -> Job:
+    spec = None
+    if job_of is not None:
+        try:
+            spec = job_of(pod)
+        except (ElasticoError, ValueError):
+            spec = None
+    return booked_job(key, pod, b, spec)
+
+
 def rebuild_book(nodes: Sequence[NodeInventory], pods: Iterable[Mapping], *,
                  slowdown_model: SlowdownModel | None,
-                 profile: Callable[[Job, Configuration], JobProfile]) -> Book:
+                 profile: Callable[[Job, Configuration], JobProfile],
+                 job_of: Callable[[Mapping], object] | None = None) -> Book:
     """Book every reserved or bound elastico pod (module docstring) on a fresh ClusterState of
     ``nodes``: bound pods first, then reservations, each oldest first (so a conflict is
     charged to a reservation rather than a running pod, and to the later of two).
     ``profile``: the interference profile of a job running a configuration (the policy's
-    ``JobCatalog.profile``), so rebooked pods are checked like placed ones.  Never raises
-    for one pod: an unexpected error is recorded in ``errors`` (and ``conflicts``)."""
+    ``JobCatalog.profile``), so rebooked pods are checked like placed ones.  ``job_of(pod)``:
+    the pod's parsed annotations (``PodSpec``; the loop's
+    :func:`~elastico.placer.kube.annotations.parse_pod_annotations` with its GPU models and
+    job types), so each booked job is rebuilt as what its pod declares (:func:`booked_job`:
+    an offline LLM inference pod stays low priority after a restart); None = every booked
+    pod a normal-priority service.  Never raises for one pod: an unexpected error is
+    recorded in ``errors`` (and ``conflicts``)."""
     index = {inv.node.name: i for i, inv in enumerate(nodes)}
     mig = [(i, g) for i, inv in enumerate(nodes) for g in inv.mig_gpus]
     state = ClusterState([inv.node for inv in nodes], mig, slowdown_model)
@@ -221,10 +267,7 @@ def rebuild_book(nodes: Sequence[NodeInventory], pods: Iterable[Mapping], *,
             book.conflicts[key] = f"node {b.node} is not usable now"
             continue
         config = b.configuration()
-        job = Job(id=key, kind=JobKind.SERVICE, arrival_s=0.0, work=1.0,
-                  request=Request(len(b.gpu_indices), b.gpu_share if len(b.gpu_indices) == 1 else 1.0,
-                                  b.cpu, b.mem_gib, frozenset({b.gpu_model} if b.gpu_model else ())),
-                  job_type=b.job_type, slowdown_bound=max(1.0, b.slowdown_bound))
+        job = _booked_job(key, pod, b, job_of)
         a = Assignment(job_id=key, parts=(Part(node=b.node, node_index=n, gpu_indices=b.gpu_indices,
                                                cpu=b.cpu, mem_gib=b.mem_gib,
                                                mig_starts=b.mig_starts),),

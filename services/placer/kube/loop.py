@@ -80,6 +80,7 @@ from elastico.model import Configuration, Job, JobKind, Node
 from elastico.placer.placement import ClusterState, Gang
 from elastico.placer.policies import PolicyEnv, make_policy
 from elastico.placer.policies.common import JobCatalog
+from elastico.placer.policies.priority import low_priority
 from elastico.placer.rpc.remote import DependencyUnavailable, RoundDeadlineExceeded, round_deadline
 from elastico.placer.round import (ActiveJob, Decision, MarkDegraded, Policy, RoundInput, Status,
                                    unknown_reason,
@@ -129,6 +130,11 @@ class LoopConfig:
     resize_max_restarts: int = 3
     resize_window_s: float = 3600.0
     resize_min_run_s: float = 300.0
+    # offline LLM inference is low priority (elastico.placer.policies.priority): a bound
+    # one is evicted for a waiting normal-priority job only after it ran min_run_s seconds
+    # since its status.startTime (the simulator's --min-run-s; used by the default policy
+    # factory -- a factory of one's own passes its own to default_policy_factory)
+    min_run_s: float = 300.0
 
 
 @dataclass
@@ -170,7 +176,7 @@ class _CountedEvents(EventRecorder):
 
 def default_policy_factory(throughput: ThroughputModel, slowdown: SlowdownModel, *,
                            policy: str = "elastico", tracer: Tracer = NOOP,
-                           pricer: Callable | None = None):
+                           pricer: Callable | None = None, min_run_s: float = 300.0):
     """``nodes -> make_policy(policy, PolicyEnv(...))``: prices with ``pricer`` (None =
     in-process :func:`elastico.pricing.solve`; a
     :class:`~elastico.placer.rpc.remote.RemotePricer` = PricingService) and predicts with
@@ -178,11 +184,14 @@ def default_policy_factory(throughput: ThroughputModel, slowdown: SlowdownModel,
     A job here is the pods its user created, so the policy never splits one into replica pods
     on several nodes (``replica_pods=False``).  Remaining work is the user's estimate: a
     pod's ``elastico.io/work`` annotation is its ``Job.work`` (``remaining_estimate="user"``,
-    policies/remaining.py)."""
+    policies/remaining.py).  ``min_run_s``: the priority rule's minimum guaranteed run
+    (``PolicyEnv.min_run_s``; :func:`make_policy` wraps the policy in the rule the simulator
+    applies, :class:`~elastico.placer.policies.priority.PriorityPreemption`)."""
     def build(nodes: Sequence[Node]) -> Policy:
         return make_policy(policy, PolicyEnv(nodes=list(nodes), throughput=throughput,
                                              slowdown=slowdown, tracer=tracer, pricer=pricer,
-                                             replica_pods=False, remaining_estimate="user"))
+                                             replica_pods=False, remaining_estimate="user",
+                                             min_run_s=min_run_s))
     return build
 
 
@@ -258,7 +267,8 @@ def _minus_other_pods(invs: list[NodeInventory], pods) -> list[NodeInventory]:
 _STAGE_WORDS = {"pod": "reading the pod's annotations and requests",
                 "gang": "placing its gang", "round": "deciding in the scheduling round",
                 "reserve": "writing its decision", "bind": "binding it",
-                "book": "rebuilding its booking"}
+                "book": "rebuilding its booking",
+                "preempt": "evicting it for a job of higher priority"}
 
 
 class _SkipJobs:
@@ -320,7 +330,8 @@ class SchedulerLoop:
         self.throughput = throughput or ThroughputModel.bundled()
         self.slowdown = slowdown or AnalyticSlowdown()
         self.policy_factory = policy_factory or default_policy_factory(
-            self.throughput, self.slowdown, policy=self.config.policy, tracer=tracer)
+            self.throughput, self.slowdown, policy=self.config.policy, tracer=tracer,
+            min_run_s=self.config.min_run_s)
         self.elector, self.tracer, self.clock = elector, tracer, clock
         self.wake = threading.Event()
         cfg = self.config
@@ -341,6 +352,10 @@ class SchedulerLoop:
         self._mps_held_since: dict[str, float] = {}  # reserved pod -> held for MPS since
         self._unusable_since: dict[str, float] = {}
         self._resizes: dict[str, list[float]] = {}  # job group -> times this replica evicted one
+        # uid of a pod this replica asked to evict for the priority rule -> when: asked once
+        # (its booking goes when the pod does, never by a patch of ours)
+        self._preempting: dict[str, float] = {}
+        self._round_pods: Mapping[str, dict] = {}
         # (job id, stage, cause) of the job errors of the last round / this round: a job that
         # keeps failing the same way has its traceback logged once (_job_error)
         self._errors_logged: set[tuple[str, str, str]] = set()
@@ -498,13 +513,14 @@ class SchedulerLoop:
         by_node = {i.node.name: i for i in invs}
         policy = self._policy_for(invs)
         pods = self.pods.snapshot()
+        self._round_pods = pods
         invs = _minus_other_pods(invs, pods.values())
         deadline = time.monotonic() + self.config.round_timeout_s
         if self.profile_lookup is not None:
             self._mark_unknown(pods, policy)
         with round_deadline(self.config.round_timeout_s):
             book = rebuild_book(invs, pods.values(), slowdown_model=self.slowdown,
-                                profile=self._catalog.profile)
+                                profile=self._catalog.profile, job_of=self._pod_spec)
         self._errors_logged, self._errors_now = self._errors_now, set()
         for key, e in book.errors.items():
             self._job_error(key, [key], "book", e, pods, report, now)
@@ -547,12 +563,24 @@ class SchedulerLoop:
                                                      reason=f"{d.reason}; {why}")
             report.decisions = {j.id: result.decisions[j.id] if j.id in errors
                                 else gangs.get(j.id) or result.decisions[j.id] for j in jobs}
+            # the priority rule's evictions: carried out on the victims' pods; the jobs they
+            # make room for wait until the victims are gone
+            held = self._preempt_pods(result, book, pods, report, now)
             reclaim: dict = {"state": None, "used": set()}  # _reclaim's trial book this round
             for job in jobs:
                 d = report.decisions[job.id]
                 names = members[job.id]
                 if d.status is Status.ERROR:
                     continue  # told above (_job_error)
+                if job.id in held and d.status in (Status.PLACED, Status.DEGRADED):
+                    why = (f"preempting {', '.join(held[job.id])} (offline LLM inference, low "
+                           f"priority, past its minimum guaranteed run of "
+                           f"{self.config.min_run_s:g} s); placed once they are gone")
+                    report.decisions[job.id] = Decision(job.id, Status.WAITING, None, reason=why)
+                    for key in names:
+                        report.waiting[key] = why
+                        self.events.emit(pods[key], "Waiting", f"waiting: {why}", now)
+                    continue
                 if d.status in (Status.PLACED, Status.DEGRADED) and d.assignment is not None:
                     if not self.leading():
                         break
@@ -761,6 +789,98 @@ class SchedulerLoop:
             book.state = trial
         return out
 
+    def _pod_spec(self, pod: Mapping) -> A.PodSpec:
+        """A pod's parsed ``elastico.io/*`` annotations (ElasticoError when they do not
+        parse): what :func:`~.bookings.rebuild_book` rebuilds a booked pod's job from."""
+        return A.parse_pod_annotations((pod.get("metadata") or {}).get("annotations"),
+                                       gpu_models=self._known_models, job_types=self._job_types)
+
+    def _note_starts(self, policy: Policy, book, now: float) -> None:
+        """Tell the priority rule (``policy.note_started``, when it has one) since when each
+        booked low-priority pod has run: its ``status.startTime`` once kubelet started it,
+        ``now`` while it has not started (bound but Pending, or only reserved: its minimum
+        guaranteed run has not begun).  A running pod without a ``startTime`` is left to the
+        rule's own memory (from the round that first saw it run).  So the guarantee counts
+        from the pod's real start, across placer restarts and policy rebuilds, and a trial
+        round of :meth:`_decide` that evicted a pod does not restart its clock."""
+        note = getattr(policy, "note_started", None)
+        if note is None:
+            return
+        for a in book.running:
+            if not low_priority(a.job):
+                continue
+            pod = self._round_pods.get(a.job.id) or {}
+            status = pod.get("status") or {}
+            if not (pod.get("spec") or {}).get("nodeName") \
+                    or status.get("phase", "Pending") == "Pending":
+                note(a.job.id, now)
+            elif status.get("startTime"):
+                note(a.job.id, timestamp_s(status["startTime"]))
+
+    def _preempt_pods(self, result, book, pods: Mapping[str, dict], report: RoundReport,
+                      now: float) -> dict[str, list[str]]:
+        """Carry out the priority rule's decisions (``result.preempted``: victim -> the job
+        it made room for; :mod:`elastico.placer.policies.priority`) on booked pods: a bound
+        victim is evicted through the ``policy/v1`` Eviction API (uid precondition, so
+        PodDisruptionBudgets hold and a recreated pod of the same name is not hit), once --
+        a pod asked before or already terminating is not asked again --, with a ``Preempted``
+        Event saying for whom and why; a victim only reserved (never bound) has its
+        reservation given up.  A shrink is carried out the same way: a bound pod cannot be
+        resized in place (its controller recreates it, placed anew).  Its booking goes with
+        the pod (the book is rebuilt from the pods), never by a patch of ours, so it is
+        released exactly once.  A victim placed in this very round has nothing to evict.
+        Returns job id -> the victims it waits for: such a job is not reserved this round (its
+        GPUs are still the victims' until they are gone) and is placed in a later round."""
+        held: dict[str, list[str]] = {}
+        for victim, by in sorted(result.preempted.items()):
+            if victim not in book.bookings:
+                continue
+            held.setdefault(by, []).append(victim)
+            if not self.leading():
+                continue
+            pod = pods.get(victim) or {}
+            meta = pod.get("metadata") or {}
+            b, bound = book.bookings[victim]
+            d = result.decisions.get(victim)
+            how = (f"shrunk to {d.config.name} in the round; a bound pod cannot be resized in "
+                   f"place, so it is evicted" if d is not None and d.config is not None
+                   and not d.config.is_wait else "evicted")
+            why = (f"preempted by {by}: offline LLM inference is low priority and this pod ran "
+                   f"past its minimum guaranteed run of {self.config.min_run_s:g} s; {how} "
+                   f"(it held {b.config_name} on {b.node}); its controller recreates it")
+            try:
+                if not bound:
+                    log.info("pod %s: reservation given up (%s)", victim, why)
+                    self._clear(victim)
+                    self.events.emit(pod, "Preempted", why, now, warning=True)
+                    continue
+                uid = meta.get("uid")
+                if meta.get("deletionTimestamp") or uid in self._preempting:
+                    continue  # asked already: its GPUs are free once it is gone
+                ns, name = victim.split("/", 1)
+                try:
+                    self.core.create_namespaced_pod_eviction(name, ns, {
+                        "apiVersion": "policy/v1", "kind": "Eviction",
+                        "metadata": {"name": name, "namespace": ns},
+                        "deleteOptions": {"preconditions": {"uid": uid}}}, _preload_content=False)
+                except ApiException as e:
+                    if e.status == 404:
+                        continue  # gone already
+                    # 429: a PodDisruptionBudget says not now; the next round asks again
+                    log.info("eviction of %s for %s refused: %s %s", victim, by, e.status, e.reason)
+                    self.events.emit(pod, "Waiting", f"not evicted for {by} yet: the API refused "
+                                     f"the eviction ({e.status} {e.reason}); asked again next round",
+                                     now)
+                    continue
+                self._preempting[uid] = now
+                log.info("pod %s: %s", victim, why)
+                self.events.emit(pod, "Preempted", why, now, warning=True)
+            except Exception as e:  # a bug, not the API: this victim only
+                self._job_error(victim, [victim], "preempt", e, pods, report, now)
+        live = {(p.get("metadata") or {}).get("uid") for p in pods.values()}
+        self._preempting = {u: t for u, t in self._preempting.items() if u in live}
+        return held
+
     def _decide(self, policy: Policy, now: float, invs: list[NodeInventory], book,
                 jobs: Sequence[Job], pending: list[ActiveJob],
                 errors: dict[str, tuple[str, Exception]]):
@@ -794,6 +914,7 @@ class SchedulerLoop:
                     for jid in errors if jid in by_id} if final else {}
             act = list(subset) + [ActiveJob(by_id[jid]) for jid in skip] + book.running
             inp = RoundInput(now=now, nodes=nodes, state=state, jobs=act)
+            self._note_starts(policy, book, now)
             res = run_round(MarkDegraded(_SkipJobs(policy, skip), self.slowdown), inp,
                             tracer=self.tracer if final else NOOP,
                             metrics=self.metrics if final else None)

@@ -13,7 +13,10 @@ seconds since it (re)started.
 :class:`PriorityPreemption` wraps any policy (:func:`elastico.placer.policies.make_policy`
 wraps every registered one, so the comparison is fair) and, after the policy's round:
 
-1. *low priority*: an offline LLM inference job (``Job.llm`` set, kind ``inference``);
+1. *low priority*: an offline LLM inference job (``Job.llm`` set: only a job declared offline
+   LLM inference has one -- kind ``inference`` in the simulator; a live pod with ``workload:
+   inference`` and ``llm-*`` annotations, which the Kubernetes loop may enter as kind
+   ``service`` when it keeps its shape: a bound pod, a gang member, ``shape-family: fixed``);
    everything else (training, LLM training, services, other inference) is normal priority
    and may preempt it.  Jobs of equal priority never preempt each other.
 2. *preemptors*: normal-priority jobs the policy left waiting, in arrival order.
@@ -32,7 +35,12 @@ wraps every registered one, so the comparison is fair) and, after the policy's r
    policy has one, else :func:`~.common.place_fixed_shape` with ``policy.whole_gpus``);
    then every evicted victim that can go back onto exactly its old GPUs does
    (Kubernetes' "reprieve").  When even all victims do not make room, nothing changes.
-6. *wake*: while a normal-priority job waits, the round asks to run again when the next
+6. *record*: every victim evicted (and not reprieved) or shrunk is named in
+   ``RoundResult.preempted`` (victim id -> preemptor id), so that a caller that must carry
+   the decision out -- the Kubernetes loop evicts a bound pod through the ``policy/v1``
+   Eviction API and holds its preemptor back until the pod is gone
+   (:mod:`elastico.placer.kube.loop`) -- acts on exactly what the rule decided.
+7. *wake*: while a normal-priority job waits, the round asks to run again when the next
    running low-priority job's guarantee ends (``RoundResult.wake_at_s``), so that a
    preemption happens exactly then, not at the next arrival or completion.
 
@@ -55,7 +63,7 @@ from __future__ import annotations
 import math
 
 from elastico.errors import Infeasible, InvalidArgument
-from elastico.model import Job, JobKind
+from elastico.model import Job
 
 from ..placement import ClusterState
 from ..round import ActiveJob, Decision, RoundInput, RoundResult, Status
@@ -68,8 +76,10 @@ _EPS = 1e-9
 
 
 def low_priority(job: Job) -> bool:
-    """Whether ``job`` is low priority: offline LLM inference (module docstring)."""
-    return job.llm is not None and job.kind is JobKind.INFERENCE
+    """Whether ``job`` is low priority: offline LLM inference, ``Job.llm`` set (module
+    docstring, step 1; the kind does not matter: a live pod that keeps its shape enters the
+    round as a ``service`` but is still the offline inference its pod declares)."""
+    return job.llm is not None
 
 
 def check_min_run(min_run_s: object) -> float:
@@ -92,6 +102,14 @@ class PriorityPreemption:
 
     def __getattr__(self, name):
         return getattr(self.__dict__["policy"], name)
+
+    def note_started(self, job_id: str, since_s: float) -> None:
+        """Low-priority job ``job_id`` has run since ``since_s`` (seconds, ``RoundInput.now``'s
+        clock): its minimum guaranteed run counts from then.  For a caller that knows when a
+        run really began better than the rule's own memory -- the Kubernetes loop, from a
+        bound pod's ``status.startTime``, across placer restarts and policy rebuilds; without
+        it a run the rule has not seen counts from the round that first sees it."""
+        self.started[job_id] = float(since_s)
 
     def forget(self, job_id: str) -> None:
         self.started.pop(job_id, None)
@@ -128,7 +146,8 @@ class PriorityPreemption:
                 if any(key[0] >= f[0] and key[1] >= f[1] - _EPS and key[2] == f[2]
                        for f in failed):
                     continue
-                if not self._preempt(a, victims, decisions, jobs, res.state, now):
+                if not self._preempt(a, victims, decisions, jobs, res.state, now,
+                                     res.preempted):
                     failed.append(key)
         for jid, d in decisions.items():
             if not low_priority(jobs[jid].job):
@@ -158,10 +177,11 @@ class PriorityPreemption:
                                  scorer="bestfit")
 
     def _preempt(self, a: ActiveJob, victims: list[str], decisions: dict[str, Decision],
-                 jobs: dict[str, ActiveJob], state: ClusterState, now: float) -> bool:
+                 jobs: dict[str, ActiveJob], state: ClusterState, now: float,
+                 preempted: dict[str, str]) -> bool:
         """Make room for ``a`` (module docstring, steps 4 and 5); updates ``decisions``,
-        ``victims`` and ``state`` and returns True when it succeeds, changes nothing and
-        returns False otherwise."""
+        ``victims``, ``state`` and ``preempted`` (victim id -> ``a``'s id, step 6) and returns
+        True when it succeeds, changes nothing and returns False otherwise."""
         options = getattr(self.policy, "shrink_options", None)
         if options is not None:
             for v in victims:
@@ -177,9 +197,10 @@ class PriorityPreemption:
                             decisions[v] = d
                             victims.remove(v)  # shrunk once: not a victim again this round
                             self.policy.shrunk(v, now)
+                            preempted[v] = a.job.id
                             return True
                         state.release(v)
-                    state.rebook(*booked)
+                    state.rebook(*booked, unhealthy_ok=True)
         evicted = []
         for v in victims:
             evicted.append((v, _booking(state, v)))
@@ -190,9 +211,10 @@ class PriorityPreemption:
             decisions[a.job.id] = placed
             for u, booked in reversed(evicted):  # reprieve: back onto exactly its GPUs
                 try:
-                    state.rebook(*booked)
+                    state.rebook(*booked, unhealthy_ok=True)
                 except Infeasible:  # its GPUs are taken now
                     victims.remove(u)
+                    preempted[u] = a.job.id
                     decisions[u] = Decision(
                         u, Status.WAITING, None,
                         reason=f"preempted by {a.job.id} (offline inference is low priority; "
@@ -200,12 +222,16 @@ class PriorityPreemption:
                                f"{self.min_run_s:g} s)")
             return True
         for v, booked in reversed(evicted):  # no room even without every victim: undo
-            state.rebook(*booked)
+            state.rebook(*booked, unhealthy_ok=True)
         return False
 
 
 def _booking(state: ClusterState, job_id: str):
-    """What :meth:`ClusterState.rebook` needs to book ``job_id`` again exactly as now."""
+    """What :meth:`ClusterState.rebook` needs to book ``job_id`` again exactly as now.  Every
+    rebook of such a booking passes ``unhealthy_ok=True``: it restores what the job held, and a
+    running job may hold a GPU that turned unhealthy (the Kubernetes loop keeps a bound pod's
+    booking there; found by tests/test_live_properties.py's priority search, where the undo
+    raised Infeasible and the round failed)."""
     return state.assignment(job_id), state.profile(job_id), state.slowdown_bound(job_id)
 
 

@@ -25,6 +25,9 @@ from elastico.errors import Infeasible, InvalidArgument, NotFound
 from elastico.model import (MAX_PRIORITY, MIG_CAPABLE_MODELS, Configuration, Job, JobKind, Node,
                             Request, mps_percentage)
 from elastico.llm_job import LengthClass, LlmJobSpec, LlmWork, llm_job_type
+from elastico import llm_train_job as LTJ
+from elastico.llm_train_job import LlmTrainSpec, llm_train_job_type
+from elastico.perf import llm_training as perf_train
 from elastico.mig import MIG_PROFILES
 from elastico.perf import llm as perf_llm
 from elastico.perf.llm import LlmModel
@@ -39,7 +42,7 @@ __all__ = ["config_to_message", "config_from_message", "node_to_message", "nodes
            "assignment_from_message", "book_all", "decision_to_message",
            "decision_from_message", "merge_packed_doubles", "JobDecoder", "DecisionDecoder",
            "fill_job", "fill_config", "fill_booking", "fill_decision", "fill_llm",
-           "llm_from_message", "KIND_TO_WIRE"]
+           "llm_from_message", "fill_llm_train", "llm_train_from_message", "KIND_TO_WIRE"]
 
 KIND_TO_WIRE = {JobKind.TRAINING: common_pb2.JOB_KIND_TRAINING,
                 JobKind.INFERENCE: common_pb2.JOB_KIND_INFERENCE,
@@ -214,7 +217,8 @@ def check_known(model, nodes: Sequence[Node], jobs: Iterable[tuple[str, Job]]) -
                                   + ", ".join(sorted(models)))
     types = model.job_types()
     for where, job in jobs:
-        if job.llm is None and job.job_type not in types:  # an LLM job's speed: perf.llm
+        # an LLM job's speed: perf.llm / perf.llm_training
+        if job.llm is None and job.llm_train is None and job.job_type not in types:
             raise InvalidArgument(f"{where}.job_type", job.job_type,
                                   "one of the throughput model's job types: " + ", ".join(types))
 
@@ -228,10 +232,6 @@ def fill_job(m: placer_pb2.JobSpec, a: ActiveJob) -> placer_pb2.JobSpec:
     """:func:`job_to_message` written into an empty ``m`` in place (e.g.
     ``request.jobs.add()``); returns ``m``."""
     j, r = a.job, a.job.request
-    if j.llm_train is not None:
-        raise InvalidArgument(f"job[{j.id}].llm_train", j.llm_train.job.model.name,
-                              "unset: the wire carries LLM inference jobs (JobSpec.llm), not yet "
-                              "LLM training jobs")
     m.id, m.kind, m.arrival_s, m.work = j.id, KIND_TO_WIRE[j.kind], j.arrival_s, j.work
     q = m.request
     q.num_gpus, q.gpu_share, q.cpu, q.mem_gib = r.num_gpus, r.gpu_share, r.cpu, r.mem_gib
@@ -244,20 +244,31 @@ def fill_job(m: placer_pb2.JobSpec, a: ActiveJob) -> placer_pb2.JobSpec:
     m.fixed_share = j.fixed_share
     if j.llm is not None:
         fill_llm(m.llm, j.llm)
+    if j.llm_train is not None:
+        fill_llm_train(m.llm_train, j.llm_train)
     if a.config is not None:
         fill_config(m.current, a.config)
     return m
 
 
-def fill_llm(m: placer_pb2.LlmJob, spec: LlmJobSpec) -> placer_pb2.LlmJob:
-    """Writes an LLM job's :class:`~elastico.llm_job.LlmJobSpec` into an empty ``m`` (every
-    field explicit, defaults included); returns ``m``."""
-    md = spec.model
-    mm = m.model
+def _fill_model(mm: placer_pb2.LlmModelSpec, md: LlmModel) -> None:
     mm.name, mm.params_b, mm.layers, mm.hidden = md.name, md.params_b, md.layers, md.hidden
     mm.heads, mm.kv_heads, mm.head_dim, mm.vocab = md.heads, md.kv_heads, md.head_dim, md.vocab
     mm.intermediate, mm.experts, mm.experts_active = md.intermediate, md.experts, md.experts_active
     mm.tied_embeddings = md.tied_embeddings
+
+
+def _model_from_message(mm: placer_pb2.LlmModelSpec) -> LlmModel:
+    """InvalidArgument with the LlmModel's own field (``model.<field>``)."""
+    return LlmModel(mm.name, mm.params_b, mm.layers, mm.hidden, mm.heads, mm.kv_heads,
+                    mm.head_dim, mm.vocab, mm.intermediate, mm.experts or 1,
+                    mm.experts_active or 1, mm.tied_embeddings)
+
+
+def fill_llm(m: placer_pb2.LlmJob, spec: LlmJobSpec) -> placer_pb2.LlmJob:
+    """Writes an LLM job's :class:`~elastico.llm_job.LlmJobSpec` into an empty ``m`` (every
+    field explicit, defaults included); returns ``m``."""
+    _fill_model(m.model, spec.model)
     for c in spec.work.classes:
         m.classes.add(input_tokens=c.input_tokens, output_tokens=c.output_tokens,
                       requests=c.requests)
@@ -290,11 +301,8 @@ def llm_from_message(m: placer_pb2.LlmJob, where: str) -> LlmJobSpec:
     (empty = fp16 / the dtype's default / vllm), tensor_parallel and replicas in 1..64
     (0 = 1) with a TP degree the model splits over, a catalogue reference GPU and a finite
     reference speed > 0.  InvalidArgument names ``where.<field>``."""
-    mm = m.model
     try:
-        model = LlmModel(mm.name, mm.params_b, mm.layers, mm.hidden, mm.heads, mm.kv_heads,
-                         mm.head_dim, mm.vocab, mm.intermediate, mm.experts or 1,
-                         mm.experts_active or 1, mm.tied_embeddings)
+        model = _model_from_message(m.model)
         work = LlmWork(tuple(LengthClass(c.input_tokens, c.output_tokens, c.requests)
                              for c in m.classes))
     except InvalidArgument as e:
@@ -313,6 +321,105 @@ def llm_from_message(m: placer_pb2.LlmJob, where: str) -> LlmJobSpec:
         perf_llm.memory(model, spec.config(m.reference_gpu, spec.tp, spec.replicas))
     except InvalidArgument as e:
         raise InvalidArgument(_llm_path(where, e.field), e.value, e.allowed) from None
+    return spec
+
+
+def fill_llm_train(m: placer_pb2.LlmTrainJob, spec: LlmTrainSpec) -> placer_pb2.LlmTrainJob:
+    """Writes an LLM training job's :class:`~elastico.llm_train_job.LlmTrainSpec` into an
+    empty ``m`` (every field explicit, defaults included; ``zero`` only when the job names a
+    stage); returns ``m``."""
+    j = spec.job
+    m.name = j.name
+    _fill_model(m.model, j.model)
+    m.seq_len, m.global_batch, m.tokens = j.seq_len, j.global_batch, float(j.tokens or 0.0)
+    m.mode, m.precision, m.source = j.mode, j.precision, j.source
+    if spec.zero is not None:
+        m.zero = spec.zero
+    m.recompute = spec.recompute
+    m.reference_gpu, m.reference_tokens_per_s = spec.reference_gpu, spec.reference_tokens_per_s
+    return m
+
+
+def llm_train_from_message(m: placer_pb2.LlmTrainJob, where: str) -> LlmTrainSpec:
+    """A checked :class:`~elastico.llm_train_job.LlmTrainSpec` from a JobSpec's
+    ``llm_train`` at field path ``where`` (e.g. ``jobs[3].llm_train``): the model's fields as
+    :class:`~elastico.perf.llm.LlmModel` validates them (experts 0 = 1), ``seq_len`` and
+    ``global_batch`` integers >= 1, ``tokens`` finite and > 0, ``mode`` pretrain / finetune
+    (empty = finetune), ``precision`` of :data:`elastico.llm_train_job.PRECISIONS` (empty =
+    bf16), ``zero`` 0..3 or unset, ``recompute`` of
+    :data:`elastico.perf.llm_training.RECOMPUTE` (empty = selective), a reference GPU with a
+    cited MFU and a finite reference speed > 0.  InvalidArgument names ``where.<field>``."""
+    try:
+        model = _model_from_message(m.model)
+    except InvalidArgument as e:
+        raise InvalidArgument(f"{where}.{e.field}", e.value, e.allowed) from None
+    for name in ("seq_len", "global_batch"):
+        v = getattr(m, name)
+        if v < 1:
+            raise InvalidArgument(f"{where}.{name}", v, "an integer >= 1")
+    _number(f"{where}.tokens", m.tokens, lo_open=True, allowed="finite tokens > 0 (the work)")
+    precision = m.precision or "bf16"
+    if precision not in LTJ.PRECISIONS:
+        raise InvalidArgument(f"{where}.precision", m.precision,
+                              f"one of {list(LTJ.PRECISIONS)} (the cited MFU figures are BF16; "
+                              "empty = bf16)")
+    try:
+        job = perf_train.LlmTrainingJob(m.name, model, int(m.seq_len), int(m.global_batch),
+                                        float(m.tokens), m.mode or "finetune", precision,
+                                        m.source)
+    except InvalidArgument as e:  # fields "job.<name>"
+        raise InvalidArgument(f"{where}.{e.field.removeprefix('job.')}", e.value,
+                              e.allowed) from None
+    zero = None
+    if m.HasField("zero"):
+        if not 0 <= m.zero <= 3:
+            raise InvalidArgument(f"{where}.zero", m.zero, "a ZeRO stage 0..3, or unset (the "
+                                  "smallest that fits)")
+        zero = m.zero
+    recompute = m.recompute or "selective"
+    if recompute not in perf_train.RECOMPUTE:
+        raise InvalidArgument(f"{where}.recompute", m.recompute,
+                              f"one of {list(perf_train.RECOMPUTE)} (empty = selective)")
+    if not LTJ.train_gpu_known(m.reference_gpu):
+        raise InvalidArgument(f"{where}.reference_gpu", m.reference_gpu,
+                              "a GPU model with a cited MFU: " + ", ".join(perf_train.MFU)
+                              + " (and their aliases, e.g. H100-80GB)")
+    _number(f"{where}.reference_tokens_per_s", m.reference_tokens_per_s, lo_open=True,
+            allowed="finite tokens/s > 0")
+    return LlmTrainSpec(job, zero, recompute, m.reference_gpu, m.reference_tokens_per_s)
+
+
+def _llm_train_job(m: placer_pb2.JobSpec, kind: JobKind, where: str) -> LlmTrainSpec:
+    """The ``llm_train`` of JobSpec ``m`` checked against the job: not with ``llm``, kind
+    training, job_type ``"LLM train " + model name``, whole GPUs of one node (gpu_share 1,
+    1..:data:`elastico.llm_train_job.MAX_GPUS` GPUs), GPU memory from the device
+    (``request.device_memory``), and ``work`` = tokens / reference tokens/s (relative 1e-9:
+    the same float64 division on both sides)."""
+    w = f"{where}.llm_train"
+    if m.HasField("llm"):
+        raise InvalidArgument(f"{where}.llm", m.llm.model.name,
+                              "unset with llm_train (a job is LLM inference or LLM training)")
+    if kind is not JobKind.TRAINING:
+        raise InvalidArgument(f"{where}.kind", m.kind,
+                              "JOB_KIND_TRAINING for an LLM training job (llm_train set)")
+    spec = llm_train_from_message(m.llm_train, w)
+    if m.job_type != llm_train_job_type(spec):
+        raise InvalidArgument(f"{where}.job_type", m.job_type,
+                              f"{llm_train_job_type(spec)!r} for an LLM training job of this model")
+    r = m.request
+    if not 1 <= r.num_gpus <= LTJ.MAX_GPUS:
+        raise InvalidArgument(f"{where}.request.num_gpus", r.num_gpus,
+                              f"1..{LTJ.MAX_GPUS} whole GPUs of one node for an LLM training job")
+    if r.gpu_share != 1.0:
+        raise InvalidArgument(f"{where}.request.gpu_share", r.gpu_share,
+                              "1.0 for an LLM training job (whole GPUs: no MPS share, no MIG)")
+    if not r.device_memory:
+        raise InvalidArgument(f"{where}.request.device_memory", False,
+                              "true for an LLM training job (its memory is the plan's on each GPU)")
+    want = spec.tokens / spec.reference_tokens_per_s
+    if not math.isclose(m.work, want, rel_tol=1e-9):
+        raise InvalidArgument(f"{where}.work", m.work,
+                              f"the job's tokens over llm_train.reference_tokens_per_s = {want!r}")
     return spec
 
 
@@ -351,14 +458,16 @@ def job_from_message(m: placer_pb2.JobSpec, where: str) -> ActiveJob:
     if r.HasField("gpu_mem_gib"):
         gpu_mem = _number(f"{w}.gpu_mem_gib", r.gpu_mem_gib, lo_open=True,
                           allowed="finite and > 0 GiB per GPU, or unset")
-    llm = None
-    if m.HasField("llm"):
+    llm = llm_train = None
+    if m.HasField("llm_train"):
+        llm_train = _llm_train_job(m, kind, where)
+    elif m.HasField("llm"):
         llm = _llm_job(m, kind, where)
     job = Job(m.id, kind, m.arrival_s, m.work,
               Request(r.num_gpus, r.gpu_share, r.cpu, r.mem_gib, frozenset(r.gpu_models),
                       gpu_mem_gib=gpu_mem, device_memory=r.device_memory),
               job_type=m.job_type, priority=priority, slowdown_bound=bound, done=m.done,
-              fixed_share=m.fixed_share, llm=llm)
+              fixed_share=m.fixed_share, llm=llm, llm_train=llm_train)
     cur = config_from_message(m.current, f"{where}.current") if m.HasField("current") else None
     return ActiveJob(job, cur)
 
