@@ -288,6 +288,8 @@ def test_the_default_evaluation_plans_both_workloads(tmp_path):
     assert {t.policy for t in mix["main"] if t.gpus == 512} == set(
         cli.LLM_MIX_DEFAULTS["large_policies"].split(","))
     assert {t.gpus for t in mix["sweep"]} == {64}
+    assert {t.policy for t in mix["sweep"]} == set(cli.LLM_MIX_DEFAULTS["sweep_policies"].split(","))
+    assert {t.policy for t in ob["sweep"]} == set(cli.DEFAULT_POLICIES)
     # 3 parameters x 3 values x 2 policies x 3 seeds, the middle value the main runs' own
     assert len(mix["sensitivity"]) == 54
     mains = set(mix["main"])

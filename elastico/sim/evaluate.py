@@ -105,8 +105,11 @@ class Task:
         """A rough relative run time, to start the longest runs first (a run's queue, and
         with it each round's work, grows with the load: the square of the load)."""
         load = 1.0 if self.settings.load is None else self.settings.load
+        # an llm-mix run costs ~4x an openb run of the same size and policy (a100h100-512,
+        # load 0.5, seed 0: elastico > 220 s of CPU against openb's ~60 s; docs/metrics.md)
         return (self.gpus * self.settings.jobs_per_gpu * load * load
-                * (4.0 if "elastico" in self.policy else 1.0))
+                * (4.0 if "elastico" in self.policy else 1.0)
+                * (4.0 if self.settings.workload == "llm-mix" else 1.0))
 
 
 @dataclass
