@@ -560,6 +560,9 @@ def run(args: argparse.Namespace) -> int:
     # main run (same cluster, size, policy, seed and load) is not run twice
     ladder = SweepLadder([t for pl in plans for t in pl["sweep"]], main)
     in_main = set(main) | set(extra)
+    # a sensitivity run's label in the progress lines (the main runs' own have none)
+    label = {t: f" [{par} {v}]" for pl in plans for t, par, v in pl["sensitivity"]
+             if t not in set(main)}
     n_main = len(main) + len(extra)
     n_sweep = ladder.most_runs()
     t0 = time.perf_counter()
@@ -603,7 +606,7 @@ def run(args: argparse.Namespace) -> int:
                 f"{n_main if kind == 'main' else n_sweep} "
                 f"{time.perf_counter() - t0:,.0f}s] {task.settings.workload} ")
         if kind == "main":
-            what = (f"{task.cluster} {task.policy} seed {task.seed}: avg JCT "
+            what = (f"{task.cluster} {task.policy} seed {task.seed}{label.get(task, '')}: avg JCT "
                     f"{r['avg_jct_s']:,.0f} s, {r['jobs_per_hour']:,.2f} jobs/h, "
                     f"util {r['gpu_utilization']:.1%}")
         else:  # stopped at the window's end: no JCT (docs/metrics.md, "Sustainable load")
