@@ -87,8 +87,9 @@ def test_bad_cluster_yaml_names_file_field(capsys, tmp_path):
 
 def test_tiny_run_writes_the_report(capsys, tmp_path):
     out = tmp_path / "ev"
-    assert main(["evaluate", "--gpus", "8", "--clusters", "trace", "--policies",
-                 "exclusive,time-slicing", "--seeds", "0", "--jobs-per-gpu", "2", "--jobs", "1",
+    assert main(["evaluate", "--workload", "openb", "--gpus", "8", "--clusters", "trace",
+                 "--policies", "exclusive,time-slicing", "--seeds", "0", "--jobs-per-gpu", "2",
+                 "--jobs", "1",
                  "--out", str(out)]) == 0
     err = capsys.readouterr().err
     assert "[2/2" in err and "report.md" in err
@@ -111,7 +112,8 @@ def test_sigterm_stops_the_run_and_its_worker_processes(tmp_path):
     # before: the parent died at once (no handler) and its two workers ran on, re-parented
     # to init, then hung on their result pipe
     out = tmp_path / "ev"
-    proc = subprocess.Popen([sys.executable, "-m", "elastico", "evaluate", "--gpus", "64",
+    proc = subprocess.Popen([sys.executable, "-m", "elastico", "evaluate", "--workload",
+                             "openb", "--gpus", "64",
                              "--clusters", "trace", "--policies", "exclusive,elastico",
                              "--seeds", "0,1", "--jobs", "2", "--out", str(out)],
                             stderr=subprocess.PIPE, text=True)

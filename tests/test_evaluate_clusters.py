@@ -182,7 +182,8 @@ def test_small_mig_evaluate_run_end_to_end(tmp_path):
     from elastico.cli import main
 
     out = tmp_path / "ev"
-    assert main(["evaluate", "--gpus", "16", "--clusters", "a100-mig", "--policies",
+    assert main(["evaluate", "--workload", "openb", "--gpus", "16", "--clusters", "a100-mig",
+                 "--policies",
                  "exclusive,elastico", "--seeds", "0", "--jobs-per-gpu", "2", "--jobs", "1",
                  "--out", str(out)]) == 0
     runs = json.loads((out / "results.json").read_text())["runs"]

@@ -262,7 +262,8 @@ def test_bad_shares_are_refused(bad):
     (["evaluate", "--workload", "llm"], ["--workload", "'llm'", "openb, llm-mix"]),
     (["evaluate", "--workload", "llm-mix", "--inference-share", "1.5"],
      ["--inference-share", "1.5", "[0, 1]"]),
-    (["evaluate", "--inference-share", "0.2"], ["--inference-share", "only with --workload llm-mix"]),
+    (["evaluate", "--workload", "openb", "--inference-share", "0.2"],
+     ["--inference-share", "only with --workload llm-mix"]),
     (["evaluate", "--workload", "llm-mix", "--arrivals", "trace"], ["--arrivals", "continuous"]),
     (["evaluate", "--workload", "llm-mix", "--clusters", "trace", "--gpus", "8"],
      ["--clusters", "trace-8 (G2)", "--inference-share 0"]),
@@ -290,7 +291,7 @@ def test_bad_workload_flags_exit_2_naming_them(argv, words, capsys, tmp_path):
 
 # ---- the openb default ---------------------------------------------------------------------
 
-def test_openb_stays_the_default_and_builds_the_same_jobs():
+def test_openb_and_llm_mix_are_the_defaults_and_openb_builds_the_same_jobs():
     import argparse
 
     from elastico import trace
@@ -303,7 +304,9 @@ def test_openb_stays_the_default_and_builds_the_same_jobs():
     p = argparse.ArgumentParser()
     cli.register(p.add_subparsers())
     args = p.parse_args(["evaluate", "--out", "/nonexistent-dir/x"])
-    assert args.workload == "openb" and args.inference_share is None
+    # issue 24: one default evaluation covers both workloads, openb first
+    assert args.workload == "openb,llm-mix" and args.inference_share is None
+    assert cli.workloads(args) == ["openb", "llm-mix"]
     settings = E.Settings(arrivals="trace", jobs_per_gpu=1.0)
     assert settings.workload == "openb"
     spec = load_cluster("trace")

@@ -283,3 +283,23 @@ def test_replicas_stay_on_one_node_where_jobs_are_user_pods():
                                     jobs=[ActiveJob(j, None)]))
     d = res.decisions["j0"]
     assert d.config.num_gpus == 2 and len(d.assignment.node_indices) == 1
+
+
+def test_training_time_past_the_bound_hand_worked():
+    # Issue 24's bound_violation_time_frac: one V100 (speed 1.0), exclusive FIFO.  A truth that
+    # slows j0 by 2.0 (past its bound 1.5) and j1 not at all: j0 (work 100) runs 0..200, all of
+    # it past the bound; j1 (work 100, arrives at 0) waits, then runs 200..300 at 1.0.
+    # Training time past bound = 200 / (200 + 100); j0 alone is past 5 % of its run.
+    class Truth:
+        def slowdowns_of(self, state, live, time_sliced, profile):
+            return {jid: (2.0 if jid == "j0" else 1.0) for jid in live}
+
+    res = run([node()], [job(0, 0.0, 100.0), job(1, 0.0, 100.0)], truth=Truth())
+    by = {r.job_id: r for r in res.records}
+    assert by["j0"].finish_s == pytest.approx(200.0) and by["j1"].finish_s == pytest.approx(300.0)
+    assert (by["j0"].run_s, by["j0"].over_s) == (pytest.approx(200.0), pytest.approx(200.0))
+    assert (by["j1"].run_s, by["j1"].over_s) == (pytest.approx(100.0), 0.0)
+    m = res.metrics
+    assert m["bound_violation_time_frac"] == pytest.approx(200.0 / 300.0)
+    assert m["bound_violation_time_frac_max"] == pytest.approx(1.0)
+    assert m["bound_violation_jobs_5pct"] == 1

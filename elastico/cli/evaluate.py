@@ -42,6 +42,45 @@ DEFAULT_SWEEP_GPUS = None
 DEFAULT_POLICIES = ("exclusive", "time-slicing", "fgd", "gavel", "elastico", "elastico-no-rst",
                     "elastico-no-esp", "elastico-no-iac")
 MAX_GPUS = 6212  # the trace's whole cluster
+#: the workloads one default ``elastico evaluate`` covers (issue 24), each with its report
+DEFAULT_WORKLOADS = "openb,llm-mix"
+#: the llm-mix evaluation's defaults (issue 24; docs/metrics.md, "The llm-mix report"): the
+#: A100/H100 MIG cluster at 64 and 512 GPUs, five seeds (the 95 % CIs), every baseline and
+#: every ablation; sized to fit, with the openb evaluation, 60 minutes on 2 cores (the
+#: measured costs are in docs/metrics.md)
+LLM_MIX_DEFAULTS = {
+    "clusters": "a100h100-mig",
+    "gpus": "64,512",
+    "seeds": "0,1,2,3,4",
+    "policies": ",".join(("exclusive", "time-slicing", "mps-static", "fgd", "gavel", "elastico",
+                          "elastico-no-rst", "elastico-no-growth", "elastico-no-model-choice",
+                          "elastico-no-mig", "elastico-no-esp", "elastico-no-iac")),
+    # at the largest size: elastico and the baselines of the goal table (an elastico run
+    # there costs ~250 s of CPU, ~20x a baseline's: the ablations run at 64 GPUs only)
+    "large_policies": ",".join(("exclusive", "mps-static", "fgd", "gavel", "elastico")),
+    "sweep_loads": "0.25,0.5,0.75,1,1.5,2",
+    "sweep_seeds": "0",
+    # the policies the goal table's sustainable-load rows compare (an elastico sweep run at
+    # load 1 costs ~47 s of CPU at 64 GPUs, more above it: the ablations are not swept)
+    "sweep_policies": ",".join(("exclusive", "time-slicing", "mps-static", "fgd", "gavel",
+                                "elastico")),
+    "sweep_gpus": None,  # the smallest size
+    "sensitivity_seeds": "0,1,2",
+}
+#: the openb evaluation's defaults (unchanged by issue 24)
+OPENB_DEFAULTS = {"clusters": DEFAULT_CLUSTERS, "gpus": DEFAULT_GPUS, "seeds": DEFAULT_SEEDS,
+                  "policies": ",".join(DEFAULT_POLICIES), "large_policies": None,
+                  "sweep_loads": None, "sweep_seeds": DEFAULT_SWEEP_SEEDS,
+                  "sweep_gpus": DEFAULT_SWEEP_GPUS, "sweep_policies": None,
+                  "sensitivity_seeds": "none"}
+#: the llm-mix sensitivity section (issue 24): one parameter changed at a time from the main
+#: runs' settings, at the smallest --gpus size, exclusive and elastico; the main value of each
+#: parameter (contention default, the main --inference-share, the main --load) is the main
+#: runs' own
+SENSITIVITY = (("contention", ("low", "default", "high")),
+               ("inference share", (0.2, 0.4, 0.6)),
+               ("load", (0.25, 0.5, 0.75)))
+SENSITIVITY_POLICIES = ("exclusive", "elastico")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -56,16 +95,24 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "processes, and writes report.md, results.json and PNG plots into --out.  "
                     "docs/metrics.md defines every number.",
     )
-    p.add_argument("--gpus", default=DEFAULT_GPUS, metavar="N,N",
-                   help="cluster sizes in GPUs, comma-separated (default: %(default)s)")
-    p.add_argument("--clusters", default=DEFAULT_CLUSTERS, metavar="C,C",
+    p.add_argument("--gpus", default=None, metavar="N,N",
+                   help="cluster sizes in GPUs, comma-separated (default: "
+                        f"openb {DEFAULT_GPUS}, llm-mix {LLM_MIX_DEFAULTS['gpus']})")
+    p.add_argument("--clusters", default=None, metavar="C,C",
                    help="'trace' (the trace's own GPU mix), a bundled cluster definition "
                         "(data/clusters/NAME.yaml) or a path to a .yaml file, comma-separated "
-                        "(default: %(default)s)")
-    p.add_argument("--policies", default=",".join(DEFAULT_POLICIES), metavar="P,P",
-                   help="policies, comma-separated (default: %(default)s)")
-    p.add_argument("--seeds", default=DEFAULT_SEEDS, metavar="S,S",
-                   help="workload seeds, comma-separated integers >= 0 (default: %(default)s)")
+                        f"(default: openb {DEFAULT_CLUSTERS}, llm-mix "
+                        f"{LLM_MIX_DEFAULTS['clusters']})")
+    p.add_argument("--policies", default=None, metavar="P,P",
+                   help="policies, comma-separated (default: openb "
+                        f"{','.join(DEFAULT_POLICIES)}; llm-mix {LLM_MIX_DEFAULTS['policies']})")
+    p.add_argument("--large-policies", default=None, metavar="P,P|all",
+                   help="policies run at the largest of several --gpus sizes (and in its "
+                        "load sweep), each also in --policies; 'all' = --policies (default: "
+                        f"openb all, llm-mix {LLM_MIX_DEFAULTS['large_policies']})")
+    p.add_argument("--seeds", default=None, metavar="S,S",
+                   help="workload seeds, comma-separated integers >= 0 (default: openb "
+                        f"{DEFAULT_SEEDS}, llm-mix {LLM_MIX_DEFAULTS['seeds']})")
     p.add_argument("--jobs-per-gpu", type=float, default=DEFAULT_JOBS_PER_GPU, metavar="K",
                    help="trace pods replayed per cluster GPU, the trace window "
                         "(default: %(default)s)")
@@ -106,25 +153,40 @@ def register(sub: argparse._SubParsersAction) -> None:
                    metavar="Q", help="continuous arrivals: warm-up = drain = the Q-quantile "
                                      "of the trace's batch durations, measurement window = "
                                      "twice it (default: %(default)s)")
-    p.add_argument("--sweep-loads", default=",".join(f"{x:g}" for x in _sweep_default()),
+    p.add_argument("--sweep-loads", default=None,
                    metavar="L,L", help="offered loads of the load sweep that finds each "
                                        "policy's maximum sustainable load (continuous "
-                                       "arrivals only); 'none' skips it (default: "
-                                       "%(default)s)")
-    p.add_argument("--sweep-seeds", default=DEFAULT_SWEEP_SEEDS, metavar="S,S",
-                   help="seeds of the load sweep (default: %(default)s)")
+                                       "arrivals only); 'none' skips it (default: openb "
+                                       f"{_default_sweep_text()}, llm-mix "
+                                       f"{LLM_MIX_DEFAULTS['sweep_loads']})")
+    p.add_argument("--sweep-seeds", default=None, metavar="S,S",
+                   help=f"seeds of the load sweep (default: openb {DEFAULT_SWEEP_SEEDS}, "
+                        f"llm-mix {LLM_MIX_DEFAULTS['sweep_seeds']})")
+    p.add_argument("--sweep-policies", default=None, metavar="P,P|all",
+                   help="policies of the load sweep, each also in --policies; 'all' = "
+                        "--policies (default: openb all, llm-mix "
+                        f"{LLM_MIX_DEFAULTS['sweep_policies']})")
     p.add_argument("--sweep-gpus", default=DEFAULT_SWEEP_GPUS, metavar="N,N",
                    help="cluster sizes of the load sweep, each also in --gpus (default: "
                         "the smallest of --gpus, for the run's time budget; e.g. 64,512 "
                         "sweeps every size)")
-    p.add_argument("--workload", default="openb", metavar="{openb,llm-mix}",
-                   help="openb: the Alibaba trace's pods; llm-mix: training jobs (the trace's "
-                        "batch pods as measured families, LLM fine-tuning) and bursty offline "
-                        "LLM inference jobs, continuous arrivals only (docs/model.md, \"The "
-                        "llm-mix workload\") (default: %(default)s)")
+    p.add_argument("--workload", default=DEFAULT_WORKLOADS, metavar="W,W",
+                   help="the workloads, comma-separated, each with its own report: openb (the "
+                        "Alibaba trace's pods; report.md in --out) and llm-mix (training jobs "
+                        "-- the trace's batch pods as measured families, LLM fine-tuning -- and "
+                        "bursty offline LLM inference jobs, continuous arrivals only; "
+                        "llm-mix/report.md in --out; docs/model.md, \"The llm-mix workload\"); "
+                        "results.json in --out holds every workload's runs (default: "
+                        "%(default)s)")
     p.add_argument("--inference-share", type=float, default=None, metavar="S",
                    help="llm-mix: share of the offered demand that is offline LLM inference, "
-                        "in [0, 1]; the sensitivity sweep runs 0.2, 0.4, 0.6 (default: 0.4)")
+                        "in [0, 1]; the sensitivity section also runs 0.2 and 0.6 "
+                        "(default: 0.4)")
+    p.add_argument("--sensitivity-seeds", default=None, metavar="S,S|none",
+                   help="llm-mix: seeds of the sensitivity section (contention model "
+                        "low/default/high, inference share 0.2/0.4/0.6, load 0.25/0.5/0.75; "
+                        "exclusive and elastico at the smallest --gpus size); 'none' skips it "
+                        f"(default: {LLM_MIX_DEFAULTS['sensitivity_seeds']})")
     p.add_argument("--llm-jobs", default=None, metavar="FILE|demo",
                    help="also replay offline LLM inference jobs from a jobs file, or demo "
                         "(as simulate's --llm-jobs); with continuous arrivals they arrive "
@@ -196,14 +258,42 @@ def _names(flag: str, text: str) -> list[str]:
     return out
 
 
-def parse(args: argparse.Namespace):
+def workloads(args: argparse.Namespace) -> list[str]:
+    """The --workload list, each checked (InvalidArgument naming the flag)."""
+    from elastico.sim.llm_mix import check_workload
+
+    text = getattr(args, "workload", "openb") or "openb"
+    return [check_workload(w, "--workload") for w in _names("--workload", text)]
+
+
+def resolve(args: argparse.Namespace, workload: str) -> argparse.Namespace:
+    """``args`` with every per-workload flag the user left out set to ``workload``'s default
+    (:data:`OPENB_DEFAULTS`, :data:`LLM_MIX_DEFAULTS`); a flag given applies to every
+    workload."""
+    d = LLM_MIX_DEFAULTS if workload == "llm-mix" else OPENB_DEFAULTS
+    out = argparse.Namespace(**vars(args))
+    for key, value in d.items():
+        if getattr(out, key, None) is None:
+            setattr(out, key, value)
+    if out.sweep_loads is None:
+        out.sweep_loads = _default_sweep_text()
+    return out
+
+
+def parse(args: argparse.Namespace, workload: str | None = None):
     """Every flag checked (InvalidArgument naming it) -> (specs, gpus, policies, seeds,
-    settings, workers)."""
+    settings, workers) of ``workload`` (default: the first of --workload), with that
+    workload's defaults (:func:`resolve`) for the flags left out."""
     from elastico.sim.clusters import load_cluster
+
+    names = workloads(args)
+    if workload is None:
+        workload = names[0]
+    args = resolve(args, workload)
     from elastico.sim.evaluate import Settings
     from elastico.placer.policies import POLICIES
     from elastico.paths import check_output_dir, check_output_file
-    from elastico.sim.report import REPORT_FILES
+    from elastico.sim.report import EVALUATION_FILES, REPORT_FILES
 
     gpus = _ints("--gpus", args.gpus, 1, MAX_GPUS)
     seeds = _ints("--seeds", args.seeds, 0)
@@ -237,8 +327,9 @@ def parse(args: argparse.Namespace):
         raise InvalidArgument("--jobs", args.jobs, "an integer in 1..256")
     check_output_dir("--out", args.out)
     if args.out.is_dir():  # every file the report replaces, before an hour of runs
-        for name in REPORT_FILES:
-            check_output_file("--out", args.out / name)
+        for name in dict.fromkeys(REPORT_FILES + EVALUATION_FILES):
+            if (args.out / name).parent.is_dir():  # a workload's folder is made if missing
+                check_output_file("--out", args.out / name)
     arrivals = getattr(args, "arrivals", "trace")
     quantile = getattr(args, "window_quantile", DEFAULT_WINDOW_QUANTILE)
     if not (math.isfinite(quantile) and 0 < quantile < 1):
@@ -265,9 +356,9 @@ def parse(args: argparse.Namespace):
     from elastico.sim.llm_mix import (DEFAULT_INFERENCE_SHARE, LLM_MIX, check_inference_share,
                                       check_workload)
 
-    wkl = check_workload(getattr(args, "workload", "openb"), "--workload")
+    wkl = check_workload(workload, "--workload")
     share = getattr(args, "inference_share", None)
-    if share is not None and wkl != LLM_MIX:
+    if share is not None and LLM_MIX not in names:
         raise InvalidArgument("--inference-share", share, "only with --workload llm-mix")
     share = DEFAULT_INFERENCE_SHARE if share is None else check_inference_share(
         share, "--inference-share")
@@ -373,30 +464,136 @@ def _folder(text: str) -> Path:
     return Path(text)
 
 
+def _policies_at(policies: list[str], large: list[str] | None, gpus: list[int]):
+    """``size -> policies``: every policy at each size but the largest of several, where only
+    ``large`` (None: all) run."""
+    top = max(gpus)
+    return {g: (policies if (large is None or len(gpus) == 1 or g != top)
+                else [p for p in policies if p in large]) for g in gpus}
+
+
+def _large(args: argparse.Namespace, policies: list[str],
+           explicit: bool = True) -> list[str] | None:
+    """--large-policies (None: all); a workload's default keeps those among --policies."""
+    return _subset("--large-policies", getattr(args, "large_policies", None), policies,
+                   explicit)
+
+
+def _subset(flag: str, text: str | None, policies: list[str],
+            explicit: bool = True) -> list[str] | None:
+    """A policy list that must be within --policies (None or 'all': all of them); a
+    workload's default (``explicit`` False) keeps those among --policies."""
+    if text is None or text.strip().lower() == "all":
+        return None
+    out = _names(flag, text)
+    if not explicit:
+        return [p for p in out if p in policies]
+    for name in out:
+        if name not in policies:
+            raise InvalidArgument(flag, name, "one of --policies (" + ",".join(policies) + ")")
+    return out
+
+
+def plan(args: argparse.Namespace) -> list[dict]:
+    """Every workload's runs, checked before any starts: per workload (--workload) a dict with
+    ``workload``, ``args`` (resolved), ``specs``, ``gpus``, ``policies``, ``seeds``,
+    ``settings``, ``workers``, ``main`` (tasks), ``sweep`` (tasks), ``sweep_loads``,
+    ``sweep_seeds``, ``sweep_gpus`` and ``sensitivity`` (``[(task, parameter, value)]``)."""
+    from dataclasses import replace
+
+    from elastico.sim.evaluate import Task, sweep_tasks
+
+    plans = []
+    for w in workloads(args):
+        specs, gpus, policies, seeds, settings, workers = parse(args, w)
+        a = resolve(args, w)
+        large = _large(a, policies, getattr(args, "large_policies", None) is not None)
+        at = _policies_at(policies, large, gpus)
+        sweep_loads, sweep_seeds, sweep_gpus = parse_sweep(a, settings, gpus)
+        main = [Task(s, g, p, seed, settings) for s in specs for g in gpus for p in at[g]
+                for seed in seeds]
+        swept = _subset("--sweep-policies", getattr(a, "sweep_policies", None), policies,
+                        getattr(args, "sweep_policies", None) is not None)
+        sweep = [t for g in sweep_gpus
+                 for t in sweep_tasks(specs, [g], [p for p in at[g]
+                                                   if swept is None or p in swept],
+                                      sweep_seeds, sweep_loads, settings)]
+        sens: list[tuple] = []
+        text = getattr(a, "sensitivity_seeds", "none") or "none"
+        if w == "llm-mix" and text.strip().lower() != "none":
+            s_seeds = _ints("--sensitivity-seeds", text, 0)
+            g = min(gpus)
+            for par, values in SENSITIVITY:
+                for v in values:
+                    if par == "contention":
+                        st = replace(settings, contention=v)
+                    elif par == "inference share":
+                        st = replace(settings, inference_share=float(v))
+                    else:
+                        st = replace(settings, load=float(v))
+                    for spec in specs:
+                        for pol in SENSITIVITY_POLICIES:
+                            if pol in policies:
+                                for seed in s_seeds:
+                                    sens.append((Task(spec, g, pol, seed, st), par, v))
+        plans.append({"workload": w, "args": a, "specs": specs, "gpus": gpus,
+                      "policies": policies, "seeds": seeds, "settings": settings,
+                      "workers": workers, "main": main, "sweep": sweep,
+                      "sweep_loads": sweep_loads, "sweep_seeds": sweep_seeds,
+                      "sweep_gpus": sweep_gpus, "sensitivity": sens, "at": at})
+    return plans
+
+
 def run(args: argparse.Namespace) -> int:
     from elastico.cli import count_of
     from elastico.sim.evaluate import (SweepLadder, run_tasks, sustainable_loads,
-                                       sustainable_loads_by_seed, sweep_tasks, tasks_for)
-    from elastico.sim.report import write_report
+                                       sustainable_loads_by_seed)
+    from elastico.sim.report import write_evaluation, write_report
 
-    specs, gpus, policies, seeds, settings, workers = parse(args)
-    sweep_loads, sweep_seeds, sweep_gpus = parse_sweep(args, settings, gpus)
-    main = tasks_for(specs, gpus, policies, seeds, settings)
-    sweep_all = sweep_tasks(specs, sweep_gpus, policies, sweep_seeds, sweep_loads, settings)
+    plans = plan(args)
+    workers = plans[0]["workers"]
+    main = [t for pl in plans for t in pl["main"]]
+    sens = list(dict.fromkeys(t for pl in plans for t, _, _ in pl["sensitivity"]))
+    extra = [t for t in sens if t not in set(main)]
     # the sweep walks each (cluster, policy, seed) up its loads and stops above the first load
     # whose backlog grows (no higher one can be sustainable); a sweep point that is also a
     # main run (same cluster, size, policy, seed and load) is not run twice
-    ladder = SweepLadder(sweep_all, main)
-    in_main = set(main)
+    ladder = SweepLadder([t for pl in plans for t in pl["sweep"]], main)
+    in_main = set(main) | set(extra)
+    # a sensitivity run's label in the progress lines (the main runs' own have none)
+    label = {t: f" [{par} {v}]" for pl in plans for t, par, v in pl["sensitivity"]
+             if t not in set(main)}
+    n_main = len(main) + len(extra)
     n_sweep = ladder.most_runs()
     t0 = time.perf_counter()
-    print(f"evaluate: {count_of(len(main), 'run')} "
-          f"({count_of(len(specs), 'cluster definition')} x "
-          f"{count_of(len(gpus), 'size')} x {count_of(len(policies), 'policy', 'policies')} x "
-          f"{count_of(len(seeds), 'seed')})"
-          + (f" and up to {count_of(n_sweep, 'load-sweep run')}" if n_sweep else "")
-          + f" on {count_of(workers, 'process', 'processes')}",
-          file=sys.stderr, flush=True)
+    if len(plans) == 1 and not plans[0]["sensitivity"] and len(
+            {len(v) for v in plans[0]["at"].values()}) == 1:
+        pl = plans[0]
+        print(f"evaluate: {count_of(len(main), 'run')} "
+              f"({count_of(len(pl['specs']), 'cluster definition')} x "
+              f"{count_of(len(pl['gpus']), 'size')} x "
+              f"{count_of(len(pl['policies']), 'policy', 'policies')} x "
+              f"{count_of(len(pl['seeds']), 'seed')})"
+              + (f" and up to {count_of(n_sweep, 'load-sweep run')}" if n_sweep else "")
+              + f" on {count_of(workers, 'process', 'processes')}",
+              file=sys.stderr, flush=True)
+    for pl in plans if len(plans) > 1 or plans[0]["sensitivity"] or len(
+            {len(v) for v in plans[0]["at"].values()}) > 1 else ():
+        print(f"evaluate {pl['workload']}: {count_of(len(pl['main']), 'run')} "
+              f"({count_of(len(pl['specs']), 'cluster definition')} x "
+              f"{count_of(len(pl['gpus']), 'size')} x "
+              f"{count_of(len(pl['policies']), 'policy', 'policies')} x "
+              f"{count_of(len(pl['seeds']), 'seed')}"
+              + (f"; {', '.join(str(len(v)) for v in pl['at'].values())} policies by size"
+                 if len({len(v) for v in pl['at'].values()}) > 1 else "") + ")"
+              + (f", {count_of(len(pl['sensitivity']), 'sensitivity point')}"
+                 if pl["sensitivity"] else ""),
+              file=sys.stderr, flush=True)
+    if len(plans) > 1 or plans[0]["sensitivity"] or len(
+            {len(v) for v in plans[0]["at"].values()}) > 1:
+        print(f"evaluate: {count_of(n_main, 'run')}"
+              + (f" and up to {count_of(n_sweep, 'load-sweep run')}" if n_sweep else "")
+              + f" on {count_of(workers, 'process', 'processes')}", file=sys.stderr, flush=True)
 
     counts = {"main": 0, "sweep": 0}
 
@@ -406,10 +603,10 @@ def run(args: argparse.Namespace) -> int:
         counts[kind] += 1
         # main runs: k of all; sweep runs: k of at most n_sweep (the walk may stop early)
         head = (f"[{'' if kind == 'main' else 'sweep '}{counts[kind]}/"
-                f"{len(main) if kind == 'main' else n_sweep} "
-                f"{time.perf_counter() - t0:,.0f}s] ")
+                f"{n_main if kind == 'main' else n_sweep} "
+                f"{time.perf_counter() - t0:,.0f}s] {task.settings.workload} ")
         if kind == "main":
-            what = (f"{task.cluster} {task.policy} seed {task.seed}: avg JCT "
+            what = (f"{task.cluster} {task.policy} seed {task.seed}{label.get(task, '')}: avg JCT "
                     f"{r['avg_jct_s']:,.0f} s, {r['jobs_per_hour']:,.2f} jobs/h, "
                     f"util {r['gpu_utilization']:.1%}")
         else:  # stopped at the window's end: no JCT (docs/metrics.md, "Sustainable load")
@@ -424,57 +621,97 @@ def run(args: argparse.Namespace) -> int:
     # previous report left whole (`elastico: interrupted`, exit 130)
     old_term = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        done = run_tasks(main + ladder.start(), workers=workers, progress=progress,
+        done = run_tasks(main + extra + ladder.start(), workers=workers, progress=progress,
                          then=ladder.done, priority=ladder.priority)
-        outs = [done[t] for t in main]
-        sweep = ladder.runs()
-        sustain = sustainable_loads(sweep) if sweep else {}
-        by_seed = sustainable_loads_by_seed(sweep) if sweep else {}
-        for o in outs:  # per (cluster, policy); null without a sweep
-            key = (o.run["cluster"], o.run["policy"])
-            o.run["sustainable_load"] = sustain.get(key)
-            # per sweep seed (JSON keys are strings) and their median (the spread over seeds:
-            # docs/metrics.md, "Sustainable load"); null without a sweep
-            seeds_of = by_seed.get(key)
-            o.run["sustainable_load_by_seed"] = (
-                {str(k): v for k, v in seeds_of.items()} if seeds_of else None)
-            o.run["sustainable_load_median"] = (
-                float(statistics.median(seeds_of.values())) if seeds_of else None)
         wall = time.perf_counter() - t0
-        meta = {"settings": {
-            # as --clusters takes them (a definition's own name, e.g. a100h100, labels its rows)
-            **({"workload": f"llm-mix (inference share {settings.inference_share:g})"}
-               if settings.workload == "llm-mix" else {}),
-            "clusters": ", ".join(_names("--clusters", args.clusters)),
-            "GPUs": ", ".join(map(str, gpus)),
-            "seeds": ", ".join(map(str, seeds)),
-            **({"jobs per GPU": f"{settings.jobs_per_gpu:g}"} if settings.arrivals == "trace"
-               else {}),
-            "load": "default (1.0, or 0.9 of the maximum)" if settings.load is None
-            else f"{settings.load:g}", "restart": f"{settings.restart_s:g} s",
-            "utility": settings.utility, "arrivals": settings.arrivals,
-            **({"window quantile": f"{settings.window_quantile:g}"}
-               if settings.arrivals == "continuous" else {}),
-            "load sweep": (", ".join(f"{x:g}" for x in sweep_loads) + " (seeds "
-                           + ", ".join(map(str, sweep_seeds)) + "; GPUs "
-                           + ", ".join(map(str, sweep_gpus)) + ")") if sweep_loads else "none",
-            "remaining work": settings.remaining_estimate,
-            **({"LLM jobs": settings.llm_jobs} if settings.llm_jobs else {}),
-            "GPU speed of unmeasured models": settings.gpu_speed,
-            **({"G2/G3 speed (x V100)": f"{settings.undisclosed_speed:g}"}
-               if settings.undisclosed_speed != 1.0 else {}),
-            "contention model (unmeasured pairs)": settings.contention,
-            "solo profiles": "every job profiled from the start (--assume-profiled)"
-            if settings.assume_profiled else "jobs arrive unknown, profiled after 60 s alone",
-            "processes": workers,
-            "wall time": f"{wall / 60:.1f} min",
-        }, "closing": _closing_note(args.out)}
-        paths = write_report(outs, args.out, meta, sweep=sweep)
+        sweep_all = ladder.runs()
+        parts = []
+        for pl in plans:
+            w, settings, a = pl["workload"], pl["settings"], pl["args"]
+            outs = [done[t] for t in pl["main"]]
+            sweep = [r for r in sweep_all if r.get("workload", "openb") == w]
+            _set_sustainable(outs, sweep, sustainable_loads, sustainable_loads_by_seed)
+            sens_runs = []
+            for t, par, v in pl["sensitivity"]:
+                r = dict(done[t].run)
+                r["sensitivity"] = {"parameter": par, "value": v}
+                sens_runs.append(r)
+            meta = {"settings": _settings_text(pl, a, settings, workers, wall),
+                    "closing": _closing_note(args.out / _report_dir(w))}
+            parts.append({"workload": w, "outs": outs, "meta": meta, "sweep": sweep,
+                          "sensitivity": sens_runs})
+        if len(parts) == 1 and parts[0]["workload"] == "openb":
+            # one openb evaluation: the report folder as before issue 24
+            p0 = parts[0]
+            paths = write_report(p0["outs"], args.out, p0["meta"], sweep=p0["sweep"])
+        else:
+            paths = write_evaluation(parts, args.out)
         print(f"evaluate: wrote {', '.join(str(p) for p in paths)} in {wall / 60:.1f} min",
               file=sys.stderr)
         return 0
     finally:
         signal.signal(signal.SIGTERM, old_term)
+
+
+def _report_dir(workload: str) -> str:
+    from elastico.sim.report import REPORT_DIRS
+
+    return REPORT_DIRS.get(workload, workload)
+
+
+def _set_sustainable(outs, sweep, sustainable_loads, sustainable_loads_by_seed) -> None:
+    """Each main run's ``sustainable_load`` (and per seed, median) from its workload's sweep
+    runs (docs/metrics.md, "Sustainable load"); null where no sweep ran at that size."""
+    sustain = sustainable_loads(sweep) if sweep else {}
+    by_seed = sustainable_loads_by_seed(sweep) if sweep else {}
+    for o in outs:  # per (cluster, policy); null without a sweep
+        key = (o.run["cluster"], o.run["policy"])
+        o.run["sustainable_load"] = sustain.get(key)
+        # per sweep seed (JSON keys are strings) and their median (the spread over seeds:
+        # docs/metrics.md, "Sustainable load"); null without a sweep
+        seeds_of = by_seed.get(key)
+        o.run["sustainable_load_by_seed"] = (
+            {str(k): v for k, v in seeds_of.items()} if seeds_of else None)
+        o.run["sustainable_load_median"] = (
+            float(statistics.median(seeds_of.values())) if seeds_of else None)
+
+
+def _settings_text(pl: dict, args, settings, workers: int, wall: float) -> dict:
+    sweep_loads, sweep_seeds, sweep_gpus = pl["sweep_loads"], pl["sweep_seeds"], pl["sweep_gpus"]
+    at = pl["at"]
+    return {
+        # as --clusters takes them (a definition's own name, e.g. a100h100, labels its rows)
+        **({"workload": f"llm-mix (inference share {settings.inference_share:g})"}
+           if settings.workload == "llm-mix" else {}),
+        "clusters": ", ".join(_names("--clusters", args.clusters)),
+        "GPUs": ", ".join(map(str, pl["gpus"])),
+        **({"policies at " + str(max(at)) + " GPUs": ", ".join(at[max(at)])}
+           if len({len(v) for v in at.values()}) > 1 else {}),
+        "seeds": ", ".join(map(str, pl["seeds"])),
+        **({"jobs per GPU": f"{settings.jobs_per_gpu:g}"} if settings.arrivals == "trace"
+           else {}),
+        "load": "default (1.0, or 0.9 of the maximum)" if settings.load is None
+        else f"{settings.load:g}", "restart": f"{settings.restart_s:g} s",
+        "utility": settings.utility, "arrivals": settings.arrivals,
+        **({"window quantile": f"{settings.window_quantile:g}"}
+           if settings.arrivals == "continuous" else {}),
+        "load sweep": (", ".join(f"{x:g}" for x in sweep_loads) + " (seeds "
+                       + ", ".join(map(str, sweep_seeds)) + "; GPUs "
+                       + ", ".join(map(str, sweep_gpus)) + ")") if sweep_loads else "none",
+        **({"sensitivity": f"{len(pl['sensitivity'])} points (seeds "
+            + ", ".join(sorted({str(t.seed) for t, _, _ in pl['sensitivity']})) + ")"}
+           if pl["sensitivity"] else {}),
+        "remaining work": settings.remaining_estimate,
+        **({"LLM jobs": settings.llm_jobs} if settings.llm_jobs else {}),
+        "GPU speed of unmeasured models": settings.gpu_speed,
+        **({"G2/G3 speed (x V100)": f"{settings.undisclosed_speed:g}"}
+           if settings.undisclosed_speed != 1.0 else {}),
+        "contention model (unmeasured pairs)": settings.contention,
+        "solo profiles": "every job profiled from the start (--assume-profiled)"
+        if settings.assume_profiled else "jobs arrive unknown, profiled after 60 s alone",
+        "processes": workers,
+        "wall time (all workloads)": f"{wall / 60:.1f} min",
+    }
 
 
 def _closing_note(out: Path) -> str:

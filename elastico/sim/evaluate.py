@@ -28,11 +28,13 @@ from typing import Callable, Sequence
 import numpy as np
 
 from elastico.sim.clusters import ClusterSpec
+from elastico.sim.utilisation import UtilisationMeter
 from elastico.runtime.lifeline import arm
 
 __all__ = ["Settings", "Task", "RunOutput", "tasks_for", "run_one", "run_all", "run_tasks",
            "SERIES_BINS", "SERIES_SPANS", "sweep_tasks", "sustainable_loads",
-           "sustainable_loads_by_seed", "SWEEP_LOADS", "SweepLadder", "AFTER_WINDOW_KEYS"]
+           "sustainable_loads_by_seed", "SWEEP_LOADS", "SweepLadder", "AFTER_WINDOW_KEYS",
+           "RoundRecorder", "SeriesMeter", "pool_of"]
 
 #: time bins of the utilization and queue-length series kept per run (for the plots)
 SERIES_BINS = 200
@@ -103,8 +105,11 @@ class Task:
         """A rough relative run time, to start the longest runs first (a run's queue, and
         with it each round's work, grows with the load: the square of the load)."""
         load = 1.0 if self.settings.load is None else self.settings.load
+        # an llm-mix run costs ~4x an openb run of the same size and policy (a100h100-512,
+        # load 0.5, seed 0: elastico > 220 s of CPU against openb's ~60 s; docs/metrics.md)
         return (self.gpus * self.settings.jobs_per_gpu * load * load
-                * (4.0 if "elastico" in self.policy else 1.0))
+                * (4.0 if "elastico" in self.policy else 1.0)
+                * (4.0 if self.settings.workload == "llm-mix" else 1.0))
 
 
 @dataclass
@@ -249,12 +254,25 @@ def run_one(task: Task) -> RunOutput:
                     user_estimates=estimates)
     policy = make_policy(task.policy, env)
     win = wl.window
-    res = simulate(nodes, wl.jobs, policy, restart_s=task.settings.restart_s,
+    # the measurement window's time bins of the SM-activity and price series (continuous
+    # arrivals; none with the trace's own arrivals, whose window is known only at the end)
+    edges = (None if win is None else
+             np.linspace(win.lo, win.hi, SERIES_BINS + 1))
+    from elastico.sim.llm_mix import part_of
+
+    recorder = RoundRecorder(policy, ((lambda jid, kind: part_of(jid))
+                                      if task.settings.workload == "llm-mix"
+                                      else (lambda jid, kind: kind)), edges)
+    meter = None
+    if edges is not None:
+        meter = SeriesMeter(nodes, edges,
+                            time_sliced=getattr(policy, "sharing", "mps") == "time-slicing")
+    res = simulate(nodes, wl.jobs, recorder, restart_s=task.settings.restart_s,
                    activity=lambda j, c, _cat=policy.catalog: getattr(_cat, "base_profile", _cat.profile)(j, c).gpu_activity,
                    truth=truth, window=None if win is None else (win.lo, win.hi),
                    horizon_s=None if win is None else (
                        win.hi if task.settings.stop_at_window_end else win.horizon),
-                   unknown_profiles=not task.settings.assume_profiled)
+                   unknown_profiles=not task.settings.assume_profiled, meter=meter)
     from elastico.sim.simulator import backlog_bounded
 
     run = {"workload": task.settings.workload, "cluster": task.cluster, "gpus": task.gpus,
@@ -277,7 +295,14 @@ def run_one(task: Task) -> RunOutput:
            "contention": truth.params.describe(),
            "remaining_estimate": task.settings.remaining_estimate,
            "assume_profiled": task.settings.assume_profiled,
-           "gpu_utilization_ceiling": _ceiling(task.spec, task.gpus, task.seed, task.settings),
+           # only where the openb goal check reads it (elastico's runs; the llm-mix report
+           # has no ceiling row): it costs 68 s of CPU per 512-GPU llm-mix workload, paid
+           # once per worker process (docs/metrics.md)
+           "gpu_utilization_ceiling": _ceiling(task.spec, task.gpus, task.seed, task.settings)
+           if task.policy == "elastico" and task.settings.workload != "llm-mix" else None,
+           # issue 24's name of DCGM's SM activity (docs/metrics.md): dcgm_sm_active
+           "sm_activity": res.metrics.get("dcgm_sm_active"),
+           **recorder.summary(),
            "wall_s": round(time.perf_counter() - t0, 2)}
     if task.settings.workload == "llm-mix":  # its composition (docs/model.md 11.)
         run["inference_share"] = task.settings.inference_share
@@ -310,7 +335,159 @@ def run_one(task: Task) -> RunOutput:
     arrivals = [j.arrival_s for j in wl.jobs]
     span = (max(arrivals) - min(arrivals)) if arrivals else 0.0
     horizon = SERIES_SPANS * span if win is None else win.horizon
-    return RunOutput(run, jct, _bin_series(res.timeline, task.gpus, horizon=horizon), slow)
+    series = _bin_series(res.timeline, task.gpus, horizon=horizon)
+    if edges is not None:  # over the measurement window, hours from the first arrival
+        t_first = min(arrivals) if arrivals else 0.0
+        series["window_t"] = (edges[:-1] - t_first).tolist()
+        series.update(meter.series(task.gpus))
+        series["prices"] = recorder.price_series()
+    return RunOutput(run, jct, series, slow)
+
+
+def pool_of(config) -> str:
+    """The GPU pool a configuration runs on, for the steering table (docs/metrics.md): its GPU
+    model, with `` MIG`` for a MIG instance."""
+    return config.gpu_model + (" MIG" if config.mig_profile is not None else "")
+
+
+class RoundRecorder:
+    """``policy`` (every attribute is its: ``name``, ``catalog``, ``sharing``, ``forget``, ...),
+    plus a record of each round's outcome for the report (docs/metrics.md, "Prices and what
+    they steered"): the shadow prices of a round that priced (``RoundResult.pricing.prices``,
+    named by ``RoundResult.resource_names``; utility per unit of each resource) held from
+    that round to the next, and the GPU compute each placed job holds
+    (``Configuration.gpus_total``) from that round to the next, summed per (part, pool):
+    ``part(job_id, kind)`` (the llm-mix part, or the job's kind) and :func:`pool_of`.  Both
+    are integrated over ``edges`` (the measurement window's bin edges, seconds; None: nothing
+    is recorded).  A round's configuration holds until the next round, which the simulator
+    runs at every arrival, completion and policy wake-up, so the integral is the replay's own
+    (a job that finishes at ``t`` is gone from the round at ``t``)."""
+
+    def __init__(self, policy, part, edges):
+        self.__dict__.update(policy=policy, _part=part, _edges=edges, _last=None,
+                             _names=(), _prices={}, _gpu_s={}, _parts={})
+
+    def __getattr__(self, name):
+        return getattr(self.__dict__["policy"], name)
+
+    def __call__(self, inp, state):
+        res = self.policy(inp, state)
+        if self._edges is not None:
+            self._close(float(inp.now))
+            pr = getattr(res.pricing, "prices", None) if res.pricing is not None else None
+            prices = None
+            if pr is not None and len(res.resource_names) == len(pr):
+                self.__dict__["_names"] = tuple(res.resource_names)
+                prices = np.asarray(pr, float).copy()
+            held: dict[tuple[str, str], float] = {}
+            parts = self._parts
+            for jid, d in res.decisions.items():
+                c = d.config
+                if c is None or c.is_wait or d.status.value not in ("placed", "degraded"):
+                    continue
+                part = parts.get(jid)
+                if part is None:
+                    kind = next((a.job.kind.value for a in inp.jobs if a.job.id == jid), "")
+                    part = parts[jid] = self._part(jid, kind)
+                key = (part, pool_of(c))
+                held[key] = held.get(key, 0.0) + c.gpus_total
+            self.__dict__["_last"] = (float(inp.now), prices, held)
+        return res
+
+    def _finish(self) -> None:
+        """Integrate the last round to the window's end, once."""
+        self._close(math.inf)
+        self.__dict__["_last"] = None
+
+    def _close(self, now: float) -> None:
+        """Integrate the last round's prices and holdings from its time to ``now``."""
+        last = self._last
+        if last is None:
+            return
+        t0, prices, held = last
+        lo, hi = float(self._edges[0]), float(self._edges[-1])
+        a, b = max(t0, lo), min(now, hi)
+        if b <= a:
+            return
+        if held:
+            for key, g in held.items():
+                self._gpu_s[key] = self._gpu_s.get(key, 0.0) + g * (b - a)
+        if prices is not None:
+            e = self._edges
+            k = np.clip(np.minimum(e[1:], b) - np.maximum(e[:-1], a), 0.0, None)
+            acc = self._prices.get(len(prices))
+            if acc is None:
+                acc = self._prices[len(prices)] = np.zeros((len(e) - 1, len(prices)))
+            acc += k[:, None] * prices[None, :]
+
+    def summary(self) -> dict:
+        """results.json fields: ``gpu_seconds`` (``{part: {pool: GPU-seconds}}`` in the window)
+        and ``prices_mean`` (``{resource: time-average price over the window}``, the rounds'
+        prices held until the next round; null for a policy that never priced)."""
+        self._finish()
+        gs: dict[str, dict[str, float]] = {}
+        for (part, pool), v in sorted(self._gpu_s.items()):
+            gs.setdefault(part, {})[pool] = v
+        acc = self._prices.get(len(self._names)) if self._names else None
+        mean = None
+        if acc is not None and self._edges is not None:
+            span = float(self._edges[-1] - self._edges[0])
+            mean = {n: float(v) / span for n, v in zip(self._names, acc.sum(axis=0))}
+        return {"gpu_seconds": gs, "prices_mean": mean}
+
+    def price_series(self) -> dict[str, list[float]]:
+        """Per resource, the time-average price in each bin of ``edges`` (empty: never
+        priced)."""
+        self._finish()
+        acc = self._prices.get(len(self._names)) if self._names else None
+        if acc is None:
+            return {}
+        w = np.diff(self._edges)
+        return {n: (acc[:, i] / w).tolist() for i, n in enumerate(self._names)}
+
+
+class SeriesMeter(UtilisationMeter):
+    """A :class:`~elastico.sim.utilisation.UtilisationMeter` that also keeps the cluster-wide SM
+    activity and GPU utilisation (DCGM's) per time bin of ``edges`` (seconds; the measurement
+    window's).  At each event interval that crosses a bin edge it reads the cluster's
+    integrals before and after (each GPU's reading is constant within an event interval but
+    for a restart ending in it), so each edge's integral is interpolated inside one event
+    interval."""
+
+    def __init__(self, nodes, edges, **kw):
+        super().__init__(nodes, **kw)
+        self._edges = np.asarray(edges, float)
+        self._k = 0
+        self._pts: list[tuple[float, float, float]] = []
+
+    def _totals(self, t: float) -> tuple[float, float, float]:
+        # the integrals are flat outside the window: a time outside it reads as its nearest
+        # end, so the interpolation stays exact across the window's ends
+        self._flush_all()
+        t = min(max(t, float(self._edges[0])), float(self._edges[-1]))
+        return (t, math.fsum(self._sm), math.fsum(self._util))
+
+    def interval(self, t0, t1, window, state, live, placed, slow, duty) -> None:
+        e = self._edges
+        crossing = self._k < len(e) and t1 >= e[self._k]
+        if crossing:
+            self._pts.append(self._totals(t0))
+        super().interval(t0, t1, window, state, live, placed, slow, duty)
+        if crossing:
+            self._pts.append(self._totals(t1))
+            while self._k < len(e) and e[self._k] <= t1:
+                self._k += 1
+
+    def series(self, gpus: int) -> dict[str, list[float]]:
+        """``sm_activity`` and ``dcgm_gpu_util``: per bin, the cluster-wide time average
+        (every GPU, an idle one 0), in [0, 1]."""
+        self._pts.append(self._totals(max(self._last, float(self._edges[-1]))))
+        t, sm, util = (np.asarray(v, float) for v in zip(*self._pts))
+        order = np.argsort(t, kind="stable")
+        t, sm, util = t[order], sm[order], util[order]
+        w = np.diff(self._edges) * max(gpus, 1)
+        return {k: (np.diff(np.interp(self._edges, t, v)) / w).tolist()
+                for k, v in (("sm_activity", sm), ("dcgm_gpu_util", util))}
 
 
 def llm_window_metrics(records, lo: float, hi: float) -> dict:
@@ -373,7 +550,9 @@ AFTER_WINDOW_KEYS = (
     "unknown_jobs_profiled", "unknown_profiles_recorded", "unknown_run_s",
     "unknown_bound_violation_jobs", "unknown_bound_violation_any",
     "unknown_bound_violation_time_share", "unknown_bound_violation_max",
-    "evictions", "shrinks", "wasted_gpu_s", "wasted_tokens")
+    "evictions", "shrinks", "wasted_gpu_s", "wasted_tokens",
+    # over the whole replay (issue 24: training jobs' time past their slowdown bound)
+    "bound_violation_time_frac", "bound_violation_time_frac_max", "bound_violation_jobs_5pct")
 
 
 class SweepLadder:
@@ -412,7 +591,10 @@ class SweepLadder:
 
     @staticmethod
     def _key(t: Task) -> tuple:
-        return (t.spec, t.gpus, t.policy, t.seed)
+        # the settings but the load: two workloads (or variants) on one cluster are two ladders
+        from dataclasses import replace
+
+        return (t.spec, t.gpus, t.policy, t.seed, replace(t.settings, load=None))
 
     def _runs_of(self, rung: Sequence[Task]) -> list[Task]:
         return [self._run[t] for t in rung if self._run[t] not in self._main]

@@ -93,7 +93,7 @@ from elastico.sim.utilisation import UtilisationMeter
 from elastico.tracing import NOOP, Tracer
 
 __all__ = ["JobRecord", "SimResult", "simulate", "METRIC_KEYS", "backlog_growth", "slowdown_models",
-           "backlog_bounded", "BACKLOG_GROWTH_FRACTION"]
+           "backlog_bounded", "BACKLOG_GROWTH_FRACTION", "bound_time_metrics", "BOUND_TIME_GOAL"]
 
 METRIC_KEYS = (
     "avg_jct_s", "p50_jct_s", "p95_jct_s", "p99_jct_s", "avg_queue_s", "makespan_s",
@@ -153,6 +153,10 @@ class JobRecord:
     lost_work: float = 0.0
     wasted_gpu_s: float = 0.0
     wasted_tokens: float = 0.0
+    # seconds it ran (placed, not restarting) and, of those, seconds at a slowdown as run past
+    # its slowdown_bound (docs/metrics.md, ``bound_violation_time_frac``)
+    run_s: float = 0.0
+    over_s: float = 0.0
 
 
 @dataclass
@@ -459,6 +463,7 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
         # ---- rates, next event ----
         rates: dict[str, float] = {}
         seen_unknown: dict[str, float] = {}  # slowdown now of the jobs still unknown
+        seen_at: dict[str, float] = {}  # slowdown as run now of every placed job
         duty: dict[str, float] = {}  # fraction of its capacity a service's load uses
         alloc_now = state.used_gpus()
         next_t = arrivals[-1].arrival_s if arrivals else math.inf
@@ -489,6 +494,7 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
                 r = 1.0
             if seen > records[jid].max_slowdown:
                 records[jid].max_slowdown = seen
+            seen_at[jid] = seen
             if unknown_on and catalog.is_unknown(jid, l.config):
                 seen_unknown[jid] = seen
                 if l.solo_since is not None:  # wake when its profiling window completes
@@ -523,6 +529,10 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
             if run <= 0:
                 continue
             gain = r * run
+            rec_b = records[jid]
+            rec_b.run_s += run
+            if seen_at[jid] > rec_b.slowdown_bound + 1e-9:
+                rec_b.over_s += run
             if jid in seen_unknown:
                 rec_u = records[jid]
                 ratio = seen_unknown[jid] / rec_u.slowdown_bound
@@ -577,10 +587,30 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
                        (w_lo, w_lo + span), win_work)
     metrics["queue_growth"] = backlog_growth(timeline, w_lo, w_lo + span)
     metrics.update(meter.metrics(span))
+    metrics.update(bound_time_metrics(recs))
     if unknown_on:
         metrics.update(_unknown_metrics(recs))
     return SimResult(getattr(policy, "name", "?"), total_gpus, metrics, recs, n_rounds, timeline,
                      meter.per_gpu(span))
+
+
+#: issue 24's goal: no training job past its slowdown bound for more than 5 % of its run
+BOUND_TIME_GOAL = 0.05
+
+
+def bound_time_metrics(recs: Sequence[JobRecord]) -> dict[str, float]:
+    """How long training jobs (kind ``training``) ran past their slowdown bound, over the whole
+    replay (docs/metrics.md): ``bound_violation_time_frac`` = sum of their seconds run at a
+    slowdown as run above the bound / sum of their seconds run (0 when none ran),
+    ``bound_violation_time_frac_max`` = the largest one job's share, and
+    ``bound_violation_jobs_5pct`` = training jobs whose share exceeds
+    :data:`BOUND_TIME_GOAL` (issue 24's goal: 0)."""
+    tr = [r for r in recs if r.kind == "training" and r.run_s > 0]
+    run = math.fsum(r.run_s for r in tr)
+    return {"bound_violation_time_frac": math.fsum(r.over_s for r in tr) / run if run > 0 else 0.0,
+            "bound_violation_time_frac_max": max((r.over_s / r.run_s for r in tr), default=0.0),
+            "bound_violation_jobs_5pct": sum(1 for r in tr
+                                             if r.over_s > BOUND_TIME_GOAL * r.run_s + 1e-9)}
 
 
 def _evict(l: _Live, rec: JobRecord, t: float) -> None:
