@@ -557,11 +557,11 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
         # less time than the clock can resolve at this magnitude (at t ~ 1e11 s a float step
         # is ~1e-5 s; without this the clock would stop advancing and the loop never end).
         tick = 4 * math.ulp(max(abs(t), 1.0))
-        # the jobs with a configuration are rates' keys, in live's order
-        finished = [jid for jid, l in ((j, live[j]) for j in rates)
+        # the jobs with a configuration (``running``) are rates' keys, in live's order
+        finished = [jid for jid, l in running
                     if t >= l.restart_until
                     and (l.job.work - l.job.done <= 1e-9 * max(1.0, l.job.work)
-                         or (rates.get(jid, 0.0) > 0
+                         or (rates[jid] > 0
                              and (l.job.work - l.job.done) / rates[jid] <= tick))]
         for jid in finished:
             rec = records[jid]
