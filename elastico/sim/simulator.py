@@ -347,6 +347,7 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
     timeline: dict[str, list[float]] = {"t": [], "allocated": [], "busy": [], "busy_all": [],
                                         "queue": []}
 
+    running: list[tuple[str, _Live]] = []  # live jobs with a configuration (after a round)
     elastic_left = sum(1 for j in jobs if j.kind.elastic)
     has_elastic = elastic_left > 0
     while arrivals or live:
@@ -370,8 +371,10 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
             if unknown_on:
                 catalog.unknown.add(j.id)
         if unknown_on:  # solo profiles whose window is complete (profiled before the round)
-            for jid, l in live.items():
-                if l.solo_since is not None and l.config is not None \
+            # only a job with a configuration after the last round can have its clock running
+            # (``running``, in live's order; one that finished since is no longer live)
+            for jid, l in running:
+                if l.solo_since is not None and l.config is not None and live.get(jid) is l \
                         and catalog.is_unknown(jid, l.config) \
                         and t >= l.solo_since + profile_window_s - _EPS:
                     _record_profile(catalog, state, l, meter, profile_window_s)
@@ -423,7 +426,7 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
                 if llm or l.job.llm_train is not None:
                     rec.config = d.config.name
                 l.was_preempted = False
-                if l.config != d.config:
+                if l.config is not d.config and l.config != d.config:
                     l.activity = activity(l.job, d.config)
                     if whole_speed is not None and d.config.throughput > 0:
                         # time-sliced: the whole GPU's SMs when it runs, not its share's
@@ -434,11 +437,19 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
                     l.was_preempted = True
                     _evict(l, rec, t)
                 l.config = None
+                l.solo_since = None  # no configuration: no profiling clock
                 rec.reason = d.reason
+        # the jobs with a configuration, in live's order: what the profiling clock and the
+        # rates below look at (every other live job waits; its clock was stopped above)
+        running = [(jid, l) for jid, l in live.items() if l.config is not None]
+        if validate:  # what the loops over ``running`` rely on: no clock without a config
+            stray = [jid for jid, l in live.items() if l.config is None
+                     and l.solo_since is not None]
+            if stray:
+                raise AssertionError(f"profiling clock running without a configuration: {stray}")
         if unknown_on:  # the profiling clock: alone on its unit(s), not restarting
-            for jid, l in live.items():
-                if l.config is None or not catalog.is_unknown(jid, l.config) \
-                        or jid not in state:
+            for jid, l in running:
+                if not catalog.is_unknown(jid, l.config) or jid not in state:
                     l.solo_since = None
                     continue
                 d = result.decisions.get(jid)
@@ -467,9 +478,7 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
         duty: dict[str, float] = {}  # fraction of its capacity a service's load uses
         alloc_now = state.used_gpus()
         next_t = arrivals[-1].arrival_s if arrivals else math.inf
-        for jid, l in live.items():
-            if l.config is None:
-                continue
+        for jid, l in running:
             s = slow.get(jid, 1.0)
             if whole_speed is not None:
                 # time-sliced: the whole GPU's speed over the total time-slicing slowdown;
@@ -558,11 +567,11 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
         # less time than the clock can resolve at this magnitude (at t ~ 1e11 s a float step
         # is ~1e-5 s; without this the clock would stop advancing and the loop never end).
         tick = 4 * math.ulp(max(abs(t), 1.0))
-        # the jobs with a configuration are rates' keys, in live's order
-        finished = [jid for jid, l in ((j, live[j]) for j in rates)
+        # the jobs with a configuration (``running``) are rates' keys, in live's order
+        finished = [jid for jid, l in running
                     if t >= l.restart_until
                     and (l.job.work - l.job.done <= 1e-9 * max(1.0, l.job.work)
-                         or (rates.get(jid, 0.0) > 0
+                         or (rates[jid] > 0
                              and (l.job.work - l.job.done) / rates[jid] <= tick))]
         for jid in finished:
             rec = records[jid]

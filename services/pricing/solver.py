@@ -840,7 +840,7 @@ class _Boxstep:
         box has shrunk below :data:`_BOX_MIN` or the model predicts no decrease (the centre
         is a minimum of L up to rounding).  ``target`` (<= OPT, e.g. the best primal value)
         sizes the first box."""
-        from scipy.optimize import linprog
+        from elastico.pricing.lp import minimize
 
         mu_c, g_c, L_c = self.centre
         if self.width is None:
@@ -860,12 +860,14 @@ class _Boxstep:
         hi = np.where(self.fixed, 0.0, mu_c + self.width)
         cost = np.zeros(R + 1)
         cost[R] = 1.0
-        res = linprog(cost, A_ub=A, b_ub=b, bounds=list(zip(lo, hi)) + [(None, None)],
-                      method="highs")
-        if res.status != 0 or res.x is None:
+        # linprog(cost, A_ub=A, b_ub=b, bounds=list(zip(lo, hi)) + [(None, None)],
+        # method="highs")'s x bit for bit, without its per-call overhead (elastico.pricing.lp)
+        bounds = np.column_stack((np.append(lo, -np.inf), np.append(hi, np.inf)))
+        x = minimize(cost, A, b, bounds)
+        if x is None:
             return None
-        mu = np.clip(res.x[:R], lo, hi)
-        model = float(res.x[R])
+        mu = np.clip(x[:R], lo, hi)
+        model = float(x[R])
         if not L_c - model > 1e-12 * max(abs(L_c), 1.0):
             return None
         self.trial = (mu, model)

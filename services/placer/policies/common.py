@@ -146,6 +146,10 @@ class JobCatalog:
         self.unknown: set[str] = set()
         self.known: dict[str, set] = {}
         self.measured: dict[tuple, tuple[float | None, float | None]] = {}
+        # profile_slot per configuration object (a round asks is_unknown of the same few
+        # thousand configurations millions of times): id -> (the configuration, its slot);
+        # the configuration is kept, so its id cannot be reused while it is cached
+        self._slots: dict[int, tuple[Configuration, tuple]] = {}
 
     def _current_spec(self, job: Job) -> None:
         """Drops the job's cached entries when its kind, job type or request differ from
@@ -230,7 +234,19 @@ class JobCatalog:
             return True
         if config is None:
             return False
-        return ANY_SLOT not in known and profile_slot(config) not in known
+        return ANY_SLOT not in known and self.slot_of(config) not in known
+
+    def slot_of(self, config: Configuration) -> tuple[str, str, float | None, str | None]:
+        """:func:`profile_slot` of ``config``, cached per configuration object
+        (configurations are frozen, so an object's slot never changes)."""
+        hit = self._slots.get(id(config))
+        if hit is not None and hit[0] is config:
+            return hit[1]
+        slot = profile_slot(config)
+        if len(self._slots) >= _PROFILE_CACHE:
+            self._slots.clear()
+        self._slots[id(config)] = (config, slot)
+        return slot
 
     def mark_profiled(self, job_id: str, config: Configuration,
                       counters: tuple[float | None, float | None] | None = None) -> None:
@@ -251,7 +267,7 @@ class JobCatalog:
             from elastico.predictor.prior import worst_case_profile
 
             return worst_case_profile(base)
-        m = self.measured.get((job.id,) + profile_slot(config)) if self.measured else None
+        m = self.measured.get((job.id,) + self.slot_of(config)) if self.measured else None
         if m is not None:
             import dataclasses
 
