@@ -143,13 +143,18 @@ def solo_activity(p: JobProfile) -> Activity:
         fam = _family(p)
         u = _parallel().get(fam) if fam is not None else None
         u, src = (float(u), "catalogue") if u is not None else (1.0, "default")
+    return Activity(u, w, dram_intensity(p, u), src)
+
+
+def dram_intensity(p: JobProfile, u: float) -> float:
+    """DRAM intensity while busy, in [0, 1]: the profile's DRAM activity over its busy fraction
+    ``u`` (both fractions of time, DCGM 1005 over 1002), capped at 1; 1 (the worst case) with no
+    DRAM counter, 0 for a job never busy."""
     if p.dram_activity is None:
-        i = 1.0
-    elif u > 0.0:
-        i = min(1.0, float(p.dram_activity) / u)
-    else:
-        i = 0.0
-    return Activity(u, w, i, src)
+        return 1.0
+    if u > 0.0:
+        return min(1.0, float(p.dram_activity) / u)
+    return 0.0
 
 
 def mechanism(a: JobProfile, b: JobProfile) -> str:

@@ -102,6 +102,7 @@ from typing import Sequence
 import numpy as np
 
 from elastico.predictor.profile import JobProfile
+from elastico.predictor.prior import dram_intensity
 
 __all__ = ["CONTENDED_BW_FLOOR", "SWITCH_COST_MAX", "Side", "side", "gpu_mechanism",
            "gpu_bounds", "pair_bound", "MechanismBound"]
@@ -149,12 +150,7 @@ def side(p: JobProfile) -> Side:
     worst case (1) where it does not (module docstring)."""
     w = 1.0 if p.mps_share is None else float(p.mps_share)
     u = 1.0 if p.sm_activity is None else float(p.sm_activity)
-    if p.dram_activity is None:
-        i = 1.0
-    elif u > 0.0:
-        i = min(1.0, float(p.dram_activity) / u)
-    else:
-        i = 0.0
+    i = dram_intensity(p, u)
     if p.gpu_activity <= 0.0:  # never on the GPU: neither slowed nor slowing (as the prior)
         u = 0.0
     return Side(u, w, i)
