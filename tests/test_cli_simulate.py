@@ -85,6 +85,14 @@ def test_bad_load(tmp_path, capsys):
          "raise --load")
 
 
+def test_a_continuous_load_above_ten_is_refused_before_drawing_arrivals(tmp_path, capsys):
+    # 1e9 once drew 4.6e11 arrival gaps (3.3 TiB) and died with a MemoryError traceback
+    for load in ("11", "1e9"):
+        _bad(tmp_path, capsys, ["simulate", "--gpus", "8", "--arrivals", "continuous", "--load",
+                                load, "--no-progress"],
+             f"--load: {float(load)}", "a number in (0, 10]", "lower --load")
+
+
 def test_the_load_bound_shown_is_one_the_user_can_give(tmp_path, capsys):
     # the bound is truncated, not rounded up: the value printed (below the maximum) runs
     code = main(SMALL + ["--load", "50", "--policy", "exclusive"])

@@ -28,6 +28,8 @@ from elastico.cli import main
     (["--jobs", "0"], ["--jobs", "0"]),
     (["--jobs-per-gpu", "nan"], ["--jobs-per-gpu", "nan"]),
     (["--load", "-1"], ["--load", "-1"]),
+    # above the largest load a continuous workload takes (once a MemoryError traceback)
+    (["--load", "1e9"], ["--load: 1000000000.0", "(0, 10]"]),
     # below what the longest arrival span gives: refused with the least load and "raise"
     (["--gpus", "64", "--clusters", "trace", "--seeds", "0", "--load", "1e-300",
       "--arrivals", "trace"],

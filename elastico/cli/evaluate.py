@@ -319,8 +319,11 @@ def parse(args: argparse.Namespace, workload: str | None = None):
                 raise InvalidArgument("--gpus", g, e.allowed) from None
     if not (math.isfinite(args.jobs_per_gpu) and 0 < args.jobs_per_gpu <= 100):
         raise InvalidArgument("--jobs-per-gpu", args.jobs_per_gpu, "a number in (0, 100]")
-    if args.load is not None and not (math.isfinite(args.load) and args.load > 0):
-        raise InvalidArgument("--load", args.load, "a finite number > 0")
+    from elastico.sim.workload import MAX_LOAD
+
+    if args.load is not None and not (math.isfinite(args.load) and 0 < args.load <= MAX_LOAD):
+        raise InvalidArgument("--load", args.load, f"a number in (0, {MAX_LOAD:g}] (as "
+                              "--sweep-loads)")
     if not (math.isfinite(args.restart_s) and 0 <= args.restart_s <= 86_400):
         raise InvalidArgument("--restart-s", args.restart_s, "in 0..86400")
     if args.jobs is not None and not (1 <= args.jobs <= 256):

@@ -466,6 +466,7 @@ def run(args: argparse.Namespace) -> int:
         if e.field == "load":  # the user's knob is --load (or --jobs, which sets the maximum)
             hint = ("raise --load" if workload.load_is_too_low(e)
                     else "lower --load" if args.workload == "llm-mix"
+                    or args.arrivals == "continuous"
                     else "lower --load or replay more pods with --jobs")
             raise InvalidArgument("--load", e.value, f"{e.allowed}; {hint}") from None
         raise

@@ -56,7 +56,7 @@ import numpy as np
 
 from elastico.errors import InvalidArgument
 from elastico.model import Job, JobKind, Node
-from elastico.sim.workload import Workload, rate_for_demand
+from elastico.sim.workload import MAX_LOAD, Workload, rate_for_demand
 from elastico.trace import TracePod
 
 __all__ = ["WORKLOADS", "OPENB", "LLM_MIX", "SHARE_SWEEP", "DEFAULT_INFERENCE_SHARE",
@@ -98,9 +98,6 @@ PROBE_TOKENS = 1e7
 _CPU_PER_GPU = 128 / 8 / 4
 _MEM_PER_GPU = 2048 / 8 / 4
 _TP_DEGREES = (1, 2, 4, 8)
-#: the largest offered load the builder takes: 10x the cluster (as evaluate's --sweep-loads);
-#: beyond it the thousands of LLM jobs take minutes to build and every policy saturates
-MAX_LOAD = 10.0
 #: the parts of the workload (``Workload.mix`` keys)
 PARTS = ("training-measured", "training-llm", "inference-llm")
 

@@ -359,6 +359,11 @@ def _eligible(pods: Sequence[TracePod], nodes: Sequence[Node],
     return kept, excluded
 
 
+#: the largest offered load a continuous workload takes: 10x the cluster (as evaluate's
+#: --sweep-loads); beyond it the arrivals take minutes (and GiB) to draw and every policy saturates
+MAX_LOAD = 10.0
+
+
 def build_continuous_workload(pods: Sequence[TracePod], nodes: Sequence[Node], *,
                               seed: int = 0, load: float = 1.0, model: ThroughputModel,
                               window: Window) -> Workload:
@@ -375,12 +380,13 @@ def build_continuous_workload(pods: Sequence[TracePod], nodes: Sequence[Node], *
     demand as built (the arrivals are discrete, so it can differ from ``load`` by the last
     arrival's share); ``scale`` = ``lam`` (arrivals per second); ``window`` = ``window``.
 
-    Raises InvalidArgument for ``load`` not a finite number > 0, a bad ``seed``, a cluster
+    Raises InvalidArgument for ``load`` not a number in (0, :data:`MAX_LOAD`], a bad ``seed``, a cluster
     without GPUs, or no pod that can run on ``nodes``.
     """
     if isinstance(load, bool) or not isinstance(load, (int, float)) or not math.isfinite(load) \
-            or load <= 0:
-        raise InvalidArgument("load", load, "must be a finite number > 0")
+            or not 0 < load <= MAX_LOAD:
+        raise InvalidArgument("load", load, f"a number in (0, {MAX_LOAD:g}] (the demand offered "
+                                            "in the window over the cluster's GPUs)")
     cluster_gpus = _check_seed_and_gpus(seed, nodes)
     kept, excluded = _eligible(pods, nodes, model)
     if not kept:
