@@ -287,3 +287,21 @@ def test_a_cluster_whose_nodes_fit_no_pod_is_blamed_not_the_trace(tmp_path, caps
                  "cpu_cores: 1, mem_gib: 1, fraction: 1.0}\n")
     _bad(tmp_path, capsys, ["simulate", "--cluster", str(f), "--gpus", "8", "--no-progress"],
          f"--cluster: '{f}'", "fits this cluster's nodes", "no_fit")
+
+
+def test_a_metric_a_policy_has_no_value_for_prints_a_dash_and_no_ratio(capsys):
+    # exclusive has no unknown-profile metrics: once printed as "nan" with a "nanx" ratio
+    from elastico.cli.simulate import _ROWS, _UNKNOWN_ROWS, _print_table
+
+    ex = {"policy": "exclusive", **{k: 1.0 for k, _, _ in _ROWS}}
+    el = {"policy": "elastico", **{k: 2.0 for k, _, _ in _ROWS + _UNKNOWN_ROWS},
+          "unknown_run_s": 3.0}
+    _print_table([ex, el])
+    out = capsys.readouterr().out
+    assert "nan" not in out
+    label = _UNKNOWN_ROWS[0][1]
+    line = next(ln for ln in out.splitlines() if ln.startswith(label))
+    assert line.split()[-2:] == ["-", _UNKNOWN_ROWS[0][2].format(2.0)]
+    # every column lines up: the header and each row are the same width (no ratio on a dash)
+    widths = {len(ln.rstrip()) for ln in out.splitlines()[2:] if ln.startswith(label)}
+    assert widths and max(widths) < len(out.splitlines()[0]) + 1

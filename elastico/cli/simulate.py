@@ -683,22 +683,28 @@ def _print_table(runs: list[dict]) -> None:
     runs = [{**{k: math.nan for k, _, _ in rows}, **r} for r in runs]
     names = [r["policy"] for r in runs]
     ratio = "exclusive" in names and "elastico" in names and len(names) == 2
+
+    def cell(fmt: str, v) -> str:  # a metric a policy has no value for (NaN) prints "-"
+        return "-" if isinstance(v, float) and math.isnan(v) else fmt.format(v)
+
     # each column at least two spaces wider than its policy name (elastico-no-rst, ...) and
     # than its widest value (a makespan of a very thin load can run to 13+ digits)
     w = max(14, *(len(n) + 2 for n in names),
-            *(len(fmt.format(r[key])) + 2 for key, _, fmt in rows for r in runs))
-    head = f"{'metric':<22}" + "".join(f"{n:>{w}}" for n in names) + (f"{'ratio':>10}" if ratio else "")
+            *(len(cell(fmt, r[key])) + 2 for key, _, fmt in rows for r in runs))
+    lw = max(22, *(len(label) + 1 for _, label, _ in rows))
+    head = f"{'metric':<{lw}}" + "".join(f"{n:>{w}}" for n in names) + (f"{'ratio':>10}" if ratio else "")
     print(head)
     print("-" * len(head))
     for key, label, fmt in rows:
-        line = f"{label:<22}" + "".join(f"{fmt.format(r[key]):>{w}}" for r in runs)
+        line = f"{label:<{lw}}" + "".join(f"{cell(fmt, r[key]):>{w}}" for r in runs)
         if ratio:
             ex, el = (next(r[key] for r in runs if r["policy"] == p) for p in ("exclusive", "elastico"))
             lower_better = key.endswith("_s") or key.startswith("round") or "slowdown" in key
             num, den = (ex, el) if lower_better else (el, ex)
             counts = ("jobs_unfinished", "restarts", "jobs_completed", "services_never_placed",
                       "jobs_censored", "evictions", "shrinks", "wasted_gpu_s", "wasted_tokens")
-            line += f"{num / den:>9.2f}x" if den and key not in counts else f"{'':>10}"
+            known = den and not (math.isnan(num) or math.isnan(den))
+            line += f"{num / den:>9.2f}x" if known and key not in counts else f"{'':>10}"
         print(line)
     if ratio:
         print("ratio: exclusive/elastico for times (higher = elastico faster), "
