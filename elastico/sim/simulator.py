@@ -473,8 +473,8 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
 
         # ---- rates, next event ----
         rates: dict[str, float] = {}
-        seen_unknown: dict[str, float] = {}  # slowdown now of the jobs still unknown
         seen_at: dict[str, float] = {}  # slowdown as run now of every placed job
+        unknown_now: set[str] = set()  # of those, the jobs still unknown
         duty: dict[str, float] = {}  # fraction of its capacity a service's load uses
         alloc_now = state.used_gpus()
         next_t = arrivals[-1].arrival_s if arrivals else math.inf
@@ -505,7 +505,7 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
                 records[jid].max_slowdown = seen
             seen_at[jid] = seen
             if unknown_on and catalog.is_unknown(jid, l.config):
-                seen_unknown[jid] = seen
+                unknown_now.add(jid)
                 if l.solo_since is not None:  # wake when its profiling window completes
                     next_t = min(next_t, l.solo_since + profile_window_s)
             rates[jid] = r
@@ -538,25 +538,24 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
             if run <= 0:
                 continue
             gain = r * run
-            rec_b = records[jid]
-            rec_b.run_s += run
-            if seen_at[jid] > rec_b.slowdown_bound + 1e-9:
-                rec_b.over_s += run
-            if jid in seen_unknown:
-                rec_u = records[jid]
-                ratio = seen_unknown[jid] / rec_u.slowdown_bound
-                rec_u.unknown_run_s += run
+            rec = records[jid]
+            rec.run_s += run
+            if seen_at[jid] > rec.slowdown_bound + 1e-9:
+                rec.over_s += run
+            if jid in unknown_now:
+                ratio = seen_at[jid] / rec.slowdown_bound
+                rec.unknown_run_s += run
                 if ratio > 1.0 + 1e-9:
-                    rec_u.unknown_over_s += run
-                rec_u.unknown_max_ratio = max(rec_u.unknown_max_ratio, ratio)
+                    rec.unknown_over_s += run
+                rec.unknown_max_ratio = max(rec.unknown_max_ratio, ratio)
             l.job.done = min(l.job.work, l.job.done + gain)
-            records[jid].progress += gain
+            rec.progress += gain
             busy = _busy(l.activity, l.config.num_gpus, slow.get(jid, 1.0)) * duty.get(jid, 1.0)
             busy_all += busy * run
             in_run = min(run, max(0.0, min(next_t, w_hi) - max(t, l.restart_until, w_lo)))
             busy_int += busy * in_run
             if l.job.kind.elastic:
-                win_work += r * in_run * records[jid].gpus
+                win_work += r * in_run * rec.gpus
         meter.interval(t, next_t, (w_lo, w_hi), state, live, rates, slow, duty)
         timeline["busy"].append(busy_int / in_win if in_win > 0 else 0.0)
         timeline["busy_all"].append(busy_all / (next_t - t) if next_t > t else 0.0)

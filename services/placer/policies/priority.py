@@ -119,7 +119,7 @@ class PriorityPreemption:
 
     def __call__(self, inp: RoundInput, state: ClusterState) -> RoundResult:
         res = self.policy(inp, state)
-        if not self.started and not any(a.job.llm is not None for a in inp.jobs):
+        if not self.started and not any(low_priority(a.job) for a in inp.jobs):
             return res  # no low-priority job, none running: the rule changes nothing
         now = inp.now
         jobs = {a.job.id: a for a in inp.jobs}
