@@ -381,14 +381,16 @@ class RoundRecorder:
                 prices = np.asarray(pr, float).copy()
             held: dict[tuple[str, str], float] = {}
             parts = self._parts
+            kinds = None  # job id -> kind, built once a round that places a job first seen
             for jid, d in res.decisions.items():
                 c = d.config
                 if c is None or c.is_wait or d.status.value not in ("placed", "degraded"):
                     continue
                 part = parts.get(jid)
                 if part is None:
-                    kind = next((a.job.kind.value for a in inp.jobs if a.job.id == jid), "")
-                    part = parts[jid] = self._part(jid, kind)
+                    if kinds is None:
+                        kinds = {a.job.id: a.job.kind.value for a in inp.jobs}
+                    part = parts[jid] = self._part(jid, kinds.get(jid, ""))
                 key = (part, pool_of(c))
                 held[key] = held.get(key, 0.0) + c.gpus_total
             self.__dict__["_last"] = (float(inp.now), prices, held)
