@@ -158,10 +158,15 @@ def dram_intensity(p: JobProfile, u: float) -> float:
 
 
 def mechanism(a: JobProfile, b: JobProfile) -> str:
-    """The pair's sharing mechanism: ``mig`` if either side says MIG, else ``timeslice`` if
-    either says time-slicing, else ``mps`` (the default of Gavel's runtime and of the
+    """The pair's sharing mechanism (:func:`mechanism_of` of the two)."""
+    return mechanism_of((a, b))
+
+
+def mechanism_of(profiles: Sequence[JobProfile]) -> str:
+    """The sharing mechanism of jobs on one GPU: ``mig`` if any says MIG, else ``timeslice``
+    if any says time-slicing, else ``mps`` (the default of Gavel's runtime and of the
     project's co-location; docs/model.md, "Sharing mechanisms")."""
-    s = (a.sharing, b.sharing)
+    s = {p.sharing for p in profiles}
     if "mig" in s:
         return "mig"
     if "timeslice" in s:

@@ -102,7 +102,7 @@ from typing import Sequence
 import numpy as np
 
 from elastico.predictor.profile import JobProfile
-from elastico.predictor.prior import dram_intensity
+from elastico.predictor.prior import dram_intensity, mechanism_of
 
 __all__ = ["CONTENDED_BW_FLOOR", "SWITCH_COST_MAX", "Side", "side", "gpu_mechanism",
            "gpu_bounds", "pair_bound", "MechanismBound"]
@@ -158,13 +158,8 @@ def side(p: JobProfile) -> Side:
 
 def gpu_mechanism(residents: Sequence[JobProfile]) -> str:
     """``"mig"`` if any resident says MIG, else ``"timeslice"`` if any says time-slicing,
-    else ``"mps"`` (:func:`elastico.predictor.prior.mechanism`'s rule, over a GPU)."""
-    s = {p.sharing for p in residents}
-    if "mig" in s:
-        return "mig"
-    if "timeslice" in s:
-        return "timeslice"
-    return "mps"
+    else ``"mps"`` (:func:`elastico.predictor.prior.mechanism_of`)."""
+    return mechanism_of(residents)
 
 
 def _coefficients(sides: Sequence[Side], mech: str, bw_floor: float,
