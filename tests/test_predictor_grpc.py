@@ -63,6 +63,30 @@ def test_predict_matches_the_core_and_names_the_model(serve):
     assert list(empty.slowdown) == [] and empty.model_version == resp.model_version
 
 
+def test_in_domain_flags_cross_the_wire_and_the_placer_client_reads_them(serve):
+    # the bundled model's domain is Gavel's pairs with catalogue activity (docs/predictor.md
+    # "Domain"): R50 next to LM without counters is inside; the same pair with a measured
+    # sm_activity is outside (source "measured") -- each flag as the bundled model says
+    from elastico.placer.rpc.remote import RemoteSlowdownModel
+
+    stub, core, ch = serve()
+    measured = dict(R50, sm_activity=0.6, dram_activity=0.3)
+    req = pb.PredictSlowdownRequest(gpu_model="V100M16", include_b=True, pairs=[
+        pb.ProfilePair(a=pb.JobProfile(**R50), b=pb.JobProfile(**LM)),
+        pb.ProfilePair(a=pb.JobProfile(**measured), b=pb.JobProfile(**LM)),
+    ])
+    resp = stub.PredictSlowdown(req, timeout=TIMEOUT)
+    a, b = JobProfile(gpu_model="V100M16", **R50), JobProfile(gpu_model="V100M16", **LM)
+    m = JobProfile(gpu_model="V100M16", **measured)
+    bp = bundled_predictor()
+    want = [bp.in_domain(a, b), bp.in_domain(m, b)]
+    assert want == [True, False]  # the test can fail: one inside, one outside
+    assert list(resp.in_domain) == want
+    assert list(resp.in_domain_b) == [bp.in_domain(b, a), bp.in_domain(b, m)]
+    remote = RemoteSlowdownModel(ch, timeout_s=TIMEOUT)
+    assert remote.in_domain(a, b) and not remote.in_domain(m, b)
+    assert remote.in_domain(b, a) == bp.in_domain(b, a)
+
 def test_unset_activity_and_missing_features(serve):
     stub, _, _ = serve()
     # nothing but the job types: every counter missing, activity estimated from the schema

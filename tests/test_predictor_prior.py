@@ -139,6 +139,31 @@ def test_outside_its_training_domain_the_model_serves_the_prior():
     assert s[0] == pytest.approx(prior_pair(a, b))
 
 
+
+def test_in_domain_says_where_the_learned_correction_serves():
+    # trained on time-sliced training pairs with measured counters: that pair is inside, an
+    # MPS inference pair (above: served by the prior alone) is outside -- and the placer's
+    # bound rule (prior.UnknownSafe) then checks it against the mechanism bound
+    from elastico.predictor.learned import LearnedSlowdown
+    from elastico.predictor.prior import UnknownSafe
+    from elastico.predictor.worst_case import MechanismBound
+
+    tr = _synthetic(200, 0)
+    m = train(tr)
+    inside = (tr[0].a, tr[0].b)
+    a = job(0.6, 0.3, kind="inference", sharing="mps")
+    b = job(0.5, 0.2, kind="inference", sharing="mps")
+    assert m.in_domain(*inside) and not m.in_domain(a, b)
+    model = LearnedSlowdown([m])
+    assert model.in_domain(*inside) and not model.in_domain(a, b)
+    safe = UnknownSafe(model)
+    np.testing.assert_array_equal(safe.gpu_slowdowns(list(inside)),
+                                  model.gpu_slowdowns(list(inside)))
+    np.testing.assert_allclose(safe.gpu_slowdowns([a, b]),
+                               np.maximum(model.gpu_slowdowns([a, b]),
+                                          MechanismBound().gpu_slowdowns([a, b])))
+    assert safe.gpu_slowdowns([a, b])[0] > model.gpu_slowdowns([a, b])[0]  # it can fail
+
 # ---------------------------------------------------------------------------- score
 CSV_HEAD = ("a_job_type,a_kind,a_sharing,a_mps_share,a_sm_activity,a_dram_activity,"
             "b_job_type,b_model_family,b_kind,b_sharing,b_sm_activity,gpu_model,slowdown_a,"

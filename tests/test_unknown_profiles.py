@@ -77,7 +77,8 @@ def test_colocation_refused_when_the_worst_case_pushes_the_resident_past_its_bou
 def test_no_unknown_resident_means_the_base_model_bit_for_bit():
     a, b = resident(0.8), resident(0.7, share=0.4)
     base = AnalyticSlowdown()
-    assert np.array_equal(UnknownSafe(base).gpu_slowdowns([a, b]), base.gpu_slowdowns([a, b]))
+    assert np.array_equal(UnknownSafe(base, outside_domain=False).gpu_slowdowns([a, b]),
+                          base.gpu_slowdowns([a, b]))
 
 
 # ---- the glue: a stored solo profile as the predictor reads it ------------------------------

@@ -88,10 +88,47 @@ def test_bad_constants_are_refused():
 
 
 def test_unknown_safe_uses_the_bound_only_where_an_unknown_resides():
+    # the unknown-job rule alone (outside_domain=False): known pairs keep the base model's
     r, n = known(0.4, 0.1, share=0.5), unknown(share=0.5)
-    assert UnknownSafe(NoInterference()).gpu_slowdowns([r, n]).tolist() \
-        == pytest.approx([1.8, 5 / 3])
-    assert UnknownSafe(NoInterference()).gpu_slowdowns([r, known(0.9, 0.9)]).tolist() == [1, 1]
+    only_unknown = UnknownSafe(NoInterference(), outside_domain=False)
+    assert only_unknown.gpu_slowdowns([r, n]).tolist() == pytest.approx([1.8, 5 / 3])
+    assert only_unknown.gpu_slowdowns([r, known(0.9, 0.9)]).tolist() == [1, 1]
+
+
+class _Domain(NoInterference):
+    """NoInterference that says which ordered pairs are inside its validated domain."""
+
+    def __init__(self, inside):
+        self.inside = inside
+
+    def in_domain(self, victim, partner):
+        return self.inside(victim, partner)
+
+
+def test_the_bound_also_applies_to_known_pairs_outside_the_models_domain():
+    # two known jobs: r busy 0.4 (DRAM 0.1 -> intensity 0.25), k busy 0.9 (intensity 1), both
+    # whole GPUs (w = 1).  Mechanism bound by hand (worst_case.py): x[r,k] = max(1, 1/0.5) = 2,
+    # x[k,r] = max(1, 0.25/0.5) = 1, so S_r = 1 + 0.8 q_k, S_k = 1 + 0.9 q_r with the pending
+    # shares q_k = 1 - 0.1/S_k, q_r = 1 - 0.6/S_r; the fixed point of the two equations, solved
+    # independently by scipy's fsolve, is (1.74972919, 1.59138081).
+    r, k = known(0.4, 0.1), known(0.9, 0.9)
+    bound = MechanismBound().gpu_slowdowns([r, k])
+    assert bound.tolist() == pytest.approx([1.74972919, 1.59138081], abs=1e-7)
+    # a model that cannot say (no in_domain: the analytic model): the unknown-job rule only
+    assert UnknownSafe(NoInterference()).gpu_slowdowns([r, k]).tolist() == [1, 1]
+    # one that says no pair is inside: the bound
+    assert UnknownSafe(_Domain(lambda v, p: False)).gpu_slowdowns([r, k]).tolist() \
+        == pytest.approx(bound.tolist())
+    # trusted both ways: the base model's answer, bit for bit
+    assert UnknownSafe(_Domain(lambda v, p: True)).gpu_slowdowns([r, k]).tolist() == [1, 1]
+    # one direction outside the domain is enough: the whole GPU gets the bound
+    one_way = _Domain(lambda v, p: v is r)
+    assert UnknownSafe(one_way).gpu_slowdowns([r, k]).tolist() == pytest.approx(bound.tolist())
+    assert UnknownSafe(one_way).pair_slowdown(r, k) == pytest.approx(
+        MechanismBound().pair_slowdown(r, k))
+    # MIG pairs: the bound is 1 wherever it applies
+    rm, km = known(0.4, 0.1, sharing="mig"), known(0.9, 0.9, sharing="mig")
+    assert UnknownSafe(_Domain(lambda v, p: False)).gpu_slowdowns([rm, km]).tolist() == [1, 1]
 
 
 # ---- the missed case (main at c99681c, `elastico simulate --gpus 64 --jobs 128 --policy

@@ -58,7 +58,8 @@ LLM_MIX_DEFAULTS = {
     # at the largest size: elastico and the baselines of the goal table (an elastico run
     # there costs ~250 s of CPU, ~20x a baseline's: the ablations run at 64 GPUs only)
     "large_policies": ",".join(("exclusive", "mps-static", "fgd", "gavel", "elastico")),
-    "sweep_loads": "0.25,0.5,0.75,1,1.5,2",
+    # 0.5 apart above 1, on to 4: elastico sustained the former top (2) on seed 0
+    "sweep_loads": "0.25,0.5,0.75,1,1.5,2,2.5,3,3.5,4",
     "sweep_seeds": "0",
     # the policies the goal table's sustainable-load rows compare (an elastico sweep run at
     # load 1 costs ~47 s of CPU at 64 GPUs, more above it: the ablations are not swept)

@@ -116,6 +116,7 @@ class LearnedSlowdown:
                        and getattr(pr, "feature_set", "identity-v1") == "identity-v1"
                        for pr in self.predictors]
         self._cache: dict[tuple[JobProfile, JobProfile, str], float] = {}
+        self._domain: dict[tuple[JobProfile, JobProfile], bool] = {}
 
     @property
     def version(self) -> str:
@@ -188,6 +189,22 @@ class LearnedSlowdown:
         n = len(a)
         s = self.slowdowns(list(a) + list(b), list(b) + list(a), gpu_model)
         return s[:n], s[n:]
+
+    def in_domain(self, victim: JobProfile, partner: JobProfile) -> bool:
+        """Whether the predictor that answers for ``victim`` (``route``) predicts it next to
+        ``partner`` inside its training domain (:meth:`SlowdownPredictor.in_domain
+        <elastico.predictor.model.SlowdownPredictor.in_domain>`; a predictor without the
+        method: False).  Cached per pair, as the predictions are."""
+        key = (victim, partner)
+        hit = self._domain.get(key)
+        if hit is None:
+            pr = self.predictors[0 if len(self.predictors) == 1 else self.route(victim)]
+            f = getattr(pr, "in_domain", None)
+            hit = bool(f(victim, partner)) if f is not None else False
+            if len(self._domain) > _CACHE_LIMIT:
+                self._domain.clear()
+            self._domain[key] = hit
+        return hit
 
     def pair_slowdown(self, a: JobProfile, b: JobProfile) -> float:
         """Slowdown of ``a`` next to ``b`` (>= 1)."""

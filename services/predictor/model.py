@@ -127,6 +127,17 @@ class SlowdownPredictor:
                         np.clip(raw, -_MAX_LOG_CORRECTION, _MAX_LOG_CORRECTION), 0.0)
         return np.clip(prior * np.exp(corr), 1.0, MAX_SLOWDOWN)
 
+    def in_domain(self, victim: JobProfile, partner: JobProfile) -> bool:
+        """Whether this model's prediction for ``victim`` next to ``partner`` is inside the
+        domain it was trained on: for ``activity-v2``, the pair's domain key
+        (:func:`elastico.predictor.activity_features.domain_key`) is in the model file's
+        ``domain`` (outside it the prior alone answers, docs/predictor.md "Domain");
+        ``identity-v1`` models know jobs by their Gavel job type, so every pair they answer
+        is theirs."""
+        if self.feature_set == "identity-v1":
+            return True
+        return _v2.domain_key(victim, partner) in self.domain
+
     def predict_pairs(self, a: Sequence[JobProfile], b: Sequence[JobProfile],
                       gpu_models: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """``(slowdown of a[i], slowdown of b[i])`` for pairs sharing ``gpu_models[i]``, one

@@ -149,7 +149,8 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServiceServicer):
         abort_if_expired(context, "deadline passed while predicting")
         return predictor_pb2.PredictSlowdownResponse(
             slowdown=sa.tolist(), slowdown_b=[] if sb is None else sb.tolist(),
-            model_version=version)
+            model_version=version, in_domain=self.core.in_domain(a, b),
+            in_domain_b=[] if sb is None else self.core.in_domain(b, a))
 
     def ReportObservation(self, request: predictor_pb2.ReportObservationRequest,
                           context: grpc.ServicerContext

@@ -309,6 +309,15 @@ class PredictorCore:
                 sb = c.apply(b, a, sb)
         return sa, sb, version
 
+    def in_domain(self, a: Sequence[JobProfile], b: Sequence[JobProfile]) -> list[bool]:
+        """Whether the serving model predicts ``a[i]`` next to ``b[i]`` inside its training
+        domain (:meth:`elastico.predictor.learned.LearnedSlowdown.in_domain`); all False while
+        the analytic fallback serves."""
+        learned = self._learned
+        if learned is None:
+            return [False] * len(a)
+        return [learned.in_domain(x, y) for x, y in zip(a, b)]
+
     def population(self, a: Sequence[JobProfile], b: Sequence[JobProfile],
                    gpu_model: str) -> np.ndarray:
         """The serving population model's slowdown of ``a[i]`` next to ``b[i]`` (no per-job

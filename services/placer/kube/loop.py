@@ -460,13 +460,12 @@ class SchedulerLoop:
 
     def _placing_model(self) -> SlowdownModel:
         """The slowdown model of the loop's own placements (gangs, reclaim trials): with the
-        unknown-job rule (:class:`elastico.predictor.prior.UnknownSafe`) while any job is
-        unknown, as the elastico policy's own placements."""
-        if self._catalog.unknown:
-            from elastico.predictor.prior import UnknownSafe
+        bound rule (:class:`elastico.predictor.prior.UnknownSafe`: the mechanism bound for
+        unknown jobs and for pairs outside the prediction's validated domain), as the
+        elastico policy's own placements."""
+        from elastico.predictor.prior import UnknownSafe
 
-            return UnknownSafe(self.slowdown)
-        return self.slowdown
+        return UnknownSafe(self.slowdown)
 
     def _mark_unknown(self, pods: dict, policy: Policy) -> None:
         """The unknown-job rule (issue 23, docs/predictor.md "Unknown jobs"): ask

@@ -84,10 +84,11 @@ class ElasticoPolicy:
         # job's true remaining work unless env.remaining_estimate is "oracle"
         self.remaining = RemainingEstimator(env.remaining_estimate,
                                             user_estimates=env.user_estimates)
-        # IAC with the unknown-job rule (issue 23): a job with no solo profile yet is booked
-        # at its worst case and co-located only where the contention prior's worst case keeps
-        # every resident within its bound (elastico.predictor.prior.UnknownSafe; a no-op for
-        # GPUs without such a job).  Without IAC the placer believes co-location is free.
+        # IAC with the bound rule (issues 23, 24): a job with no solo profile yet is booked
+        # at its worst case, and on a GPU with such a job or with a pair of residents outside
+        # the predictor's validated domain every resident's slowdown is checked against the
+        # mechanism bound (elastico.predictor.prior.UnknownSafe; a no-op on GPUs whose pairs
+        # the learned model covers).  Without IAC the placer believes co-location is free.
         from elastico.predictor.prior import UnknownSafe
 
         slowdown = UnknownSafe(env.slowdown) if iac else env.slowdown

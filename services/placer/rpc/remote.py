@@ -180,6 +180,7 @@ class RemoteSlowdownModel:
         self.tracer = tracer
         self.cache_limit = cache_limit
         self._cache: dict[tuple[JobProfile, JobProfile, str], float] = {}
+        self._domain: dict[tuple[JobProfile, JobProfile, str], bool] = {}
         self._msgs: dict[JobProfile, predictor_pb2.JobProfile] = {}
         self.version = ""
         self.degraded = ""
@@ -266,7 +267,31 @@ class RemoteSlowdownModel:
         for (a, b), sa, sb in zip(pairs, resp.slowdown, resp.slowdown_b):
             self._cache[(a, b, gpu)] = sa
             self._cache[(b, a, gpu)] = sb
+        # an older predictor sends no flags: outside the domain (the safe side)
+        ina = list(resp.in_domain) or [False] * len(pairs)
+        inb = list(resp.in_domain_b) or [False] * len(pairs)
+        if len(self._domain) > self.cache_limit:
+            self._domain.clear()
+        for (a, b), fa, fb in zip(pairs, ina, inb):
+            self._domain[(a, b, gpu)] = bool(fa)
+            self._domain[(b, a, gpu)] = bool(fb)
         return True
+
+    def in_domain(self, victim: JobProfile, partner: JobProfile) -> bool:
+        """Whether the predictor's slowdown of ``victim`` next to ``partner`` is a learned
+        prediction inside its training domain (``PredictSlowdownResponse.in_domain``; the
+        placer's bound rule, :class:`elastico.predictor.prior.UnknownSafe`).  Asked with the
+        pair's slowdowns when not cached; False while degraded or when the call fails (the
+        mechanism bound then applies: the safe side)."""
+        if self.degraded:
+            return False
+        gpu = self._gpu((victim, partner))
+        hit = self._domain.get((victim, partner, gpu))
+        if hit is None:
+            if not self._fetch([(victim, partner)], gpu):
+                return False
+            hit = self._domain.get((victim, partner, gpu), False)
+        return hit
 
     def _gpu(self, residents: Sequence[JobProfile]) -> str:
         return next((r.gpu_model for r in residents if r.gpu_model), "")
