@@ -117,6 +117,16 @@ def test_bad_files(tmp_path, capsys):
     _bad(tmp_path, capsys, SMALL + ["--json", str(tmp_path)], "--json", "folder")
 
 
+def test_a_trace_without_the_required_columns_names_the_flag_and_the_columns(tmp_path, capsys):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\n1,2\n")
+    for mode in ("replay", "inflation"):
+        args = SMALL if mode == "replay" else ["simulate", "--mode", "inflation", "--no-progress"]
+        _bad(tmp_path, capsys, args + ["--trace", str(bad)],
+             "--trace bad.csv:1: 'a,b' is not allowed (missing required column(s) 'name', "
+             "'cpu_milli', 'memory_mib', 'num_gpu', 'gpu_milli'; the header has 'a', 'b')")
+
+
 def test_json_write_failure_exits_2(tmp_path, capsys):
     if not Path("/dev/full").exists():
         pytest.skip("no /dev/full on this system")

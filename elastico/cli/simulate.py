@@ -406,7 +406,7 @@ def run(args: argparse.Namespace) -> int:
             raise InvalidArgument("--nodes", str(args.nodes),
                                   f"not with --cluster {args.cluster}, which defines its own "
                                   "nodes; give one of them (--nodes only with --cluster trace)")
-    nodes_all = trace.read_nodes(args.nodes)
+    nodes_all = _read_trace("--nodes", args.nodes, trace.read_nodes)
     try:
         if spec is not None:
             nodes = spec.nodes(args.gpus, nodes_all)
@@ -416,7 +416,7 @@ def run(args: argparse.Namespace) -> int:
         if e.field.startswith("--cluster"):
             raise
         raise InvalidArgument("--gpus", e.value, e.allowed) from None
-    pods = trace.read_pods(args.trace)
+    pods = _read_trace("--trace", args.trace, trace.read_pods)
     model = ThroughputModel.bundled(args.gpu_speed_sensitivity)
     if args.undisclosed_gpu_speed != 1.0:
         try:
@@ -539,6 +539,17 @@ def run(args: argparse.Namespace) -> int:
               "choosing among these configurations could reach; docs/metrics.md)")
     _write_json(args.json, runs)
     return 0
+
+
+def _read_trace(flag: str, path: Path | None, reader):
+    """``reader(path)`` (:func:`elastico.trace.read_pods` / ``read_nodes``); a bad file the
+    user gave names its flag first (``--trace bad.csv:1: ...``), the bundled one as before."""
+    try:
+        return reader(path)
+    except InvalidArgument as e:
+        if path is None:
+            raise
+        raise InvalidArgument(f"{flag} {e.field}", e.value, e.allowed) from None
 
 
 def _replay(args, policies, nodes, model, wl, slowdown, truth, tracer, via) -> list[dict]:
@@ -744,8 +755,9 @@ def run_inflation_mode(args: argparse.Namespace) -> int:
     from elastico.placer.inflation import InflationNodes, InflationPods, inflate, run_inflation
 
     policies = list(args.policy or INFLATION_POLICIES)
-    nodes = InflationNodes.from_nodes([n for n in trace.read_nodes(args.nodes) if n.num_gpus > 0])
-    pods = InflationPods.from_trace(trace.read_pods(args.trace))
+    nodes_all = _read_trace("--nodes", args.nodes, trace.read_nodes)
+    nodes = InflationNodes.from_nodes([n for n in nodes_all if n.num_gpus > 0])
+    pods = InflationPods.from_trace(_read_trace("--trace", args.trace, trace.read_pods))
     order = inflate(pods, nodes.capacity_milli, args.seed)
     workload = Path(args.trace).stem.replace("openb_pod_list_", "")
     try:
