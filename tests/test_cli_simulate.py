@@ -24,6 +24,33 @@ def test_help_states_each_default_once(capsys):
     assert out.count("default: 512") == 1
 
 
+def test_help_says_continuous_arrivals_size_the_workload_without_jobs_or_its_cap(capsys):
+    # a fresh user got 704 jobs at --load 5 on 8 GPUs with --arrivals continuous, past the
+    # 32 x --gpus = 256 cap that --help gave for --jobs
+    with pytest.raises(SystemExit):
+        main(["simulate", "--help"])
+    out = " ".join(capsys.readouterr().out.split())  # argparse's line wrapping undone
+    jobs = out.split("--jobs JOBS ", 1)[1].split("--mode {", 1)[0]
+    assert "Trace arrivals only: --arrivals continuous and --workload llm-mix size the " \
+           "workload from --load and the measurement window, so neither --jobs nor its cap " \
+           "applies there" in jobs, jobs
+    arrivals = out.split("--arrivals {trace,continuous} ", 1)[1].split("--utility {", 1)[0]
+    assert "the number of jobs follows from --load and the window, --jobs and its 32 x --gpus " \
+           "cap do not apply" in arrivals, arrivals
+
+
+@pytest.mark.parametrize("sized", [["--arrivals", "continuous"], ["--workload", "llm-mix"]])
+def test_jobs_with_a_load_sized_workload_is_refused_before_any_work(capsys, sized):
+    # refused (not silently ignored), and not with the cap's message, which does not apply
+    for jobs in ("10", "1000"):
+        code = main(["simulate", "--gpus", "8", *sized, "--jobs", jobs, "--no-progress"])
+        err = capsys.readouterr().err
+        assert code == 2 and f"--jobs: {jobs} is not allowed (not with {' '.join(sized)}: the " \
+            "workload is sized from --load and the measurement window, so --jobs and its " \
+            "32 x --gpus cap do not apply; leave --jobs out)" in err, err
+        assert "cluster:" not in err
+
+
 def test_console_script_is_installed_and_explains_itself():
     exe = Path(sys.executable).with_name("elastico")
     out = subprocess.run([str(exe), "simulate", "--help"], capture_output=True, text=True,

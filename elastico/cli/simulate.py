@@ -117,7 +117,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "eligible GPU pods, trace order kept, at most "
                         f"{MAX_JOBS_PER_GPU} x --gpus (more queue for simulated weeks and "
                         "take hours to replay) (replay; default: 4 x --gpus); "
-                        "0 = a proportional share of the trace (GPUs/6212 of its pods)")
+                        "0 = a proportional share of the trace (GPUs/6212 of its pods).  "
+                        "Trace arrivals only: --arrivals continuous and --workload llm-mix "
+                        "size the workload from --load and the measurement window, so neither "
+                        "--jobs nor its cap applies there (--jobs is refused with them)")
     from elastico.placer.inflation import POLICIES as INFLATION_POLICIES
 
     p.add_argument("--mode", choices=("replay", "inflation"), default="replay",
@@ -151,7 +154,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "continuous: Poisson arrivals of trace pods over a warm-up, a "
                         "measurement window and a drain sized from the trace's batch "
                         "durations (p90; docs/model.md), --load = the demand offered in the "
-                        "window, --jobs unused (replay; default: trace)")
+                        "window; the number of jobs follows from --load and the window, "
+                        f"--jobs and its {MAX_JOBS_PER_GPU} x --gpus cap do not apply (a high "
+                        "--load on a few GPUs draws hundreds of jobs) (replay; default: trace)")
     p.add_argument("--utility", choices=sorted(UTILITIES), default=None,
                    help="elastico's objective (default: jct)")
     p.add_argument("--restart-s", type=float, default=None,
@@ -275,6 +280,13 @@ def _check(args: argparse.Namespace) -> None:
         args.trace = path
     if args.gpus <= 0:
         raise InvalidArgument("--gpus", args.gpus, "must be a positive integer")
+    sized = ("--arrivals continuous" if args.arrivals == "continuous"
+             else "--workload llm-mix" if args.workload == "llm-mix" else None)
+    if args.jobs is not None and sized and args.mode == "replay":
+        # refused, not ignored, and before the --jobs bounds below, which do not apply
+        raise InvalidArgument("--jobs", args.jobs, f"not with {sized}: the workload is sized "
+                              "from --load and the measurement window, so --jobs and its "
+                              f"{MAX_JOBS_PER_GPU} x --gpus cap do not apply; leave --jobs out")
     if args.jobs is not None and args.jobs < 0:
         raise InvalidArgument("--jobs", args.jobs, "must be an integer >= 0")
     if args.jobs is not None and args.jobs > MAX_JOBS_PER_GPU * args.gpus:
@@ -425,17 +437,11 @@ def run(args: argparse.Namespace) -> int:
             raise InvalidArgument("--undisclosed-gpu-speed", e.value, e.allowed) from None
     n_jobs = 4 * args.gpus if args.jobs is None else (args.jobs or None)
     if args.arrivals == "continuous":
-        if args.jobs is not None:
-            raise InvalidArgument("--jobs", args.jobs, "not with --arrivals continuous (the "
-                                                       "load sets the arrival rate)")
         n_jobs = None
     if args.workload == "llm-mix":
         if args.arrivals == "trace" and getattr(args, "_arrivals_given", False):
             raise InvalidArgument("--arrivals", "trace", "continuous with --workload llm-mix "
                                                          "(its jobs arrive over a window)")
-        if args.jobs is not None:
-            raise InvalidArgument("--jobs", args.jobs, "not with --workload llm-mix (the load "
-                                                       "sets the arrival rates)")
         args.arrivals = "continuous"
         n_jobs = None
     try:
