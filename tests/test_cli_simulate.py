@@ -4,6 +4,7 @@ exiting with status 2 and a message naming the flag and the value."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -83,6 +84,27 @@ def test_both_policies_json_has_runs_and_table_has_ratio(tmp_path, capsys):
     table = capsys.readouterr().out
     assert "ratio" in table
     assert f"ceiling of this workload: {doc['runs'][0]['gpu_utilization_ceiling']:.1%}" in table
+
+
+def test_no_batch_job_finished_in_the_window_prints_no_value_not_zero(tmp_path, capsys):
+    # a fresh user's run (seed 0): load 5 on 8 GPUs with continuous arrivals; exclusive
+    # finishes 45 batch jobs, none of them one that arrived in the measurement window, so
+    # the JCT rows are over no job: "-" (and null in --json), not an average JCT of 0 s
+    out = tmp_path / "m.json"
+    assert main(["simulate", "--arrivals", "continuous", "--load", "5", "--gpus", "8",
+                 "--policy", "exclusive", "--no-progress", "--json", str(out)]) == 0
+    cells = [re.split(r"\s{2,}", line.strip()) for line in capsys.readouterr().out.splitlines()]
+    rows = {c[0]: c[1:] for c in cells}
+    for label in ("avg JCT (s)", "p50 JCT (s)", "p99 JCT (s)", "avg queueing (s)",
+                  "avg slowdown", "p50 slowdown", "avg JCT short (s)", "avg JCT long (s)"):
+        assert rows[label] == ["-"], (label, rows[label])
+    assert rows["batch jobs completed"] == ["45"] and rows["makespan (s)"] != ["-"]
+    doc = json.loads(out.read_text())
+    assert doc["jobs_in_jct"] == 0 and doc["jobs_completed"] == 45
+    for k in ("avg_jct_s", "p50_jct_s", "p95_jct_s", "p99_jct_s", "avg_queue_s", "avg_slowdown",
+              "p50_slowdown", "avg_jct_short_s", "avg_jct_long_s"):
+        assert doc[k] is None, k
+    assert doc["makespan_s"] > 0
 
 
 def _bad(tmp_path, capsys, args, *needles):

@@ -547,6 +547,35 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+#: statistics over the jobs the JCT rows count (docs/metrics.md), by the subset they are over
+_JCT_STATISTICS = {
+    "all": ("avg_jct_s", "p50_jct_s", "p95_jct_s", "p99_jct_s", "avg_queue_s", "avg_slowdown",
+            "p50_slowdown", "p95_slowdown", "p99_slowdown"),
+    "short": ("avg_jct_short_s", "p50_slowdown_short"),
+    "long": ("avg_jct_long_s", "p50_slowdown_long"),
+}
+
+
+def without_empty_statistics(metrics: dict) -> dict:
+    """``metrics`` with NaN ("no value": the table's ``-``, null in --json) for a statistic
+    over no job, where the simulator reports 0: the JCT, queueing and slowdown statistics
+    when no batch job that arrived in the measurement window finished uncensored
+    (``jobs_in_jct`` 0), the short or the long ones when none of that half did, and the
+    makespan when no batch job finished at all (``jobs_completed`` 0)."""
+    n = metrics.get("jobs_in_jct")
+    if n is None:
+        return metrics
+    short = metrics.get("jobs_in_jct_short", 0)
+    empty = {"all": n == 0, "short": short == 0, "long": n - short == 0}
+    out = dict(metrics)
+    for part, keys in _JCT_STATISTICS.items():
+        if empty[part]:
+            out.update({k: math.nan for k in keys if k in out})
+    if metrics.get("jobs_completed") == 0 and "makespan_s" in out:
+        out["makespan_s"] = math.nan
+    return out
+
+
 def _read_trace(flag: str, path: Path | None, reader):
     """``reader(path)`` (:func:`elastico.trace.read_pods` / ``read_nodes``); a bad file the
     user gave names its flag first (``--trace bad.csv:1: ...``), the bundled one as before."""
@@ -598,7 +627,8 @@ def _replay(args, policies, nodes, model, wl, slowdown, truth, tracer, via) -> l
         runs.append({"workload": args.workload, "policy": name, "gpus": args.gpus,
                      "seed": args.seed,
                      "load": wl.offered_load, "jobs": len(wl.jobs),
-                     "remaining_estimate": args.remaining_estimate, **res.metrics})
+                     "remaining_estimate": args.remaining_estimate,
+                     **without_empty_statistics(res.metrics)})
         llm = llm_records(res.records)
         if llm:
             runs[-1]["llm_jobs"] = llm
