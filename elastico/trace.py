@@ -17,7 +17,9 @@ Files (bundled under ``data/alibaba-gpu-v2023-openb``, see its PROVENANCE.md):
 
 Parsing is strict: any bad value raises :class:`elastico.errors.InvalidArgument` whose field is
 ``<file>:<line>: <column>`` (line 1 = the header) and whose value is the raw text; a row with
-the wrong number of fields is named ``<file>:<line>`` with the raw row as value.  Files are
+the wrong number of fields is named ``<file>:<line>`` with the raw row as value, a header
+missing several required columns ``<file>:1`` with the raw header (the message lists them and
+the header's columns).  Files are
 UTF-8, a leading byte-order mark is accepted.  Numbers are bounded (:data:`MAX_GPUS_PER_NODE`
 GPUs per node or pod, :data:`MAX_QUANTITY` for CPU, memory, gpu_milli and times) so that no
 absurd value can overflow a sum or a bitset later.
@@ -189,10 +191,15 @@ def _rows(path: Path, required: Sequence[str], optional: Sequence[str] = ()) -> 
         header = [h.strip() for h in next(reader)]
     except csv.Error as e:  # e.g. a lone "\r" outside quotes, a cell over csv's size limit
         raise InvalidArgument(f"{path.name}:1", lines[0][:200], f"valid CSV ({e})") from None
-    for col in required:
-        if col not in header:
-            raise InvalidArgument(f"{path.name}:1: {col}", ",".join(header),
-                                  "missing required column")
+    missing = [c for c in required if c not in header]
+    if missing:
+        # every missing column at once, and what the header has instead (a wrong file, a
+        # renamed column or a different delimiter shows at a glance)
+        field = f"{path.name}:1" + (f": {missing[0]}" if len(missing) == 1 else "")
+        raise InvalidArgument(field, ",".join(header),
+                              "missing required column(s) "
+                              + ", ".join(repr(c) for c in missing) + "; the header has "
+                              + (", ".join(repr(c) for c in header) or "nothing"))
     if optional:
         present = [c for c in optional if c in header]
         if present and len(present) != len(optional):

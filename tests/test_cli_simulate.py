@@ -4,6 +4,7 @@ exiting with status 2 and a message naming the flag and the value."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +23,33 @@ def test_help_states_each_default_once(capsys):
     out = capsys.readouterr().out
     assert "(default: None)" not in out
     assert out.count("default: 512") == 1
+
+
+def test_help_says_continuous_arrivals_size_the_workload_without_jobs_or_its_cap(capsys):
+    # a fresh user got 704 jobs at --load 5 on 8 GPUs with --arrivals continuous, past the
+    # 32 x --gpus = 256 cap that --help gave for --jobs
+    with pytest.raises(SystemExit):
+        main(["simulate", "--help"])
+    out = " ".join(capsys.readouterr().out.split())  # argparse's line wrapping undone
+    jobs = out.split("--jobs JOBS ", 1)[1].split("--mode {", 1)[0]
+    assert "Trace arrivals only: --arrivals continuous and --workload llm-mix size the " \
+           "workload from --load and the measurement window, so neither --jobs nor its cap " \
+           "applies there" in jobs, jobs
+    arrivals = out.split("--arrivals {trace,continuous} ", 1)[1].split("--utility {", 1)[0]
+    assert "the number of jobs follows from --load and the window, --jobs and its 32 x --gpus " \
+           "cap do not apply" in arrivals, arrivals
+
+
+@pytest.mark.parametrize("sized", [["--arrivals", "continuous"], ["--workload", "llm-mix"]])
+def test_jobs_with_a_load_sized_workload_is_refused_before_any_work(capsys, sized):
+    # refused (not silently ignored), and not with the cap's message, which does not apply
+    for jobs in ("10", "1000"):
+        code = main(["simulate", "--gpus", "8", *sized, "--jobs", jobs, "--no-progress"])
+        err = capsys.readouterr().err
+        assert code == 2 and f"--jobs: {jobs} is not allowed (not with {' '.join(sized)}: the " \
+            "workload is sized from --load and the measurement window, so --jobs and its " \
+            "32 x --gpus cap do not apply; leave --jobs out)" in err, err
+        assert "cluster:" not in err
 
 
 def test_console_script_is_installed_and_explains_itself():
@@ -56,6 +84,27 @@ def test_both_policies_json_has_runs_and_table_has_ratio(tmp_path, capsys):
     table = capsys.readouterr().out
     assert "ratio" in table
     assert f"ceiling of this workload: {doc['runs'][0]['gpu_utilization_ceiling']:.1%}" in table
+
+
+def test_no_batch_job_finished_in_the_window_prints_no_value_not_zero(tmp_path, capsys):
+    # a fresh user's run (seed 0): load 5 on 8 GPUs with continuous arrivals; exclusive
+    # finishes 45 batch jobs, none of them one that arrived in the measurement window, so
+    # the JCT rows are over no job: "-" (and null in --json), not an average JCT of 0 s
+    out = tmp_path / "m.json"
+    assert main(["simulate", "--arrivals", "continuous", "--load", "5", "--gpus", "8",
+                 "--policy", "exclusive", "--no-progress", "--json", str(out)]) == 0
+    cells = [re.split(r"\s{2,}", line.strip()) for line in capsys.readouterr().out.splitlines()]
+    rows = {c[0]: c[1:] for c in cells}
+    for label in ("avg JCT (s)", "p50 JCT (s)", "p99 JCT (s)", "avg queueing (s)",
+                  "avg slowdown", "p50 slowdown", "avg JCT short (s)", "avg JCT long (s)"):
+        assert rows[label] == ["-"], (label, rows[label])
+    assert rows["batch jobs completed"] == ["45"] and rows["makespan (s)"] != ["-"]
+    doc = json.loads(out.read_text())
+    assert doc["jobs_in_jct"] == 0 and doc["jobs_completed"] == 45
+    for k in ("avg_jct_s", "p50_jct_s", "p95_jct_s", "p99_jct_s", "avg_queue_s", "avg_slowdown",
+              "p50_slowdown", "avg_jct_short_s", "avg_jct_long_s"):
+        assert doc[k] is None, k
+    assert doc["makespan_s"] > 0
 
 
 def _bad(tmp_path, capsys, args, *needles):
@@ -115,6 +164,16 @@ def test_bad_files(tmp_path, capsys):
     _bad(tmp_path, capsys, SMALL + ["--json", str(tmp_path / "no" / "dir" / "x.json")], "--json")
     # a folder, or an unwritable place, is refused before any simulation runs
     _bad(tmp_path, capsys, SMALL + ["--json", str(tmp_path)], "--json", "folder")
+
+
+def test_a_trace_without_the_required_columns_names_the_flag_and_the_columns(tmp_path, capsys):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\n1,2\n")
+    for mode in ("replay", "inflation"):
+        args = SMALL if mode == "replay" else ["simulate", "--mode", "inflation", "--no-progress"]
+        _bad(tmp_path, capsys, args + ["--trace", str(bad)],
+             "--trace bad.csv:1: 'a,b' is not allowed (missing required column(s) 'name', "
+             "'cpu_milli', 'memory_mib', 'num_gpu', 'gpu_milli'; the header has 'a', 'b')")
 
 
 def test_json_write_failure_exits_2(tmp_path, capsys):

@@ -63,6 +63,7 @@ def test_window_throughput_jct_percentiles_slowdown_and_split_by_hand():
     # short = work <= median work (median of 100, 300, 200, 100 = 150): A, D; long: B, C
     assert m["avg_jct_short_s"] == pytest.approx((100 + 350) / 2)
     assert m["avg_jct_long_s"] == pytest.approx((300 + 300) / 2)
+    assert (m["jobs_in_jct"], m["jobs_in_jct_short"]) == (4, 2)  # A, B, C, D; A, D
     # throughput in the window [0, 200]: only A finished inside it -> 1 job / (200/3600 h)
     assert m["jobs_per_hour"] == pytest.approx(1 / (200 / 3600))            # 18 jobs/h
     # work in the window: both GPUs run a whole-GPU job at speed 1 for 200 s -> 400
@@ -90,6 +91,32 @@ def test_warm_up_is_excluded_from_jct():
     assert m["avg_slowdown"] == pytest.approx(3.5)
     # A's completion at t = 100 is inside (20, 200]: 1 job in 180 s
     assert m["jobs_per_hour"] == pytest.approx(3600 / 180)
+    # D alone is the window's median work (100), so short: no long job, and the long
+    # statistics' 0 is no value -- elastico simulate shows it as NaN ("-", null in --json)
+    assert (m["jobs_in_jct"], m["jobs_in_jct_short"], m["avg_jct_long_s"]) == (1, 1, 0.0)
+    from elastico.cli.simulate import without_empty_statistics
+
+    shown = without_empty_statistics(m)
+    assert math.isnan(shown["avg_jct_long_s"]) and math.isnan(shown["p50_slowdown_long"])
+    assert shown["avg_jct_short_s"] == pytest.approx(350.0) == shown["avg_jct_s"]
+    assert shown["makespan_s"] == m["makespan_s"] == pytest.approx(400.0)
+
+
+def test_no_job_in_the_window_finished_is_no_value_not_zero():
+    # window (60, 200]: no job arrives in it (D at 50), so the JCT statistics are over no job
+    # (the simulator's 0); A..D all finish, so the makespan (0..400) stands
+    m = replay([v100_node(2)], [job(*j) for j in FOUR], window=(60.0, 200.0)).metrics
+    assert (m["jobs_in_jct"], m["avg_jct_s"], m["avg_slowdown"]) == (0, 0.0, 0.0)
+    from elastico.cli.simulate import without_empty_statistics
+
+    shown = without_empty_statistics(m)
+    for k in ("avg_jct_s", "p50_jct_s", "p95_jct_s", "p99_jct_s", "avg_queue_s", "avg_slowdown",
+              "p50_slowdown", "p95_slowdown", "p99_slowdown", "avg_jct_short_s",
+              "avg_jct_long_s", "p50_slowdown_short", "p50_slowdown_long"):
+        assert math.isnan(shown[k]), k
+    assert shown["makespan_s"] == pytest.approx(400.0) and shown["jobs_completed"] == 4
+    # a run where no batch job finished has no makespan either
+    assert math.isnan(without_empty_statistics({**m, "jobs_completed": 0})["makespan_s"])
 
 
 def test_censored_jobs_are_replayed_but_kept_out_of_jct_and_counted_apart():

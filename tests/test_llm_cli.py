@@ -86,6 +86,37 @@ def test_predict_refuses_bad_input_naming_the_flag(capsys, flag, value, allowed)
     assert code == 2 and f"{flag}: {shown} is not allowed" in err and allowed in err, err
 
 
+def test_model_names_are_matched_ignoring_case(capsys):
+    # a fresh user typed llama-2-7b (the catalogue's Llama-2-7B): same answer as the exact name
+    args = ["--gpu", "A100-80GB", "--tp", "1", "--batch", "4", "--input-tokens", "64",
+            "--output-tokens", "64", "--json"]
+    a = run_json(capsys, ["llm", "predict", "--model", "llama-2-7b", *args])
+    b = run_json(capsys, ["llm", "predict", "--model", "Llama-2-7B", *args])
+    assert a["model"] == b["model"] == "Llama-2-7B" and a["latency_s"] == b["latency_s"]
+    # Hugging Face ids too, in any case; an exact alias spelling wins first
+    assert P.find_llm_model("META-LLAMA/LLAMA-2-7B-HF").name == "Llama-2-7B"
+    assert P.find_llm_model("bloom-176b").name == "BLOOM-176B"  # an alias and a name, one model
+    # an unknown name keeps the error listing the catalogue
+    assert main(["llm", "predict", "--model", "llama-2-8b", *args]) == 2
+    err = capsys.readouterr().err
+    assert "--model: 'llama-2-8b' is not allowed (one of Llama-2-7B," in err, err
+
+
+def test_a_name_matching_several_models_ignoring_case_is_refused(monkeypatch):
+    from dataclasses import replace
+    from types import MappingProxyType
+
+    from elastico.errors import InvalidArgument
+
+    # two catalogue names that differ only in case (none do in the bundled catalogue)
+    twin = replace(L8, name="LLAMA-3-8B")
+    monkeypatch.setattr(P, "LLM_MODELS", MappingProxyType({**P.LLM_MODELS, twin.name: twin}))
+    assert P.find_llm_model("LLAMA-3-8B") is twin and P.find_llm_model("Llama-3-8B") is L8
+    with pytest.raises(InvalidArgument) as e:
+        P.find_llm_model("llama-3-8b")
+    assert e.value.field == "model" and "Llama-3-8B" in e.value.allowed
+
+
 def _fits(model, row_cfg, work) -> bool:
     if not P.memory(model, row_cfg).fits:
         return False

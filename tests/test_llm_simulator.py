@@ -137,6 +137,13 @@ def test_the_demo_jobs_file_loads_and_bad_entries_are_refused_naming_the_path():
     with pytest.raises(InvalidArgument) as e:
         llm_jobs_from({"jobs": [good, good]})
     assert e.value.field == "jobs[1].id"
+    # a model name typed in another case is the catalogue's model (inference and training)
+    (j,) = llm_jobs_from({"jobs": [{**good, "model": "llama-3-8b"}]})
+    assert j.llm.model.name == "Llama-3-8B"
+    (t,) = llm_jobs_from({"jobs": [{"id": "t", "kind": "training", "model": "LLAMA-2-7B",
+                                    "tokens": 1e9, "seq_len": 4096, "global_batch": 64,
+                                    "reference_gpu": "A100-80GB"}]})
+    assert t.llm_train.job.model.name == "Llama-2-7B"
     json.dumps([j.id for j in jobs])
 
 

@@ -82,6 +82,29 @@ def test_bad_config_names_the_field(tmp_path, toml, field):
     assert e.value.field == field, str(e.value)
 
 
+@pytest.mark.parametrize("given, missing", [("--tls-cert", "--tls-key"),
+                                            ("--tls-key", "--tls-cert")])
+def test_half_a_tls_identity_on_the_command_line_names_the_flags(capsys, given, missing):
+    # a fresh user saw "tls.key: 'missing'", a config key they never wrote
+    assert cli_main(["serve", "pricing", "--port", "0", given, "/tmp/half.pem"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"elastico: error: {missing}: 'missing' is not allowed (--tls-cert "
+                          f"and --tls-key go together: a certificate and its private key; "
+                          f"{given} is '/tmp/half.pem'"), err
+    assert "tls.key" not in err and "tls.cert" not in err
+
+
+def test_half_a_tls_identity_names_it_where_it_was_set(tmp_path):
+    with pytest.raises(InvalidArgument) as e:  # the environment: the variables
+        load_serve_config("pricing", env={"ELASTICO_TLS_KEY": "k.pem"})
+    assert e.value.field == "ELASTICO_TLS_CERT" and "ELASTICO_TLS_KEY is 'k.pem'" in e.value.allowed
+    f = tmp_path / "c.toml"  # the config file: its keys, as before
+    f.write_text('[serve.tls]\nkey = "k.pem"\n')
+    with pytest.raises(InvalidArgument) as e:
+        load_serve_config("pricing", config_path=f, env={})
+    assert e.value.field == "tls.cert" and "tls.cert and tls.key go together" in e.value.allowed
+
+
 def test_plaintext_with_a_certificate_is_named_in_toml_spelling(tmp_path):
     f = tmp_path / "c.toml"
     f.write_text('[serve]\nplaintext = true\n[serve.tls]\ncert = "c.pem"\nkey = "k.pem"\n')

@@ -180,6 +180,15 @@ def test_missing_required_column(tmp_path):
     assert e.value.field == "pods.csv:1: memory_mib"
 
 
+def test_a_header_missing_several_columns_names_them_all_and_what_it_has(tmp_path):
+    p = _write(tmp_path, "1,2\n", header="a,b\n")
+    with pytest.raises(InvalidArgument) as e:
+        read_pods(p)
+    assert (e.value.field, e.value.value) == ("pods.csv:1", "a,b")
+    assert e.value.allowed == ("missing required column(s) 'name', 'cpu_milli', 'memory_mib', "
+                               "'num_gpu', 'gpu_milli'; the header has 'a', 'b'")
+
+
 def test_partial_optional_columns_rejected(tmp_path):
     p = _write(tmp_path, "p1,1000,1024,1,500,LS\n",
                header="name,cpu_milli,memory_mib,num_gpu,gpu_milli,qos\n")

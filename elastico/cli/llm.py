@@ -100,7 +100,7 @@ def _model_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--model", metavar="NAME",
                    help="a model of the catalogue (e.g. Llama-3-8B, Llama-2-70B, Mixtral-8x7B) "
-                        "or its Hugging Face id")
+                        "or its Hugging Face id; any case, e.g. llama-2-7b")
     g.add_argument("--model-config", type=Path, metavar="config.json",
                    help="a Hugging Face config.json of any other model")
 
@@ -119,7 +119,7 @@ def _model(args: argparse.Namespace):
 
     if args.model is not None:
         try:
-            return P.llm_model(args.model)
+            return P.find_llm_model(args.model)
         except InvalidArgument as e:
             raise InvalidArgument("--model", args.model, e.allowed) from None
     path = args.model_config

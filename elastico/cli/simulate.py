@@ -117,7 +117,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "eligible GPU pods, trace order kept, at most "
                         f"{MAX_JOBS_PER_GPU} x --gpus (more queue for simulated weeks and "
                         "take hours to replay) (replay; default: 4 x --gpus); "
-                        "0 = a proportional share of the trace (GPUs/6212 of its pods)")
+                        "0 = a proportional share of the trace (GPUs/6212 of its pods).  "
+                        "Trace arrivals only: --arrivals continuous and --workload llm-mix "
+                        "size the workload from --load and the measurement window, so neither "
+                        "--jobs nor its cap applies there (--jobs is refused with them)")
     from elastico.placer.inflation import POLICIES as INFLATION_POLICIES
 
     p.add_argument("--mode", choices=("replay", "inflation"), default="replay",
@@ -151,7 +154,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "continuous: Poisson arrivals of trace pods over a warm-up, a "
                         "measurement window and a drain sized from the trace's batch "
                         "durations (p90; docs/model.md), --load = the demand offered in the "
-                        "window, --jobs unused (replay; default: trace)")
+                        "window; the number of jobs follows from --load and the window, "
+                        f"--jobs and its {MAX_JOBS_PER_GPU} x --gpus cap do not apply (a high "
+                        "--load on a few GPUs draws hundreds of jobs) (replay; default: trace)")
     p.add_argument("--utility", choices=sorted(UTILITIES), default=None,
                    help="elastico's objective (default: jct)")
     p.add_argument("--restart-s", type=float, default=None,
@@ -275,6 +280,13 @@ def _check(args: argparse.Namespace) -> None:
         args.trace = path
     if args.gpus <= 0:
         raise InvalidArgument("--gpus", args.gpus, "must be a positive integer")
+    sized = ("--arrivals continuous" if args.arrivals == "continuous"
+             else "--workload llm-mix" if args.workload == "llm-mix" else None)
+    if args.jobs is not None and sized and args.mode == "replay":
+        # refused, not ignored, and before the --jobs bounds below, which do not apply
+        raise InvalidArgument("--jobs", args.jobs, f"not with {sized}: the workload is sized "
+                              "from --load and the measurement window, so --jobs and its "
+                              f"{MAX_JOBS_PER_GPU} x --gpus cap do not apply; leave --jobs out")
     if args.jobs is not None and args.jobs < 0:
         raise InvalidArgument("--jobs", args.jobs, "must be an integer >= 0")
     if args.jobs is not None and args.jobs > MAX_JOBS_PER_GPU * args.gpus:
@@ -406,7 +418,7 @@ def run(args: argparse.Namespace) -> int:
             raise InvalidArgument("--nodes", str(args.nodes),
                                   f"not with --cluster {args.cluster}, which defines its own "
                                   "nodes; give one of them (--nodes only with --cluster trace)")
-    nodes_all = trace.read_nodes(args.nodes)
+    nodes_all = _read_trace("--nodes", args.nodes, trace.read_nodes)
     try:
         if spec is not None:
             nodes = spec.nodes(args.gpus, nodes_all)
@@ -416,7 +428,7 @@ def run(args: argparse.Namespace) -> int:
         if e.field.startswith("--cluster"):
             raise
         raise InvalidArgument("--gpus", e.value, e.allowed) from None
-    pods = trace.read_pods(args.trace)
+    pods = _read_trace("--trace", args.trace, trace.read_pods)
     model = ThroughputModel.bundled(args.gpu_speed_sensitivity)
     if args.undisclosed_gpu_speed != 1.0:
         try:
@@ -425,17 +437,11 @@ def run(args: argparse.Namespace) -> int:
             raise InvalidArgument("--undisclosed-gpu-speed", e.value, e.allowed) from None
     n_jobs = 4 * args.gpus if args.jobs is None else (args.jobs or None)
     if args.arrivals == "continuous":
-        if args.jobs is not None:
-            raise InvalidArgument("--jobs", args.jobs, "not with --arrivals continuous (the "
-                                                       "load sets the arrival rate)")
         n_jobs = None
     if args.workload == "llm-mix":
         if args.arrivals == "trace" and getattr(args, "_arrivals_given", False):
             raise InvalidArgument("--arrivals", "trace", "continuous with --workload llm-mix "
                                                          "(its jobs arrive over a window)")
-        if args.jobs is not None:
-            raise InvalidArgument("--jobs", args.jobs, "not with --workload llm-mix (the load "
-                                                       "sets the arrival rates)")
         args.arrivals = "continuous"
         n_jobs = None
     try:
@@ -541,6 +547,46 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+#: statistics over the jobs the JCT rows count (docs/metrics.md), by the subset they are over
+_JCT_STATISTICS = {
+    "all": ("avg_jct_s", "p50_jct_s", "p95_jct_s", "p99_jct_s", "avg_queue_s", "avg_slowdown",
+            "p50_slowdown", "p95_slowdown", "p99_slowdown"),
+    "short": ("avg_jct_short_s", "p50_slowdown_short"),
+    "long": ("avg_jct_long_s", "p50_slowdown_long"),
+}
+
+
+def without_empty_statistics(metrics: dict) -> dict:
+    """``metrics`` with NaN ("no value": the table's ``-``, null in --json) for a statistic
+    over no job, where the simulator reports 0: the JCT, queueing and slowdown statistics
+    when no batch job that arrived in the measurement window finished uncensored
+    (``jobs_in_jct`` 0), the short or the long ones when none of that half did, and the
+    makespan when no batch job finished at all (``jobs_completed`` 0)."""
+    n = metrics.get("jobs_in_jct")
+    if n is None:
+        return metrics
+    short = metrics.get("jobs_in_jct_short", 0)
+    empty = {"all": n == 0, "short": short == 0, "long": n - short == 0}
+    out = dict(metrics)
+    for part, keys in _JCT_STATISTICS.items():
+        if empty[part]:
+            out.update({k: math.nan for k in keys if k in out})
+    if metrics.get("jobs_completed") == 0 and "makespan_s" in out:
+        out["makespan_s"] = math.nan
+    return out
+
+
+def _read_trace(flag: str, path: Path | None, reader):
+    """``reader(path)`` (:func:`elastico.trace.read_pods` / ``read_nodes``); a bad file the
+    user gave names its flag first (``--trace bad.csv:1: ...``), the bundled one as before."""
+    try:
+        return reader(path)
+    except InvalidArgument as e:
+        if path is None:
+            raise
+        raise InvalidArgument(f"{flag} {e.field}", e.value, e.allowed) from None
+
+
 def _replay(args, policies, nodes, model, wl, slowdown, truth, tracer, via) -> list[dict]:
     """One simulation per policy (in-process, or through ``via``'s placer)."""
     from tqdm import tqdm
@@ -581,7 +627,8 @@ def _replay(args, policies, nodes, model, wl, slowdown, truth, tracer, via) -> l
         runs.append({"workload": args.workload, "policy": name, "gpus": args.gpus,
                      "seed": args.seed,
                      "load": wl.offered_load, "jobs": len(wl.jobs),
-                     "remaining_estimate": args.remaining_estimate, **res.metrics})
+                     "remaining_estimate": args.remaining_estimate,
+                     **without_empty_statistics(res.metrics)})
         llm = llm_records(res.records)
         if llm:
             runs[-1]["llm_jobs"] = llm
@@ -744,8 +791,9 @@ def run_inflation_mode(args: argparse.Namespace) -> int:
     from elastico.placer.inflation import InflationNodes, InflationPods, inflate, run_inflation
 
     policies = list(args.policy or INFLATION_POLICIES)
-    nodes = InflationNodes.from_nodes([n for n in trace.read_nodes(args.nodes) if n.num_gpus > 0])
-    pods = InflationPods.from_trace(trace.read_pods(args.trace))
+    nodes_all = _read_trace("--nodes", args.nodes, trace.read_nodes)
+    nodes = InflationNodes.from_nodes([n for n in nodes_all if n.num_gpus > 0])
+    pods = InflationPods.from_trace(_read_trace("--trace", args.trace, trace.read_pods))
     order = inflate(pods, nodes.capacity_milli, args.seed)
     workload = Path(args.trace).stem.replace("openb_pod_list_", "")
     try:

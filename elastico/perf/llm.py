@@ -66,7 +66,7 @@ from elastico import hardware, mig
 from elastico.errors import InvalidArgument
 
 __all__ = [
-    "LlmModel", "LLM_MODELS", "llm_model", "from_hf_config",
+    "LlmModel", "LLM_MODELS", "llm_model", "find_llm_model", "from_hf_config",
     "LlmConfig", "LlmMemory", "Efficiency", "ENGINES", "DTYPES",
     "memory", "max_batch", "prefill_s", "decode_step_s", "batch_latency_s", "tokens_per_s",
     "efficiency", "ROOFLINE", "LlmGrid", "evaluate_grid", "LLM_MODEL_ALIASES",
@@ -263,6 +263,26 @@ def llm_model(name: str) -> LlmModel:
         if m is not None:
             return m
     raise InvalidArgument("model", name, "one of " + ", ".join(LLM_MODELS))
+
+
+def find_llm_model(name: str) -> LlmModel:
+    """:func:`llm_model` for a name a user typed (``elastico llm --model``, a jobs file's
+    ``model``): an exact catalogue name or alias first, else the one model whose catalogue
+    name or alias equals ``name`` ignoring case (``llama-2-7b`` -> ``Llama-2-7B``).  Raises
+    :func:`llm_model`'s InvalidArgument (field ``model``, the allowed names) for an unknown
+    name and for one that matches several models ignoring case.  Not for internal look-ups,
+    which use the catalogue's spelling."""
+    try:
+        return llm_model(name)
+    except InvalidArgument:
+        if not isinstance(name, str):
+            raise
+        folded = name.casefold()
+        hits = {m for m in (*LLM_MODELS, *LLM_MODEL_ALIASES) if m.casefold() == folded}
+        models = {LLM_MODEL_ALIASES.get(m, m) for m in hits}
+        if len(models) != 1:
+            raise
+        return LLM_MODELS[models.pop()]
 
 
 #: model_type values whose MLP is gated (SwiGLU/GeGLU: three matrices); others have two

@@ -289,6 +289,13 @@ def _setting(key: str, value: Any, strict: bool) -> Any:
 _NUMBERS = ("max_workers", "max_concurrent_rpcs", "grace_s", "metrics_port")
 
 
+#: what a TLS identity's halves are called where they were set (the config file's keys in
+#: [serve.tls], the environment variables, the flags)
+_TLS_NAMES = {"file": {"cert": "tls.cert", "key": "tls.key"},
+              "env": {"cert": "ELASTICO_TLS_CERT", "key": "ELASTICO_TLS_KEY"},
+              "flag": {"cert": "--tls-cert", "key": "--tls-key"}}
+
+
 def _flag(key: str) -> str:
     """The command-line flag of an override key (``max_workers`` -> ``--max-workers``)."""
     return "--" + key.replace("_", "-")
@@ -342,6 +349,7 @@ def load_serve_config(service: str, *, config_path: Path | None = None,
     env = os.environ if env is None else env
     raw: dict[str, Any] = {}
     tls: dict[str, Any] = {}
+    tls_source: dict[str, str] = {}  # cert/key -> where it was set (a key of _TLS_NAMES)
     if config_path is not None:
         doc = _read_file(Path(config_path))
         serve = doc.get("serve", {})
@@ -366,6 +374,7 @@ def load_serve_config(service: str, *, config_path: Path | None = None,
                     for tk, tv in v.items():
                         _path(f"tls.{tk}", tv)
                     tls.update(v)
+                    tls_source.update(dict.fromkeys(v, "file"))
                 elif k not in SERVICES:
                     raw[k] = _setting(k, v, strict=True)
     env_keys = {f"ELASTICO_{service.upper()}_ADDRESS": "address",
@@ -386,11 +395,13 @@ def load_serve_config(service: str, *, config_path: Path | None = None,
                       "ELASTICO_TLS_CLIENT_CA": "client_ca"}.items():
         if name in env:
             tls[key] = env[name]
+            tls_source[key] = "env"
     for key, v in (overrides or {}).items():
         if v is None:
             continue
         if key.startswith("tls_"):
             tls[key[4:]] = v
+            tls_source[key[4:]] = "flag"
         elif key in _PLACER_KEYS and service != "placer" and v != "":
             raise InvalidArgument(key, v, "only for the placer")
         else:
@@ -428,9 +439,15 @@ def load_serve_config(service: str, *, config_path: Path | None = None,
                               "only with a server certificate and key (mutual TLS needs TLS)")
     if tls:
         if "cert" not in tls or "key" not in tls:
-            missing = "tls.cert" if "cert" not in tls else "tls.key"
-            raise InvalidArgument(missing, "missing",
-                                  "both a certificate and its key (tls.cert and tls.key)")
+            given = "cert" if "cert" in tls else "key"
+            # both halves named the way the given one was set: --tls-key for --tls-cert,
+            # tls.key for a [serve.tls] cert, ELASTICO_TLS_KEY for ELASTICO_TLS_CERT
+            names = _TLS_NAMES[tls_source[given]]
+            want = names["key" if given == "cert" else "cert"]
+            raise InvalidArgument(want, "missing",
+                                  f"{names['cert']} and {names['key']} go together: a "
+                                  f"certificate and its private key; {names[given]} is "
+                                  f"{str(tls[given])!r}, give {want} too, or neither")
         if plaintext:
             raise InvalidArgument("plaintext", "true",
                                   "false (or unset) when a TLS certificate is configured")

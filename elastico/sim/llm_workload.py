@@ -13,7 +13,7 @@ key                     value                                                   
 ======================  ==============================================================  =========
 ``id``                  unique job id (text)                                            required
 ``model``               a catalogue model (:data:`elastico.perf.llm.LLM_MODELS`) or     one of
-                        its Hugging Face id                                             the two
+                        its Hugging Face id, any case                                   the two
 ``model_config``        instead: the model's Hugging Face ``config.json`` fields
 ``requests``            the work as request classes ``"INPUT:OUTPUTxCOUNT,..."``        one of
 ``tokens``              instead: a token budget (prompt + generated), with ``lengths``  the two
@@ -228,7 +228,7 @@ def _model(w: str, e: dict, jid: str):
                               "name: " + ", ".join(P.LLM_MODELS) + ") and model_config")
     try:
         if "model" in e:
-            return P.llm_model(_text(f"{w}.model", e["model"]))
+            return P.find_llm_model(_text(f"{w}.model", e["model"]))
         cfg = e["model_config"]
         return P.from_hf_config(cfg, name=str(cfg.get("_name_or_path") or jid)
                                 if isinstance(cfg, dict) else jid)

@@ -883,6 +883,10 @@ def _metrics(recs: list[JobRecord], span: float, gpus: int, alloc_int: float,
         "jobs_completed": len(finished_all),
         "jobs_unfinished": sum(1 for r in batch if r.status in ("unfinished", "unplaceable")),
         "jobs_censored": sum(1 for r in in_win if r.censored),
+        # how many jobs the JCT, queueing and slowdown statistics are over (their 0 is "no
+        # value" when this is 0; elastico simulate prints "-"), and how many of them short
+        "jobs_in_jct": len(done),
+        "jobs_in_jct_short": int(short.sum()),
         "window_s": float(span),
         "avg_slowdown": mean(slow),
         "p50_slowdown": q(slow, 50),
