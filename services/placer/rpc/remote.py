@@ -281,17 +281,16 @@ class RemoteSlowdownModel:
         """Whether the predictor's slowdown of ``victim`` next to ``partner`` is a learned
         prediction inside its training domain (``PredictSlowdownResponse.in_domain``; the
         placer's bound rule, :class:`elastico.predictor.prior.UnknownSafe`).  Asked with the
-        pair's slowdowns when not cached; False while degraded or when the call fails (the
-        mechanism bound then applies: the safe side)."""
-        if self.degraded:
-            return False
+        pair's slowdowns when not cached.  While degraded (the call failed) the round is the
+        fallback's, as every other answer: its own ``in_domain``, or True for a fallback that
+        cannot say (the analytic model: the unknown-job rule only, as on a placer that runs
+        on it)."""
         gpu = self._gpu((victim, partner))
-        hit = self._domain.get((victim, partner, gpu))
-        if hit is None:
-            if not self._fetch([(victim, partner)], gpu):
-                return False
-            hit = self._domain.get((victim, partner, gpu), False)
-        return hit
+        hit = None if self.degraded else self._domain.get((victim, partner, gpu))
+        if hit is None and (self.degraded or not self._fetch([(victim, partner)], gpu)):
+            f = getattr(self.fallback, "in_domain", None)
+            return True if f is None else bool(f(victim, partner))
+        return self._domain.get((victim, partner, gpu), False) if hit is None else hit
 
     def _gpu(self, residents: Sequence[JobProfile]) -> str:
         return next((r.gpu_model for r in residents if r.gpu_model), "")
