@@ -80,19 +80,44 @@ def ceiling(cluster: str, gpus: int, seed: int, load: float, workload: str) -> d
     return out
 
 
+def _seeds(text: str) -> list[int]:
+    """``--seeds``: comma-separated integers >= 0."""
+    try:
+        seeds = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: comma-separated integers >= 0") from None
+    if not seeds or min(seeds) < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: comma-separated integers >= 0")
+    return seeds
+
+
 def main() -> None:
+    from elastico.errors import InvalidArgument
+
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--workload", default="llm-mix")
-    p.add_argument("--cluster", default="a100h100-mig")
-    p.add_argument("--gpus", type=int, default=512)
-    p.add_argument("--seeds", default="0,1,2,3,4")
-    p.add_argument("--load", type=float, default=0.5)
+    p.add_argument("--workload", default="llm-mix", choices=("llm-mix", "openb"),
+                   help="the evaluation's workload (default: llm-mix)")
+    p.add_argument("--cluster", default="a100h100-mig",
+                   help="a bundled cluster definition or FILE.yaml (default: a100h100-mig)")
+    p.add_argument("--gpus", type=int, default=512, help="cluster size (default: 512)")
+    p.add_argument("--seeds", type=_seeds, default=[0, 1, 2, 3, 4],
+                   help="workload seeds, comma-separated (default: 0,1,2,3,4)")
+    p.add_argument("--load", type=float, default=0.5,
+                   help="offered load, continuous arrivals (default: 0.5, the evaluation's)")
     p.add_argument("--json", default=None, help="write the per-seed figures here")
     a = p.parse_args()
+    if a.json:  # refused before minutes of replay, not after
+        try:
+            open(a.json, "a").close()
+        except OSError as e:
+            p.error(f"--json {a.json}: cannot be written ({e.strerror})")
     rows = []
-    for s in (int(x) for x in a.seeds.split(",")):
+    for s in a.seeds:
         t0 = time.process_time()
-        r = ceiling(a.cluster, a.gpus, s, a.load, a.workload)
+        try:
+            r = ceiling(a.cluster, a.gpus, s, a.load, a.workload)
+        except InvalidArgument as e:
+            p.error(str(e))
         rows.append(r)
         print(f"seed {s}: {r['jobs']} jobs; exclusive avg {r['exclusive_avg_jct_s']:.0f} s, "
               f"p50 {r['exclusive_p50_jct_s']:.0f} s; ideal avg {r['ideal_avg_jct_s']:.0f} s, "

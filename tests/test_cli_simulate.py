@@ -4,6 +4,7 @@ exiting with status 2 and a message naming the flag and the value."""
 from __future__ import annotations
 
 import json
+import math
 import re
 import subprocess
 import sys
@@ -106,6 +107,17 @@ def test_no_batch_job_finished_in_the_window_prints_no_value_not_zero(tmp_path, 
         assert doc[k] is None, k
     assert doc["makespan_s"] > 0
 
+
+def test_service_queueing_over_no_service_is_no_value():
+    # llm-mix has no services: the simulator's service_avg_queue_s is 0 over none of them
+    from elastico.cli.simulate import without_empty_statistics
+
+    base = {"jobs_in_jct": 3, "jobs_in_jct_short": 1, "jobs_completed": 3, "avg_jct_s": 10.0,
+            "service_avg_queue_s": 0.0}
+    none = without_empty_statistics({**base, "services_placed": 0})
+    assert math.isnan(none["service_avg_queue_s"]) and none["avg_jct_s"] == 10.0
+    some = without_empty_statistics({**base, "services_placed": 2})
+    assert some["service_avg_queue_s"] == 0.0  # two services placed at once: a real 0
 
 def _bad(tmp_path, capsys, args, *needles):
     code = main(args)

@@ -561,7 +561,8 @@ def without_empty_statistics(metrics: dict) -> dict:
     over no job, where the simulator reports 0: the JCT, queueing and slowdown statistics
     when no batch job that arrived in the measurement window finished uncensored
     (``jobs_in_jct`` 0), the short or the long ones when none of that half did, and the
-    makespan when no batch job finished at all (``jobs_completed`` 0)."""
+    makespan when no batch job finished at all (``jobs_completed`` 0), the service queueing
+    when no service was placed (``services_placed`` 0)."""
     n = metrics.get("jobs_in_jct")
     if n is None:
         return metrics
@@ -573,6 +574,8 @@ def without_empty_statistics(metrics: dict) -> dict:
             out.update({k: math.nan for k in keys if k in out})
     if metrics.get("jobs_completed") == 0 and "makespan_s" in out:
         out["makespan_s"] = math.nan
+    if metrics.get("services_placed") == 0 and "service_avg_queue_s" in out:
+        out["service_avg_queue_s"] = math.nan  # no service was placed: no queueing to average
     return out
 
 

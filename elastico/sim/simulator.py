@@ -906,6 +906,8 @@ def _metrics(recs: list[JobRecord], span: float, gpus: int, alloc_int: float,
         "wasted_tokens": float(sum(r.wasted_tokens for r in recs)),
         "service_avg_queue_s": float(np.mean([r.first_start_s - r.arrival_s for r in svc]))
         if svc else 0.0,
+        # how many services the service queueing is over (its 0 is "no value" when this is 0)
+        "services_placed": len(svc),
         "services_never_placed": sum(1 for r in recs if r.kind == "service"
                                      and r.first_start_s is None),
         "service_bound_violations": sum(
