@@ -119,6 +119,15 @@ def test_service_queueing_over_no_service_is_no_value():
     some = without_empty_statistics({**base, "services_placed": 2})
     assert some["service_avg_queue_s"] == 0.0  # two services placed at once: a real 0
 
+def test_llm_mix_without_a_cluster_runs_on_the_evaluations_a100_h100_cluster(capsys):
+    # the trace's own nodes have no GPU the LLM training jobs are defined on (a fresh user's
+    # run: "reference GPUs ... training None", no training-llm jobs); now a100h100-mig, said
+    assert main(["simulate", "--workload", "llm-mix", "--gpus", "64", "--load", "0.25",
+                 "--policy", "exclusive", "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert "without --cluster runs on a100h100-mig" in err
+    assert "H100-80GB 16" in err and "training A100-80GB" in err
+
 def _bad(tmp_path, capsys, args, *needles):
     code = main(args)
     err = capsys.readouterr().err

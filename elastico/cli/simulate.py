@@ -135,7 +135,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workload", default=None, metavar="NAME",
                    help="replay: openb (the trace's pods) or llm-mix (training jobs and bursty "
                         "offline LLM inference, continuous arrivals; docs/model.md, \"The "
-                        "llm-mix workload\") (default: openb); inflation: the openb pod list "
+                        "llm-mix workload\"; without --cluster on a100h100-mig) (default: "
+                        "openb); inflation: the openb pod list "
                         "openb_pod_list_NAME.csv (e.g. default, cpu050, gpushare40, gpuspec10, "
                         "multigpu20; --trace overrides it) (default: default)")
     p.add_argument("--inference-share", type=float, default=None, metavar="S",
@@ -405,6 +406,12 @@ def run(args: argparse.Namespace) -> int:
                               "datasheet with --via-grpc (the placer service prices with the "
                               "bundled model's datasheet factors)")
     policies = list(args.policy or ["exclusive", "elastico"])
+    if args.workload == "llm-mix" and args.cluster is None and args.nodes is None:
+        # the trace's own nodes have no GPU model the LLM training jobs are defined on
+        args.cluster = "a100h100-mig"
+        print("note: --workload llm-mix without --cluster runs on a100h100-mig (the cluster "
+              "elastico evaluate uses for it); --cluster trace for the trace's own nodes",
+              file=sys.stderr)
     spec = None
     if args.cluster is not None:
         from elastico.sim.clusters import load_cluster
