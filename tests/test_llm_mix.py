@@ -276,7 +276,8 @@ def test_bad_shares_are_refused(bad):
     (["simulate", "--workload", "llm-mix", "--jobs", "10", "--no-progress"], ["--jobs", "10"]),
     (["simulate", "--workload", "llm-mix", "--load", "500", "--no-progress"],
      ["--load", "500", "(0, 10]"]),
-    (["simulate", "--workload", "llm-mix", "--gpus", "8", "--no-progress"],
+    (["simulate", "--workload", "llm-mix", "--cluster", "trace", "--gpus", "8",
+      "--no-progress"],
      ["--gpus 8", "G2", "--inference-share 0"]),
 ])
 def test_bad_workload_flags_exit_2_naming_them(argv, words, capsys, tmp_path):
