@@ -545,9 +545,8 @@ AFTER_WINDOW_KEYS = (
     "avg_jct_s", "p50_jct_s", "p95_jct_s", "p99_jct_s", "avg_queue_s", "makespan_s",
     "jobs_completed", "jobs_unfinished", "jobs_censored", "jobs_in_jct", "jobs_in_jct_short",
     "avg_slowdown", "p50_slowdown", "p95_slowdown", "p99_slowdown", "avg_jct_short_s",
-    "avg_jct_long_s", "p50_slowdown_short",
-    "p50_slowdown_long", "restarts", "service_avg_queue_s", "services_placed",
-    "services_never_placed",
+    "avg_jct_long_s", "p50_slowdown_short", "p50_slowdown_long", "restarts",
+    "service_avg_queue_s", "services_placed", "services_never_placed",
     "service_bound_violations", "batch_bound_violations", "truth_pairs_unmeasured",
     "truth_pairs_unmeasured_gpu", "truth_gpus_contention_model",
     # counted over the whole replay (unknown profiles, issue 23; priority preemption, issue 24)

@@ -286,11 +286,12 @@ class RemoteSlowdownModel:
         cannot say (the analytic model: the unknown-job rule only, as on a placer that runs
         on it)."""
         gpu = self._gpu((victim, partner))
-        hit = None if self.degraded else self._domain.get((victim, partner, gpu))
-        if hit is None and (self.degraded or not self._fetch([(victim, partner)], gpu)):
-            f = getattr(self.fallback, "in_domain", None)
-            return True if f is None else bool(f(victim, partner))
-        return self._domain.get((victim, partner, gpu), False) if hit is None else hit
+        key = (victim, partner, gpu)
+        if not self.degraded and (key in self._domain
+                                  or self._fetch([(victim, partner)], gpu)):
+            return self._domain.get(key, False)
+        f = getattr(self.fallback, "in_domain", None)
+        return True if f is None else bool(f(victim, partner))
 
     def _gpu(self, residents: Sequence[JobProfile]) -> str:
         return next((r.gpu_model for r in residents if r.gpu_model), "")
