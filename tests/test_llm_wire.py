@@ -170,30 +170,37 @@ def test_the_demo_llm_jobs_through_the_placer_service_equal_the_in_process_run(p
     wl = workload.build_workload(trace.read_pods(), nodes, seed=0, load=None, model=tm, jobs=16)
     first = min(j.arrival_s for j in wl.jobs)
     jobs = sorted([*wl.jobs, *load_llm_jobs("demo", offset_s=first)], key=lambda j: j.arrival_s)
-    slow = AnalyticSlowdown()
-    srv, port = placer_server(slowdown=slow)
-    srv.start()
     placed: set[Configuration] = set()
-    try:
-        runs = []
-        for via in (False, True):
-            env = PolicyEnv(nodes=nodes, throughput=tm, slowdown=slow, restart_s=30.0)
-            policy = (RemotePlacerPolicy(open_channel(f"127.0.0.1:{port}"), policy_name, env,
-                                         timeout_s=120) if via else make_policy(policy_name, env))
-            if via:
-                policy = _Configs(policy, placed)
-            runs.append(simulate(nodes, [dataclasses.replace(j) for j in jobs], policy,
-                                 restart_s=30.0, activity=lambda j, c, cat=policy.catalog:
-                                 cat.profile(j, c).gpu_activity))
-    finally:
-        srv.stop(0)
-    a, b = runs
+    a, b = _in_process_and_through_the_placer(nodes, jobs, tm, policy_name, placed)
     _assert_same_run(a, b)
     llm = [r for r in b.records if r.tokens > 0]
     assert len(llm) == 5 and all(r.status == "finished" for r in llm), [
         (r.job_id, r.status, r.reason) for r in llm]
     assert all(r.tokens_done == pytest.approx(r.tokens) for r in llm)
     assert any(c.replica_gpus > 1 for c in placed), sorted(c.name for c in placed)
+
+
+def _in_process_and_through_the_placer(nodes, jobs, tm, policy_name, placed=None):
+    """(the in-process run, the run through a placer service on loopback) of ``jobs``, both
+    on the analytic slowdown model with the simulator's activity rule (the catalog's base
+    profile, as ``elastico simulate``); ``placed`` collects the remote run's configurations."""
+    slow = AnalyticSlowdown()
+    srv, port = placer_server(slowdown=slow)
+    srv.start()
+    try:
+        runs = []
+        for via in (False, True):
+            env = PolicyEnv(nodes=nodes, throughput=tm, slowdown=slow, restart_s=30.0)
+            policy = (RemotePlacerPolicy(open_channel(f"127.0.0.1:{port}"), policy_name, env,
+                                         timeout_s=120) if via else make_policy(policy_name, env))
+            if via and placed is not None:
+                policy = _Configs(policy, placed)
+            runs.append(simulate(nodes, [dataclasses.replace(j) for j in jobs], policy,
+                                 restart_s=30.0, activity=lambda j, c, cat=policy.catalog: getattr(
+                                     cat, "base_profile", cat.profile)(j, c).gpu_activity))
+    finally:
+        srv.stop(0)
+    return runs
 
 
 def _assert_same_run(a, b):
@@ -284,21 +291,7 @@ def test_llm_mix_through_the_placer_service_equals_the_in_process_run(policy_nam
     rest = [j for j in ordered if j.llm_train is None][:33]
     jobs = sorted(train + rest, key=lambda j: (j.arrival_s, j.id))
     assert len(train) == 3 and any(j.llm is not None for j in jobs)
-    slow = AnalyticSlowdown()
-    srv, port = placer_server(slowdown=slow)
-    srv.start()
-    try:
-        runs = []
-        for via in (False, True):
-            env = PolicyEnv(nodes=nodes, throughput=tm, slowdown=slow, restart_s=30.0)
-            policy = (RemotePlacerPolicy(open_channel(f"127.0.0.1:{port}"), policy_name, env,
-                                         timeout_s=120) if via else make_policy(policy_name, env))
-            runs.append(simulate(nodes, [dataclasses.replace(j) for j in jobs], policy,
-                                 restart_s=30.0, activity=lambda j, c, cat=policy.catalog: getattr(
-                                     cat, "base_profile", cat.profile)(j, c).gpu_activity))
-    finally:
-        srv.stop(0)
-    a, b = runs
+    a, b = _in_process_and_through_the_placer(nodes, jobs, tm, policy_name)
     _assert_same_run(a, b)
     ran = {r.job_id for r in b.records if r.status == "finished" or r.configuration}
     assert ran & {j.id for j in train} and ran & {j.id for j in jobs if j.llm is not None}
