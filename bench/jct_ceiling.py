@@ -91,7 +91,7 @@ def _seeds(text: str) -> list[int]:
     return seeds
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     from elastico.errors import InvalidArgument
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -105,7 +105,7 @@ def main() -> None:
     p.add_argument("--load", type=float, default=0.5,
                    help="offered load, continuous arrivals (default: 0.5, the evaluation's)")
     p.add_argument("--json", default=None, help="write the per-seed figures here")
-    a = p.parse_args()
+    a = p.parse_args(argv)
     if a.json:  # refused before minutes of replay, not after
         try:
             open(a.json, "a").close()

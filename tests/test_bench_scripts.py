@@ -1,6 +1,6 @@
-"""The bench scripts (bench/esp_vs_greedy.py, mig_pools.py, fgd.py, placement_round.py)
-refuse bad input with an argparse error (exit 2, the flag or field named), not a traceback or
-an empty run, before any work; esp_vs_greedy's statistics stay defined when no round is priced."""
+"""The bench scripts (bench/esp_vs_greedy.py, mig_pools.py, fgd.py, placement_round.py,
+jct_ceiling.py) refuse bad input with an argparse error (exit 2, the flag or field named), not
+a traceback or an empty run, before any work; esp_vs_greedy's statistics stay defined when no round is priced."""
 
 from __future__ import annotations
 
@@ -34,6 +34,13 @@ def _bench():
     ("placement_round", ["--repeat", "0"], "--repeat: '0': an integer >= 1"),
     ("placement_round", ["--gpus", "7000"], "--gpus: 7000 is more than the trace's 6212 GPUs"),
     ("llm_model", ["--jobs", "0"], "--jobs: 0: an integer >= 1"),
+    # these ended in tracebacks, --workload foo ran openb, --json failed after the replays
+    ("jct_ceiling", ["--seeds", "x"], "--seeds: 'x': comma-separated integers >= 0"),
+    ("jct_ceiling", ["--seeds", "-1"], "--seeds: '-1': comma-separated integers >= 0"),
+    ("jct_ceiling", ["--workload", "foo"], "--workload: invalid choice: 'foo'"),
+    ("jct_ceiling", ["--json", "/nonexistent/x.json"], "--json /nonexistent/x.json: cannot be"),
+    ("jct_ceiling", ["--cluster", "nosuch", "--seeds", "0"], "cluster: 'nosuch' is not allowed"),
+    ("jct_ceiling", ["--gpus", "0", "--seeds", "0"], "gpus: 0 is not allowed"),
 ])
 def test_bad_input_is_an_argparse_error(script, args, needle, capsys):
     with pytest.raises(SystemExit) as e:
