@@ -52,6 +52,7 @@ capture, memory profiling) is not counted.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from functools import lru_cache
 from typing import Iterable, Mapping
 
@@ -66,7 +67,7 @@ __all__ = [
     "TP_DEGREES", "LOAD_GBPS", "llm_gpu_known", "booked_memory_gib", "requested_llm_config",
     "llm_config_name", "llm_configuration", "requested_configuration", "fits_on",
     "mig_configurations", "candidates", "startup_s", "whole_gpu_throughput", "llm_config_of",
-    "activity",
+    "activity", "planning_throughput",
 ]
 
 #: Tensor-parallel degrees offered (within one node; the model refuses those that do not
@@ -352,6 +353,22 @@ def whole_gpu_throughput(job: Job, config: Configuration) -> float:
         return config.throughput
     tps = _evaluate(job, llm_config_of(job, config, share=1.0))
     return tps / _spec(job).reference_tokens_per_s if tps > 0 else config.throughput
+
+
+def planning_throughput(job: Job, config: Configuration) -> float:
+    """Normalized throughput the placer values ``config`` of offline LLM inference ``job`` at
+    (docs/model.md 7., "Planning throughput"): ``config.throughput`` (solo) except for an
+    MPS-shared configuration (0 < share < 1, no MIG instance), which is valued at the HBM
+    bandwidth its share keeps when its GPUs are full (:class:`~elastico.perf.llm.LlmConfig`
+    ``hbm_by_share``: bandwidth x share as well as SMs x share).  MPS partitions SMs, not
+    bandwidth, so a decode-bound replica alone at share 0.25 reads at the whole GPU's
+    bandwidth -- and competes for it with whoever fills the other 0.75.  The pricing plans for
+    full GPUs, so it values the share at what it keeps then.  At most ``config.throughput``;
+    0.0 when the model refuses the configuration."""
+    if config.mig_profile is not None or not 0.0 < config.gpu_share < 1.0 - _EPS:
+        return config.throughput
+    tps = _evaluate(job, replace(llm_config_of(job, config), hbm_by_share=True))
+    return min(config.throughput, tps / _spec(job).reference_tokens_per_s) if tps > 0 else 0.0
 
 
 def activity(config: Configuration) -> float:

@@ -1,6 +1,8 @@
 """The bench scripts (bench/esp_vs_greedy.py, mig_pools.py, fgd.py, placement_round.py,
-jct_ceiling.py) refuse bad input with an argparse error (exit 2, the flag or field named), not
-a traceback or an empty run, before any work; esp_vs_greedy's statistics stay defined when no round is priced."""
+jct_ceiling.py, sustainable_load.py) refuse bad input with an argparse error (exit 2, the flag
+or field named), not a traceback or an empty run, before any work; esp_vs_greedy's statistics
+stay defined when no round is priced; jct_ceiling's capacity-aware bound solves hand-worked
+LPs."""
 
 from __future__ import annotations
 
@@ -41,6 +43,19 @@ def _bench():
     ("jct_ceiling", ["--json", "/nonexistent/x.json"], "--json /nonexistent/x.json: cannot be"),
     ("jct_ceiling", ["--cluster", "nosuch", "--seeds", "0"], "cluster: 'nosuch' is not allowed"),
     ("jct_ceiling", ["--gpus", "0", "--seeds", "0"], "gpus: 0 is not allowed"),
+    ("sustainable_load", ["--policy", "nope"], "--policy 'nope': one of elastico,"),
+    ("sustainable_load", [], "the following arguments are required: --policy"),
+    ("sustainable_load", ["--policy", "exclusive", "--loads", "2,1"],
+     "--loads: '2,1': comma-separated numbers > 0, ascending"),
+    ("sustainable_load", ["--policy", "exclusive", "--loads", "0,1"],
+     "--loads: '0,1': comma-separated numbers > 0"),
+    ("sustainable_load", ["--policy", "exclusive", "--loads", "x"],
+     "--loads: 'x': comma-separated numbers > 0"),
+    ("sustainable_load", ["--policy", "exclusive", "--seed", "-1"], "--seed -1: an integer >= 0"),
+    ("sustainable_load", ["--policy", "exclusive", "--json", "/nonexistent/x.jsonl"],
+     "--json /nonexistent/x.jsonl: cannot be"),
+    ("sustainable_load", ["--policy", "exclusive", "--cluster", "nosuch", "--loads", "1"],
+     "cluster: 'nosuch' is not allowed"),
 ])
 def test_bad_input_is_an_argparse_error(script, args, needle, capsys):
     with pytest.raises(SystemExit) as e:
@@ -59,3 +74,29 @@ def test_a_workload_with_no_priced_round_reports_zero_counts_and_null_statistics
     assert out["esp_better_rounds"] == out["greedy_better_rounds"] == 0
     assert out["mean_objective_gain"] is None and out["p95_certified_gap"] is None
     assert out["esp_mean_loss_vs_exact"] is None
+
+
+def test_fluid_bound_matches_a_hand_solved_lp():
+    # one GPU for 100 s.  Job A: 10 s on 1 GPU (10 GPU-s) or 20 s on 0.25 (5 GPU-s); job B:
+    # 50 s on 2 GPUs (100 GPU-s) or 100 s on 0.5 (50 GPU-s).  Both fastest ask 110 GPU-s of
+    # 100 (load 1.1).  Freeing a GPU-second costs A 2 s of JCT and B 1 s, so A stays fast and
+    # B takes x of its fast shape: 10 + 100x + 50(1 - x) <= 100 -> x = 0.8, JCTs
+    # 10 + (50 x 0.8 + 100 x 0.2) = 70, average 35, the GPU exactly full.
+    fb = load_bench("jct_ceiling").fluid_bound
+    out = fb([[(10.0, "G", 1.0), (20.0, "G", 0.25)], [(50.0, "G", 2.0), (100.0, "G", 0.5)]],
+             {"G": 1.0}, 100.0)
+    assert out["avg_jct_s"] == pytest.approx(35.0)
+    assert out["load_by_model"]["G"] == pytest.approx(1.0)
+    assert out["ideal_load_by_model"]["G"] == pytest.approx(1.1)
+
+
+def test_fluid_bound_is_the_ideal_where_capacity_does_not_bind_and_splits_by_model():
+    # two models; each job's fastest shape fits its model's capacity: the bound is the
+    # capacity-free ideal (10 + 30) / 2 = 20, each model loaded by its own job only
+    fb = load_bench("jct_ceiling").fluid_bound
+    out = fb([[(10.0, "A", 1.0), (40.0, "B", 1.0)], [(30.0, "B", 2.0), (90.0, "A", 0.5)]],
+             {"A": 1.0, "B": 1.0}, 100.0)
+    assert out["avg_jct_s"] == pytest.approx(20.0)
+    assert out["load_by_model"] == pytest.approx({"A": 0.1, "B": 0.6})
+    with pytest.raises(ValueError, match="at least one configuration"):
+        fb([[]], {"A": 1.0}, 100.0)

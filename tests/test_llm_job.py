@@ -210,3 +210,39 @@ def test_a_live_style_job_that_keeps_its_shape_gets_only_its_requested_configura
     assert set(cat.gpu_models) == set(fam_models)
     prof = cat.profile(job, fam.configs[1])
     assert prof.job_type == "LLM Llama-3-8B" and prof.gpu_activity == 1.0
+
+
+def test_the_placer_values_an_mps_share_at_the_bandwidth_it_keeps_on_a_full_gpu():
+    # docs/model.md 7., "Planning throughput": JobCatalog.arrays (what the round prices)
+    # holds llm_shapes.planning_throughput -- an MPS-shared configuration at the HBM
+    # bandwidth x share (hbm_by_share), whole GPUs and MIG instances at their own throughput
+    # -- while each Configuration keeps its solo throughput (what the job runs at).
+    import numpy as np
+
+    from dataclasses import replace
+
+    from elastico.model import resource_space_for
+    from elastico.placer.policies.common import JobCatalog, PolicyEnv
+    from elastico.predictor import NoInterference
+
+    nodes = [Node("n0", "A100-40GB", 8, 40.0, 64.0, 512.0,
+                  labels=(("elastico.io/mig-gpus", "8"),)),
+             Node("n1", "A100-40GB", 8, 40.0, 64.0, 512.0)]
+    cat = JobCatalog(PolicyEnv(nodes=nodes, throughput=TM, slowdown=NoInterference()))
+    job = job8()
+    fam = cat.family(job)
+    tput, _ = cat.arrays(job, resource_space_for(nodes))
+    shared = [k for k, c in enumerate(fam.configs)
+              if not c.is_wait and c.mig_profile is None and c.gpu_share < 1.0]
+    others = [k for k, c in enumerate(fam.configs) if k not in shared]
+    assert shared and any(fam.configs[k].mig_profile for k in others)
+    for k in shared:
+        c = fam.configs[k]
+        # by hand: the same configuration with its bandwidth scaled by its share, over the
+        # job's reference tokens/s
+        tps = LS._evaluate(job, replace(LS.llm_config_of(job, c), hbm_by_share=True))
+        assert tput[k] == pytest.approx(tps / job.llm.reference_tokens_per_s)
+        assert tput[k] <= c.throughput
+    # decode-bound: at least one share is valued strictly below its solo speed
+    assert any(tput[k] < fam.configs[k].throughput * 0.99 for k in shared)
+    assert np.array_equal(tput[others], np.array([fam.configs[k].throughput for k in others]))

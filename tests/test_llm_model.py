@@ -130,6 +130,25 @@ def test_mps_shares_sms_not_memory_bandwidth(roofline):
     assert llm.memory(LLAMA2_7B, cfg(**c, mps_share=0.3)) == llm.memory(LLAMA2_7B, cfg(**c))
 
 
+def test_the_planning_figure_scales_bandwidth_by_the_share_too(roofline):
+    # hbm_by_share (the placer's planning figure, docs/model.md 7.): a decode step at batch 1
+    # reads the 13.2 GB of Llama-2-7B's weights; at a 30 % share over 30 % of A100-80GB's
+    # 2039 GB/s it takes 1/0.3 as long as on the whole GPU (the roofline: bandwidth-bound
+    # both ways), where plain MPS (bandwidth unpartitioned) takes as long as the whole GPU
+    c = dict(gpu="A100-80GB")
+    whole = llm.decode_step_s(LLAMA2_7B, cfg(**c), 1, 128)
+    assert llm.decode_step_s(LLAMA2_7B, cfg(**c, mps_share=0.3, hbm_by_share=True), 1, 128) \
+        == pytest.approx(whole / 0.3)
+    # a long prefill is FLOP-bound: the planning figure changes nothing there
+    assert llm.prefill_s(LLAMA2_7B, cfg(**c, mps_share=0.5, hbm_by_share=True), 1, 4096) \
+        == pytest.approx(llm.prefill_s(LLAMA2_7B, cfg(**c, mps_share=0.5), 1, 4096))
+    # no effect without a share, nor on a MIG instance (which owns its bandwidth slices)
+    assert llm.decode_step_s(LLAMA2_7B, cfg(**c, hbm_by_share=True), 1, 128) == whole
+    mig = dict(gpu="A100-80GB", mig_profile="3g.40gb")
+    assert llm.decode_step_s(LLAMA2_7B, cfg(**mig, hbm_by_share=True), 1, 128) \
+        == llm.decode_step_s(LLAMA2_7B, cfg(**mig), 1, 128)
+
+
 def test_mig_slices_partition_sms_memory_and_bandwidth(roofline):
     # 3g.40gb on A100-80GB: 3 of 7 SM slices, 4 of 8 memory slices (40 GiB, half the 2039 GB/s)
     whole, part = cfg("A100-80GB"), cfg("A100-80GB", mig_profile="3g.40gb")
@@ -159,6 +178,7 @@ def test_mig_slices_partition_sms_memory_and_bandwidth(roofline):
     (dict(gpu="A100-80GB", replicas=True), "replicas", ">= 1"),
     (dict(gpu="A100-80GB", max_batch=0), "max_batch", ">= 1"),
     (dict(gpu="A100-80GB", memory_limit_gib=-1.0), "memory_limit_gib", "> 0"),
+    (dict(gpu="A100-80GB", mps_share=0.5, hbm_by_share=1), "hbm_by_share", "True or False"),
     (dict(gpu="A100-80GB", tp=3), "tp", "heads=32"),
 ])
 def test_bad_configurations_are_refused_naming_field_value_and_allowed(kw, field, needle):

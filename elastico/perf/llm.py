@@ -40,6 +40,8 @@ The model (docs/model.md, "LLM inference", has the worked numbers and the source
   batch larger than the KV cache holds runs in waves.
 * **Partitions**: an MPS share scales the SMs (peak FLOP/s x share); HBM bandwidth and memory
   are not partitioned by MPS (NVIDIA MPS docs: the active-thread percentage limits SMs only).
+  ``LlmConfig.hbm_by_share`` asks for the placer's planning figure instead: the bandwidth
+  scaled by the share too (what the share keeps when its GPU is full).
   A MIG instance gets ``compute_slices / C`` of the SMs, ``memory_slices / M`` of the memory
   bandwidth and its profile's memory (NVIDIA MIG user guide: a GPU instance owns its memory
   slices, i.e. their DRAM, L2 slices and memory controllers); no NVLink, so tp = 1.
@@ -367,7 +369,12 @@ class LlmConfig:
     engine's limit); ``dtype`` of the weights, ``kv_dtype`` of the KV cache (default: fp8 with
     fp8 weights, else 16-bit); ``engine`` one of :data:`ENGINES`.  ``memory_limit_gib``: memory
     per GPU the job may use (an MPS pinned-device-memory limit; default the whole GPU or MIG
-    instance).  Checked when used (:func:`memory`), not on construction.
+    instance).  ``hbm_by_share``: the MPS share also scales the HBM bandwidth (a *planning*
+    figure, not what MPS enforces: MPS limits SMs only, so a share alone on its GPU reads at the
+    whole GPU's bandwidth, and co-residents compete for it; scaled, it is the bandwidth the share
+    keeps when every co-resident reads in proportion to its SMs -- the GPU full, as the pricing
+    plans it; docs/model.md 7., "Planning throughput").  No effect without ``mps_share``.
+    Checked when used (:func:`memory`), not on construction.
     """
 
     gpu: str
@@ -380,6 +387,7 @@ class LlmConfig:
     kv_dtype: str | None = None
     engine: str = "vllm"
     memory_limit_gib: float | None = None
+    hbm_by_share: bool = False
 
 
 @dataclass(frozen=True)
@@ -538,6 +546,8 @@ def _check_cfg(cfg: LlmConfig) -> None:
     s = cfg.mps_share
     if s is not None and (isinstance(s, bool) or not isinstance(s, (int, float)) or not (0 < s <= 1)):
         raise InvalidArgument("mps_share", s, "a fraction in (0, 1], or None (the whole GPU)")
+    if not isinstance(cfg.hbm_by_share, bool):
+        raise InvalidArgument("hbm_by_share", cfg.hbm_by_share, "True or False")
     lim = cfg.memory_limit_gib
     if lim is not None and (isinstance(lim, bool) or not isinstance(lim, (int, float))
                             or not math.isfinite(lim) or lim <= 0):
@@ -625,6 +635,8 @@ def _cfg_row(cfg: LlmConfig) -> tuple[tuple[float, ...], Efficiency]:
         mem = min(mem, p.memory_gib)
     elif cfg.mps_share is not None:
         flops *= float(cfg.mps_share)
+        if cfg.hbm_by_share:  # the planning figure (LlmConfig)
+            hbm *= float(cfg.mps_share)
     if cfg.memory_limit_gib is not None:
         mem = min(mem, float(cfg.memory_limit_gib))
     link = 0.0

@@ -196,12 +196,22 @@ class JobCatalog:
         return ShapeFamily((WAIT,) + tuple(dict.fromkeys(shapes)))
 
     def arrays(self, job: Job, space: ResourceSpace) -> tuple[np.ndarray, np.ndarray]:
-        """(solo throughputs [K], demands [K, R]) of the job's family, cached."""
+        """(planning throughputs [K], demands [K, R]) of the job's family, cached: what the
+        round values and prices the configurations at.  The solo throughput
+        (``Configuration.throughput``) but for an offline LLM inference job's MPS-shared
+        configurations, valued at the HBM bandwidth their share keeps on a full GPU
+        (:func:`elastico.llm_shapes.planning_throughput`, docs/model.md 7.); a job runs at
+        its configuration's own throughput (the simulator's truth, and the GPU's)."""
         self._current_spec(job)
         out = self._arrays.get(job.id)
         if out is None:
             fam = self.family(job)
-            out = (fam.throughputs(), fam.demands(space))
+            tput = fam.throughputs()
+            if job.llm is not None:
+                from elastico.llm_shapes import planning_throughput
+
+                tput = np.array([planning_throughput(job, c) for c in fam.configs])
+            out = (tput, fam.demands(space))
             self._arrays[job.id] = out
         return out
 

@@ -331,8 +331,10 @@ class Shapes:
     utilities and capacity).
 
     ``jobs`` [N] and their ``families`` [N]; ``offsets`` [N+1] int64 (job i owns rows
-    ``offsets[i]:offsets[i+1]``, the first its ``wait``); ``throughput`` [M] solo normalized
-    throughput; ``demand`` [M, R] resource units; ``current`` [N] int64: the index of a
+    ``offsets[i]:offsets[i+1]``, the first its ``wait``); ``throughput`` [M] normalized
+    throughput as the round values it (:meth:`JobCatalog.arrays`: solo, but an offline LLM
+    job's MPS-shared configurations at the bandwidth their share keeps on a full GPU);
+    ``demand`` [M, R] resource units; ``current`` [N] int64: the index of a
     running job's configuration in its family, -1 for a pending job (or one whose
     configuration is no longer in its family)."""
 
