@@ -112,10 +112,9 @@ def fluid_bound(options, supply, span_s: float) -> dict:
     integral choice's).  Returns ``avg_jct_s``, ``load_by_model`` (each model's GPU-seconds at
     the optimum over its capacity, <= 1) and ``ideal_load_by_model`` (the same for every job
     at its fastest configuration: above 1 where the capacity-free ceiling over-asks a model).
-    ValueError when ``options`` is empty or a job has no configuration, RuntimeError when
-    HiGHS fails (it cannot be infeasible: a job may always take its least GPU-seconds...
-    unless even those overflow a model, which is reported as RuntimeError with HiGHS's
-    message)."""
+    ValueError when ``options`` is empty or a job has no configuration; RuntimeError with
+    HiGHS's message when the LP has no solution (infeasible only if even every job's least
+    GPU-seconds overflow a model)."""
     import numpy as np
     from scipy.optimize import linprog
     from scipy.sparse import coo_matrix

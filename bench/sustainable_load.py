@@ -42,21 +42,17 @@ def _loads(text: str) -> list[float]:
 
 def rung(cluster: str, gpus: int, policy: str, seed: int, load: float, workload: str) -> dict:
     """One sweep point (module docstring): its backlog test and the figures behind it."""
-    from dataclasses import replace
-
     from elastico.sim.clusters import load_cluster
-    from elastico.sim.evaluate import Settings, Task, run_one
-    from elastico.sim.simulator import BACKLOG_GROWTH_FRACTION
+    from elastico.sim.evaluate import Settings, run_one, sweep_tasks
+    from elastico.sim.simulator import backlog_allowed
 
-    st = Settings(load=load, arrivals="continuous", workload=workload)
-    task = Task(load_cluster(cluster), gpus, policy, seed,
-                replace(st, stop_at_window_end=True))
+    st = Settings(arrivals="continuous", workload=workload)
+    (task,) = sweep_tasks([load_cluster(cluster)], [gpus], [policy], [seed], [load], st)
     t0 = time.process_time()
     run = run_one(task).run
     return {"workload": workload, "cluster": cluster, "gpus": gpus, "policy": policy,
             "seed": seed, "load": load, "queue_growth": run["queue_growth"],
-            "queue_growth_allowed": max(1.0, BACKLOG_GROWTH_FRACTION
-                                        * float(run.get("arrivals_half_window", 0.0))),
+            "queue_growth_allowed": backlog_allowed(run),
             "backlog_bounded": bool(run["backlog_bounded"]),
             "arrivals_half_window": run.get("arrivals_half_window"),
             "sm_activity": run.get("sm_activity"),

@@ -217,9 +217,9 @@ def test_the_placer_values_an_mps_share_at_the_bandwidth_it_keeps_on_a_full_gpu(
     # holds llm_shapes.planning_throughput -- an MPS-shared configuration at the HBM
     # bandwidth x share (hbm_by_share), whole GPUs and MIG instances at their own throughput
     # -- while each Configuration keeps its solo throughput (what the job runs at).
-    import numpy as np
-
     from dataclasses import replace
+
+    import numpy as np
 
     from elastico.model import resource_space_for
     from elastico.placer.policies.common import JobCatalog, PolicyEnv
@@ -238,8 +238,8 @@ def test_the_placer_values_an_mps_share_at_the_bandwidth_it_keeps_on_a_full_gpu(
     assert shared and any(fam.configs[k].mig_profile for k in others)
     for k in shared:
         c = fam.configs[k]
-        # by hand: the same configuration with its bandwidth scaled by its share, over the
-        # job's reference tokens/s
+        # the model's figure for the same configuration with hbm_by_share, over the job's
+        # reference tokens/s (test_llm_model.py checks that figure against the roofline by hand)
         tps = LS._evaluate(job, replace(LS.llm_config_of(job, c), hbm_by_share=True))
         assert tput[k] == pytest.approx(tps / job.llm.reference_tokens_per_s)
         assert tput[k] <= c.throughput

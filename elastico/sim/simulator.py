@@ -93,7 +93,7 @@ from elastico.sim.utilisation import UtilisationMeter
 from elastico.tracing import NOOP, Tracer
 
 __all__ = ["JobRecord", "SimResult", "simulate", "METRIC_KEYS", "backlog_growth", "slowdown_models",
-           "backlog_bounded", "BACKLOG_GROWTH_FRACTION", "bound_time_metrics", "BOUND_TIME_GOAL"]
+           "backlog_bounded", "backlog_allowed", "BACKLOG_GROWTH_FRACTION", "bound_time_metrics", "BOUND_TIME_GOAL"]
 
 METRIC_KEYS = (
     "avg_jct_s", "p50_jct_s", "p95_jct_s", "p99_jct_s", "avg_queue_s", "makespan_s",
@@ -823,15 +823,20 @@ def backlog_growth(timeline: dict[str, list[float]], lo: float, hi: float) -> fl
     return mean(lo + 3 * quarter, hi) - mean(lo + quarter, lo + 2 * quarter)
 
 
+def backlog_allowed(metrics: dict[str, float],
+                    fraction: float = BACKLOG_GROWTH_FRACTION) -> float:
+    """The queue growth (jobs) a run may show and still count as bounded:
+    ``max(1, fraction x arrivals_half_window)`` (:func:`backlog_bounded`)."""
+    return max(1.0, fraction * float(metrics.get("arrivals_half_window", 0.0)))
+
+
 def backlog_bounded(metrics: dict[str, float],
                     fraction: float = BACKLOG_GROWTH_FRACTION) -> bool:
     """Whether a run's backlog stayed bounded (docs/metrics.md, "Sustainable load"): its
-    ``queue_growth`` (:func:`backlog_growth`) is at most ``max(1, fraction x
-    arrivals_half_window)`` jobs -- fewer than one arrival in twenty over the window's second
-    half stayed in the queue (a rate-stability test: a stable queue does not grow linearly
-    with time)."""
-    allowed = max(1.0, fraction * float(metrics.get("arrivals_half_window", 0.0)))
-    return float(metrics.get("queue_growth", 0.0)) <= allowed
+    ``queue_growth`` (:func:`backlog_growth`) is at most :func:`backlog_allowed` jobs --
+    fewer than one arrival in twenty over the window's second half stayed in the queue (a
+    rate-stability test: a stable queue does not grow linearly with time)."""
+    return float(metrics.get("queue_growth", 0.0)) <= backlog_allowed(metrics, fraction)
 
 
 def _metrics(recs: list[JobRecord], span: float, gpus: int, alloc_int: float,
