@@ -88,11 +88,13 @@ def test_both_policies_json_has_runs_and_table_has_ratio(tmp_path, capsys):
 
 
 def test_no_batch_job_finished_in_the_window_prints_no_value_not_zero(tmp_path, capsys):
-    # a fresh user's run (seed 0): load 5 on 8 GPUs with continuous arrivals; exclusive
-    # finishes 45 batch jobs, none of them one that arrived in the measurement window, so
-    # the JCT rows are over no job: "-" (and null in --json), not an average JCT of 0 s
+    # a fresh user's run (seed 0): load 5 on 8 GPUs with continuous arrivals, stopped at the
+    # horizon (--overrun-windows 0); exclusive finishes 45 batch jobs, none of them one that
+    # arrived in the measurement window, so the JCT rows are over no job: "-" (and null in
+    # --json), not an average JCT of 0 s
     out = tmp_path / "m.json"
     assert main(["simulate", "--arrivals", "continuous", "--load", "5", "--gpus", "8",
+                 "--overrun-windows", "0",
                  "--policy", "exclusive", "--no-progress", "--json", str(out)]) == 0
     cells = [re.split(r"\s{2,}", line.strip()) for line in capsys.readouterr().out.splitlines()]
     rows = {c[0]: c[1:] for c in cells}
@@ -161,6 +163,16 @@ def test_a_continuous_load_above_ten_is_refused_before_drawing_arrivals(tmp_path
         _bad(tmp_path, capsys, ["simulate", "--gpus", "8", "--arrivals", "continuous", "--load",
                                 load, "--no-progress"],
              f"--load: {float(load)}", "a number in (0, 10]", "lower --load")
+
+
+def test_bad_overrun_windows(tmp_path, capsys):
+    cont = ["simulate", "--gpus", "8", "--arrivals", "continuous", "--no-progress"]
+    for bad in ("-1", "nan", "inf"):
+        _bad(tmp_path, capsys, cont + ["--overrun-windows", bad],
+             f"--overrun-windows: {float(bad)}", "a number of measurement windows >= 0")
+    # the trace's own arrivals have no horizon to run past: refused, not ignored
+    _bad(tmp_path, capsys, SMALL + ["--overrun-windows", "2"], "--overrun-windows: 2.0",
+         "only with --arrivals continuous")
 
 
 def test_the_load_bound_shown_is_one_the_user_can_give(tmp_path, capsys):

@@ -196,6 +196,56 @@ def test_horizon_stops_the_replay_and_leaves_jobs_unfinished():
     assert res.metrics["jobs_unfinished"] == 1
 
 
+
+# Overrun (docs/metrics.md, "Which jobs count"): one GPU, window [0, 50], horizon 60.
+#   a arrives 0,  work 100: runs 0..100 -- in the window, still running at the horizon
+#   b arrives 10, work 30:  waits for a, in the window; runs 100..130
+#   c arrives 55, work 10:  after the window, before the horizon; waits behind b
+#   d arrives 70, work 10:  after the horizon -- never arrives once the horizon is passed
+OVERRUN = [("a", 0.0, 100.0), ("b", 10.0, 30.0), ("c", 55.0, 10.0), ("d", 70.0, 10.0)]
+
+
+def test_overrun_runs_the_window_jobs_to_completion_and_stops_there():
+    res = replay([v100_node(1)], [job(*j) for j in OVERRUN], window=(0.0, 50.0),
+                 horizon_s=60.0, overrun_s=1000.0)
+    by = {r.job_id: r for r in res.records}
+    assert by["a"].finish_s == pytest.approx(100.0) and by["b"].finish_s == pytest.approx(130.0)
+    # the replay stops when b, the window's last job, is done: c (queued, not a window job)
+    # did not finish, d never arrived
+    assert (by["c"].status, by["c"].reason) == ("unfinished", "horizon")
+    assert by["d"].status == "pending" and by["d"].first_start_s is None
+    m = res.metrics
+    assert m["avg_jct_s"] == pytest.approx((100.0 + 120.0) / 2)  # b: 130 - 10
+    assert m["jobs_in_jct"] == 2 and m["jobs_window_unfinished"] == 0
+    # the windowed rows do not move: the window is [0, 50] whatever the replay's end
+    assert m["window_s"] == pytest.approx(50.0)
+
+
+def test_overrun_stops_at_its_cap_and_counts_the_window_jobs_it_misses():
+    # cap 60 + 50 = 110: a finishes at 100, b (runs 100..130) does not
+    res = replay([v100_node(1)], [job(*j) for j in OVERRUN], window=(0.0, 50.0),
+                 horizon_s=60.0, overrun_s=50.0)
+    by = {r.job_id: r for r in res.records}
+    assert by["a"].status == "finished"
+    assert (by["b"].status, by["b"].reason) == ("unfinished", "horizon")
+    assert by["b"].progress == pytest.approx(10.0)  # ran 100..110
+    assert res.metrics["jobs_window_unfinished"] == 1 and res.metrics["jobs_in_jct"] == 1
+    # without overrun the replay stops at the horizon: both window jobs are missed
+    base = replay([v100_node(1)], [job(*j) for j in OVERRUN], window=(0.0, 50.0),
+                  horizon_s=60.0)
+    assert base.metrics["jobs_window_unfinished"] == 2 and base.metrics["jobs_in_jct"] == 0
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"window": (0.0, 50.0), "horizon_s": 60.0, "overrun_s": -1.0}, "overrun_s"),
+    ({"window": (0.0, 50.0), "horizon_s": 60.0, "overrun_s": math.nan}, "overrun_s"),
+    ({"window": (0.0, 50.0), "overrun_s": 10.0}, "needs window and horizon_s"),
+    ({"horizon_s": 60.0, "overrun_s": 10.0}, "needs window and horizon_s"),
+])
+def test_overrun_refuses_bad_values(kw, match):
+    with pytest.raises(ValueError, match=match):
+        replay([v100_node(1)], [job(*j) for j in OVERRUN], **kw)
+
 def test_continuous_arrivals_offer_the_load_in_the_window_and_span_the_horizon():
     from elastico import trace
     from elastico.sim import workload

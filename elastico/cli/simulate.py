@@ -81,7 +81,8 @@ _REPLAY_ONLY = (("gpus", "--gpus", 512), ("jobs", "--jobs", None), ("load", "--l
                 ("remaining_estimate", "--remaining-estimate", "elapsed"),
                 ("user_estimate_badness", "--user-estimate-badness", 3.0),
                 ("llm_jobs", "--llm-jobs", None), ("llm_load_gbps", "--llm-load-gbps", None),
-                ("contention", "--contention", "default"))
+                ("contention", "--contention", "default"),
+                ("overrun_windows", "--overrun-windows", None))
 
 #: ``--user-estimate-badness`` default: Mu'alem & Feitelson's f-model (IEEE TPDS 12(6), 2001),
 #: a user's estimate of a run of r seconds is uniform in [r, (f + 1) r]; f = 3 is a sensitivity
@@ -158,6 +159,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "window; the number of jobs follows from --load and the window, "
                         f"--jobs and its {MAX_JOBS_PER_GPU} x --gpus cap do not apply (a high "
                         "--load on a few GPUs draws hundreds of jobs) (replay; default: trace)")
+    p.add_argument("--overrun-windows", type=float, default=None, metavar="W",
+                   help="continuous arrivals: after the drain, nothing arrives and the replay "
+                        "goes on until every batch job that arrived in the measurement window "
+                        "has finished, for at most W measurement windows, so that every "
+                        "policy's JCT rows are over the same jobs (docs/metrics.md, \"Which "
+                        "jobs count\"); 0 stops at the horizon (default: 10)")
     p.add_argument("--utility", choices=sorted(UTILITIES), default=None,
                    help="elastico's objective (default: jct)")
     p.add_argument("--restart-s", type=float, default=None,
@@ -300,6 +307,14 @@ def _check(args: argparse.Namespace) -> None:
         raise InvalidArgument("--seed", args.seed, "must be an integer >= 0")
     if args.load is not None and not (math.isfinite(args.load) and args.load > 0):
         raise InvalidArgument("--load", args.load, "must be a finite number > 0")
+    if args.overrun_windows is not None:
+        if not (math.isfinite(args.overrun_windows) and args.overrun_windows >= 0):
+            raise InvalidArgument("--overrun-windows", args.overrun_windows,
+                                  "a number of measurement windows >= 0")
+        if args.arrivals != "continuous" and args.workload != "llm-mix":
+            raise InvalidArgument("--overrun-windows", args.overrun_windows,
+                                  "only with --arrivals continuous (or --workload llm-mix): "
+                                  "the trace's own arrivals run until the last batch job ends")
     if not (math.isfinite(args.restart_s) and 0 <= args.restart_s <= MAX_RESTART_S):
         raise InvalidArgument("--restart-s", args.restart_s, f"must be in 0..{MAX_RESTART_S:g}")
     from elastico.placer.policies.mpsstatic import MAX_REPLICAS
@@ -602,6 +617,7 @@ def _replay(args, policies, nodes, model, wl, slowdown, truth, tracer, via) -> l
     from tqdm import tqdm
 
     from elastico.placer.policies import PolicyEnv, make_policy
+    from elastico.sim.evaluate import Settings
     from elastico.sim.simulator import simulate
     from elastico.sim.workload import user_estimates
 
@@ -630,6 +646,10 @@ def _replay(args, policies, nodes, model, wl, slowdown, truth, tracer, via) -> l
                            progress=progress, truth=truth, tracer=tracer,
                            window=None if win is None else (win.lo, win.hi),
                            horizon_s=None if win is None else win.horizon,
+                           # the window's batch jobs run to completion (docs/metrics.md)
+                           overrun_s=0.0 if win is None else win.measure_s * (
+                               Settings.overrun_windows if args.overrun_windows is None
+                               else args.overrun_windows),
                            llm_load_gbps=args.llm_load_gbps,
                            unknown_profiles=not args.assume_profiled)
         finally:

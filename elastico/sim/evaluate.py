@@ -65,7 +65,12 @@ class Settings:
     sensitivity parameter; 1.0 = they run as the reference).  ``assume_profiled``: every job
     has its solo profile from the start (``elastico simulate --assume-profiled``); default
     False, as ``elastico simulate``: jobs arrive unknown and are profiled after the window
-    (:func:`elastico.sim.simulator.simulate`'s ``unknown_profiles``; docs/predictor.md 6b)."""
+    (:func:`elastico.sim.simulator.simulate`'s ``unknown_profiles``; docs/predictor.md 6b).
+    ``overrun_windows`` (continuous arrivals, not with ``stop_at_window_end``): after the drain,
+    the replay goes on with no further arrival until every batch job that arrived in the
+    measurement window has finished, for at most this many measurement windows
+    (:func:`elastico.sim.simulator.simulate`'s ``overrun_s``; docs/metrics.md, "Which jobs
+    count"); 0: stop at the horizon."""
 
     jobs_per_gpu: float = 4.0
     load: float | None = None
@@ -82,6 +87,8 @@ class Settings:
     #: stop the replay at the end of the measurement window instead of after the drain
     #: (continuous arrivals; the load sweep's runs: docs/metrics.md, "Sustainable load")
     stop_at_window_end: bool = False
+    #: run the window's batch jobs to completion past the horizon (at most this many windows)
+    overrun_windows: float = 10.0
     #: ``openb`` (the trace's pods, as above) or ``llm-mix`` (training and bursty offline LLM
     #: inference, :mod:`elastico.sim.llm_mix`; continuous arrivals only, ``inference_share``
     #: of the offered demand is inference; docs/model.md, "The llm-mix workload")
@@ -272,6 +279,8 @@ def run_one(task: Task) -> RunOutput:
                    truth=truth, window=None if win is None else (win.lo, win.hi),
                    horizon_s=None if win is None else (
                        win.hi if task.settings.stop_at_window_end else win.horizon),
+                   overrun_s=0.0 if win is None or task.settings.stop_at_window_end
+                   else task.settings.overrun_windows * win.measure_s,
                    unknown_profiles=not task.settings.assume_profiled, meter=meter)
     from elastico.sim.simulator import backlog_bounded
 
@@ -544,7 +553,7 @@ def _full_replay(t: Task) -> Task:
 AFTER_WINDOW_KEYS = (
     "avg_jct_s", "p50_jct_s", "p95_jct_s", "p99_jct_s", "avg_queue_s", "makespan_s",
     "jobs_completed", "jobs_unfinished", "jobs_censored", "jobs_in_jct", "jobs_in_jct_short",
-    "avg_slowdown", "p50_slowdown", "p95_slowdown", "p99_slowdown", "avg_jct_short_s",
+    "jobs_window_unfinished", "avg_slowdown", "p50_slowdown", "p95_slowdown", "p99_slowdown", "avg_jct_short_s",
     "avg_jct_long_s", "p50_slowdown_short", "p50_slowdown_long", "restarts",
     "service_avg_queue_s", "services_placed", "services_never_placed",
     "service_bound_violations", "batch_bound_violations", "truth_pairs_unmeasured",

@@ -29,10 +29,12 @@ is read only to measure round durations.
 
 Windows (docs/metrics.md, "Which window counts"): every windowed metric is over one
 measurement window ``(lo, hi)`` -- given (continuous arrivals: after the warm-up), else the
-arrival window -- and a replay given ``horizon_s`` stops there.  JCT and slowdown statistics
-count the batch jobs that arrived in the window, finished and are not ``censored`` (a trace
-lifetime cut off by the end of the observation); throughput and work count what finished or
-was done inside it.
+arrival window -- and a replay given ``horizon_s`` stops there, or, given ``overrun_s``, goes
+on past it with no further arrival until every batch job that arrived in the window has
+finished (so that every policy's JCT statistics are over the same jobs).  JCT and slowdown
+statistics count the batch jobs that arrived in the window, finished and are not ``censored``
+(a trace lifetime cut off by the end of the observation); throughput and work count what
+finished or was done inside it.
 
 MIG: the GPUs in MIG mode are fixed for a run (an operator's setting): those the nodes' labels
 name (:func:`elastico.model.mig_gpus_of`) when the policy can use MIG instances
@@ -102,7 +104,7 @@ METRIC_KEYS = (
     # the measurement window's (docs/metrics.md, "Which window counts")
     "work_per_hour", "avg_slowdown", "p50_slowdown", "p95_slowdown", "p99_slowdown",
     "avg_jct_short_s", "avg_jct_long_s", "p50_slowdown_short", "p50_slowdown_long",
-    "jobs_censored", "window_s",
+    "jobs_censored", "window_s", "jobs_window_unfinished",
 )
 
 _EPS = 1e-9
@@ -231,6 +233,7 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
              requested: Callable[[Job, str], float] | None = None,
              window: tuple[float, float] | None = None,
              horizon_s: float | None = None,
+             overrun_s: float = 0.0,
              alone: Callable[[Job], float] | None = None,
              startup: Callable[[Job, Configuration], float] | None = None,
              llm_load_gbps: float | None = None,
@@ -266,7 +269,13 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
     at once): allocation, utilization, throughput, work and the JCT/slowdown statistics
     are over it (docs/metrics.md, "Which window counts").  ``horizon_s``: stop the replay
     there (jobs still running or waiting are ``unfinished``, reason ``horizon``); default:
-    when the last batch job is done.  ``alone(job)``: normalized throughput of the job's
+    when the last batch job is done.  ``overrun_s`` (seconds >= 0; with ``window`` and
+    ``horizon_s``): while a batch job that arrived in the window (not censored) is still
+    running or waiting at the horizon, the replay goes on -- nothing arrives after the
+    horizon -- until every such job has finished or ``horizon_s + overrun_s``, whichever comes
+    first (Gavel's steady-state measurement, Narayanan et al., OSDI '20, 7.: the jobs of a
+    window are run to completion; without it a policy that leaves long jobs unfinished has
+    them dropped from its JCT statistics).  0 (default): stop at the horizon.  ``alone(job)``: normalized throughput of the job's
     requested shape alone on the best GPU model it may use (for ``alone_s`` and the
     slowdown; default: from ``policy.catalog``, else 1.0 = the reference GPU).
 
@@ -339,6 +348,13 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
         if not (w_hi > w_lo):
             raise ValueError(f"window: {window} must be (lo, hi) with hi > lo")
     horizon = math.inf if horizon_s is None else float(horizon_s)
+    if not (isinstance(overrun_s, (int, float)) and math.isfinite(overrun_s) and overrun_s >= 0):
+        raise ValueError(f"overrun_s: {overrun_s!r} must be seconds >= 0")
+    if overrun_s > 0 and (window is None or horizon_s is None):
+        raise ValueError("overrun_s: needs window and horizon_s (it runs the window's jobs "
+                         "to completion past the horizon)")
+    stop_at = horizon  # the horizon, or past it while the window's batch jobs finish
+    overrun: set[str] | None = None  # past the horizon: the window's batch jobs still live
     win_work = 0.0  # requested GPU-seconds of batch work done inside the window
     n_rounds = 0
     # per event interval starting at t: allocated GPUs, busy GPUs averaged over the part of
@@ -351,8 +367,18 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
     elastic_left = sum(1 for j in jobs if j.kind.elastic)
     has_elastic = elastic_left > 0
     while arrivals or live:
-        if t >= horizon - _EPS:
-            # the replay's horizon: what is still running or waiting did not finish
+        if t >= horizon - _EPS and overrun is None and overrun_s > 0:
+            # the horizon, with the window's batch jobs to run to completion: nothing arrives
+            # from now on, the replay stops when they are done or at horizon + overrun_s
+            overrun = {jid for jid, l in live.items()
+                       if l.job.kind.elastic and not l.job.censored
+                       and w_lo - _EPS <= l.job.arrival_s <= w_hi + _EPS}
+            arrivals.clear()
+            stop_at = horizon + overrun_s
+        if overrun is not None:
+            overrun.intersection_update(live)
+        if t >= stop_at - _EPS or (overrun is not None and not overrun):
+            # the replay's end: what is still running or waiting did not finish
             for jid in live:
                 rec = records[jid]
                 rec.status, rec.reason = "unfinished", "horizon"
@@ -520,7 +546,7 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
             # the policy's own next round (e.g. a gavel lease ends); only while something
             # runs or arrives, so a policy that keeps asking cannot stall an idle cluster
             next_t = min(next_t, wake)
-        next_t = min(next_t, max(horizon, t))
+        next_t = min(next_t, max(stop_at, t))
         if math.isinf(next_t):
             # nothing runs and nothing will arrive: the remaining jobs can never start
             for jid, l in live.items():
@@ -888,6 +914,8 @@ def _metrics(recs: list[JobRecord], span: float, gpus: int, alloc_int: float,
         "jobs_completed": len(finished_all),
         "jobs_unfinished": sum(1 for r in batch if r.status in ("unfinished", "unplaceable")),
         "jobs_censored": sum(1 for r in in_win if r.censored),
+        # the window's uncensored batch jobs left out of the JCT statistics (not finished)
+        "jobs_window_unfinished": len(counted) - len(done),
         # how many jobs the JCT, queueing and slowdown statistics are over (their 0 is "no
         # value" when this is 0; elastico simulate prints "-"), and how many of them short
         "jobs_in_jct": len(done),
