@@ -78,6 +78,27 @@ def test_a_paired_difference_whose_ci_spans_zero_is_not_measurably_worse():
                              "avg_jct_s")["seeds"] == [0, 1, 2]
 
 
+def test_an_ablation_with_more_training_jobs_past_bound_is_measurably_worse():
+    # the same JCT spread as above (CI spans 0), but 30, 25, 35 training jobs > 5 % past
+    # their bound against elastico's 0: differences mean 30, s = 5, half-width
+    # t(0.975, 2) = 4.303 x 5 / sqrt(3) = 12.42 -> [+17.6, +42.4], above 0
+    runs = ([_run("elastico", s, 100.0) for s in range(3)]
+            + [_run("elastico-no-iac", s, v, bound_violation_jobs_5pct=b)
+               for s, (v, b) in enumerate(((150.0, 30), (60.0, 25), (110.0, 35)))]
+            + [_run("exclusive", s, 300.0) for s in range(3)])
+    row = next(r for r in llm_goal_check(runs, "a100h100-64")
+               if r["goal"].startswith("elastico-no-iac"))
+    assert row["met"] is True
+    assert "jobs past bound +30.0 [+17.6, +42.4]" in row["measured"]
+    # fewer violations than elastico (a negative difference) is not "worse"
+    for r in runs:
+        if r["policy"] == "elastico":
+            r["bound_violation_jobs_5pct"] = 60
+    row = next(r for r in llm_goal_check(runs, "a100h100-64")
+               if r["goal"].startswith("elastico-no-iac"))
+    assert row["met"] is False
+
+
 def test_paired_ratio_and_the_jct_goal_rows():
     runs = ([_run("exclusive", s, v) for s, v in enumerate((300.0, 400.0, 360.0))]
             + [_run("elastico", s, v) for s, v in enumerate((100.0, 100.0, 120.0))])

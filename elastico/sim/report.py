@@ -44,6 +44,8 @@ TABLE = (
     ("work_per_hour", "work in window (GPU-h/h)", "{:,.2f}", False),
     ("p50_slowdown", "p50 slowdown", "{:,.2f}", True),
     ("jobs_censored", "censored jobs", "{:,.1f}", True),
+    # the window's jobs the JCT rows miss (docs/metrics.md): 0 = every policy over the same jobs
+    ("jobs_window_unfinished", "window jobs unfinished", "{:,.1f}", True),
     ("gpu_allocation", "GPU alloc.", "{:.1%}", False),
     ("gpu_utilization", "GPU util. (busy compute, not DCGM's)", "{:.1%}", False),
     ("dcgm_sm_active", "SM active (DCGM)", "{:.1%}", False),
@@ -860,12 +862,20 @@ def llm_goal_check(runs: Sequence[dict], cluster: str,
         if d is None:
             continue
         n = len(d["seeds"])
-        rows.append({"goal": f"{a} measurably worse (avg JCT {a} - elastico, s; CI excludes 0)",
+        # worse on what the mechanisms exist for: JCT, or the training jobs' slowdown bounds
+        # (the bound goal's count, docs/metrics.md); either CI above 0 is measurably worse
+        v = paired_difference(runs, cluster, a, "elastico", "bound_violation_jobs_5pct")
+        worse = n > 1 and (d["low"] > 0 or (v is not None and len(v["seeds"]) > 1
+                                            and v["low"] > 0))
+        rows.append({"goal": f"{a} measurably worse ({a} - elastico, paired: avg JCT, s; "
+                             "training jobs > 5 % past bound; a CI above 0)",
                      "target": "CI > 0",
                      "measured": _ci_text(d["mean"], d["low"], d["high"], "{:+,.0f}", n)
-                     + f" ({d['relative']:+.1%})",
-                     "met": (d["low"] > 0) if n > 1 else None,
-                     "confident": (d["low"] > 0) if n > 1 else None})
+                     + f" ({d['relative']:+.1%})"
+                     + ("" if v is None else "; jobs past bound "
+                        + _ci_text(v["mean"], v["low"], v["high"], "{:+,.1f}", len(v["seeds"]))),
+                     "met": worse if n > 1 else None,
+                     "confident": worse if n > 1 else None})
     el = [r for r in runs if r["cluster"] == cluster and r["policy"] == "elastico"]
     fr = [r.get("bound_violation_time_frac") for r in el]
     jobs = [r.get("bound_violation_jobs_5pct") for r in el]
@@ -929,7 +939,7 @@ def _ablation_ci_lines(runs, cluster) -> list[str]:
     for a in (*LLM_ABLATIONS, *LLM_BASELINES, "time-slicing", "exclusive"):
         cells = []
         for key, fmt in (("avg_jct_s", "{:+,.0f}"), ("p50_jct_s", "{:+,.0f}"),
-                         ("sm_activity", "{:+.3f}")):
+                         ("sm_activity", "{:+.3f}"), ("bound_violation_jobs_5pct", "{:+,.1f}")):
             d = paired_difference(runs, cluster, a, "elastico", key)
             if d is None:
                 break
@@ -943,7 +953,8 @@ def _ablation_ci_lines(runs, cluster) -> list[str]:
     return [f"Paired differences against full elastico (same seed, same jobs), {cluster}: "
             "mean of the per-seed differences [95 % CI]; * the CI excludes 0:", "",
             "| policy | seeds | avg JCT - elastico's (s) | p50 JCT - elastico's (s) "
-            "| SM activity - elastico's |", "|---|---|---|---|---|", *rows, ""]
+            "| SM activity - elastico's | training jobs > 5 % past bound - elastico's |",
+            "|---|---|---|---|---|---|", *rows, ""]
 
 
 def _steering_lines(runs, cluster) -> list[str]:
