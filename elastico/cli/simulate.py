@@ -164,7 +164,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "goes on until every batch job that arrived in the measurement window "
                         "has finished, for at most W measurement windows, so that every "
                         "policy's JCT rows are over the same jobs (docs/metrics.md, \"Which "
-                        "jobs count\"); 0 stops at the horizon (default: 10)")
+                        "jobs count\"); 0 stops at the horizon (default: 100, a guard that no "
+                        "stable run reaches)")
     p.add_argument("--utility", choices=sorted(UTILITIES), default=None,
                    help="elastico's objective (default: jct)")
     p.add_argument("--restart-s", type=float, default=None,

@@ -88,7 +88,7 @@ class Settings:
     #: (continuous arrivals; the load sweep's runs: docs/metrics.md, "Sustainable load")
     stop_at_window_end: bool = False
     #: run the window's batch jobs to completion past the horizon (at most this many windows)
-    overrun_windows: float = 10.0
+    overrun_windows: float = 100.0
     #: ``openb`` (the trace's pods, as above) or ``llm-mix`` (training and bursty offline LLM
     #: inference, :mod:`elastico.sim.llm_mix`; continuous arrivals only, ``inference_share``
     #: of the offered demand is inference; docs/model.md, "The llm-mix workload")
