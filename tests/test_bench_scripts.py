@@ -1,5 +1,5 @@
 """The bench scripts (bench/esp_vs_greedy.py, mig_pools.py, fgd.py, placement_round.py,
-jct_ceiling.py, sustainable_load.py) refuse bad input with an argparse error (exit 2, the flag
+jct_ceiling.py, jct_common_set.py, sustainable_load.py) refuse bad input with an argparse error (exit 2, the flag
 or field named), not a traceback or an empty run, before any work; esp_vs_greedy's statistics
 stay defined when no round is priced; jct_ceiling's capacity-aware bound solves hand-worked
 LPs."""
@@ -43,6 +43,12 @@ def _bench():
     ("jct_ceiling", ["--json", "/nonexistent/x.json"], "--json /nonexistent/x.json: cannot be"),
     ("jct_ceiling", ["--cluster", "nosuch", "--seeds", "0"], "cluster: 'nosuch' is not allowed"),
     ("jct_ceiling", ["--gpus", "0", "--seeds", "0"], "gpus: 0 is not allowed"),
+    ("jct_common_set", ["--seeds", "x"], "--seeds: 'x': comma-separated integers >= 0"),
+    ("jct_common_set", ["--policies", "exclusive"], "--policies: 'exclusive': two different"),
+    ("jct_common_set", ["--policies", "exclusive,nope"], "--policies: 'exclusive,nope': two"),
+    ("jct_common_set", ["--policies", "elastico,elastico"], "two different policies"),
+    ("jct_common_set", ["--json", "/nonexistent/x.json"], "--json /nonexistent/x.json: cannot"),
+    ("jct_common_set", ["--cluster", "nosuch", "--seeds", "0"], "cluster: 'nosuch' is not"),
     ("sustainable_load", ["--policy", "nope"], "--policy 'nope': one of elastico,"),
     ("sustainable_load", [], "the following arguments are required: --policy"),
     ("sustainable_load", ["--policy", "exclusive", "--loads", "2,1"],

@@ -56,6 +56,15 @@ def test_an_llm_pod_is_read_with_its_model_work_precision_and_engine():
     assert job.llm.reference_tokens_per_s > 0 and not job.reshape
 
 
+def test_the_model_annotation_is_matched_ignoring_case_as_the_cli_does():
+    # elastico.io/llm-model: llama-3-8b is the catalogue's Llama-3-8B, as `elastico llm
+    # --model` and a jobs file read it; a Hugging Face id in any case too
+    for raw in ("llama-3-8b", "LLAMA-3-8B", "meta-llama/meta-llama-3-8b"):
+        assert parse({**LLM, A.LLM_MODEL: raw}).llm.model.name == "Llama-3-8B", raw
+    with pytest.raises(InvalidArgument, match="llm-model: 'llama-3-9b' is not allowed"):
+        parse({**LLM, A.LLM_MODEL: "llama-3-9b"})
+
+
 def test_a_model_given_by_its_config_json_and_a_token_budget():
     s = parse({A.WORKLOAD: "inference", A.LLM_MODEL_CONFIG: CONFIG_JSON, A.LLM_TOKENS: "1e7",
                A.LLM_LENGTHS: "azure-code"})

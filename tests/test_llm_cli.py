@@ -102,6 +102,24 @@ def test_model_names_are_matched_ignoring_case(capsys):
     assert "--model: 'llama-2-8b' is not allowed (one of Llama-2-7B," in err, err
 
 
+def test_gpu_names_are_matched_ignoring_case(capsys):
+    # a fresh user typed --gpu a100-80gb (the catalogue's A100-80GB): the same answer, and the
+    # output names the catalogue's spelling; aliases too (h100-sxm5 is H100-SXM5)
+    args = ["--model", "Llama-2-7B", "--tp", "1", "--batch", "4", "--input-tokens", "64",
+            "--output-tokens", "64", "--json"]
+    a = run_json(capsys, ["llm", "predict", "--gpu", "a100-80gb", *args])
+    b = run_json(capsys, ["llm", "predict", "--gpu", "A100-80GB", *args])
+    assert a["gpu"] == b["gpu"] == "A100-80GB" and a["latency_s"] == b["latency_s"]
+    assert run_json(capsys, ["llm", "predict", "--gpu", "h100-sxm5", *args])["gpu"] == "H100-SXM5"
+    p = run_json(capsys, ["llm", "plan", "--model", "Llama-3-8B", "--requests", "512:128x10",
+                          "--gpu", "a100-40gb", "--json"])
+    assert {r["gpu"] for r in p["configurations"]} == {"A100-40GB"}
+    # an unknown name keeps the catalogue's error, naming the flag and the value as typed
+    assert main(["llm", "predict", "--gpu", "a100-99gb", *args]) == 2
+    assert "--gpu: 'a100-99gb' is not allowed (a GPU model of the catalogue" in \
+        capsys.readouterr().err
+
+
 def test_a_name_matching_several_models_ignoring_case_is_refused(monkeypatch):
     from dataclasses import replace
     from types import MappingProxyType

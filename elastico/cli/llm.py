@@ -50,7 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                   "--output-tokens generated tokens on one replica of --tp GPUs.")
     _model_flags(pr)
     pr.add_argument("--gpu", required=True, metavar="G",
-                    help="GPU model of the catalogue (elastico.hardware), e.g. A100-80GB, H100-SXM")
+                    help="GPU model of the catalogue (elastico.hardware), e.g. A100-80GB, H100-SXM "
+                         "(any case: a100-80gb is A100-80GB)")
     pr.add_argument("--tp", type=int, default=1, metavar="N", help="tensor-parallel degree (default: 1)")
     pr.add_argument("--batch", type=int, required=True, metavar="B", help="sequences in the batch")
     pr.add_argument("--input-tokens", type=int, required=True, metavar="I", help="prompt tokens per sequence")
@@ -178,8 +179,22 @@ def predict(model, gpu: str, tp: int, batch: int, input_tokens: int, output_toke
     }
 
 
+def _gpu_name(name: str) -> str:
+    """``--gpu`` in any case, as model names are: ``a100-80gb`` is the catalogue's
+    ``A100-80GB`` (a GPU model or alias whose spelling matches ignoring case, when exactly one
+    does); anything else is returned as given, for the catalogue's own error."""
+    from elastico import hardware
+
+    names = [*hardware.GPUS, *hardware.ALIASES]
+    if name in names:
+        return name
+    same = [n for n in names if n.lower() == str(name).lower()]
+    return same[0] if len(same) == 1 else name
+
+
 def _cmd_predict(args: argparse.Namespace) -> int:
     model = _model(args)
+    args.gpu = _gpu_name(args.gpu)
     try:
         out = predict(model, args.gpu, args.tp, args.batch, args.input_tokens, args.output_tokens,
                       engine=args.engine, dtype=args.dtype, kv_dtype=args.kv_dtype,
@@ -319,7 +334,7 @@ def plan(model, work, gpus: list[str], *, tp: int | None = None, replicas: int =
 def _cmd_plan(args: argparse.Namespace) -> int:
     model = _model(args)
     work = _plan_work(args)
-    gpus = list(args.gpu or DEFAULT_PLAN_GPUS)
+    gpus = [_gpu_name(g) for g in (args.gpu or DEFAULT_PLAN_GPUS)]
     if args.replicas < 1:
         raise InvalidArgument("--replicas", args.replicas, "an integer >= 1")
     if args.tp is not None and args.tp not in (1, 2, 4, 8):

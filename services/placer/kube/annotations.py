@@ -305,7 +305,7 @@ def _parse_llm(ann: Mapping[str, str], workload: JobKind, gpus: int, frac: float
     if LLM_MODEL in ann:
         raw = ann[LLM_MODEL]
         try:
-            model = P.llm_model(raw)
+            model = P.find_llm_model(raw)  # any case, as elastico llm --model
         except InvalidArgument:
             raise InvalidArgument(LLM_MODEL, raw, "a model of the catalogue: " + ", ".join(P.LLM_MODELS)
                                   + f" (or its Hugging Face id); another model: {LLM_MODEL_CONFIG}") from None
