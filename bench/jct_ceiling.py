@@ -151,7 +151,7 @@ def fluid_bound(options, supply, span_s: float) -> dict:
             "ideal_load_by_model": {m: float(ideal_use[col[m]] / cap[col[m]]) for m in models}}
 
 
-def _seeds(text: str) -> list[int]:
+def parse_seeds(text: str) -> list[int]:
     """``--seeds``: comma-separated integers >= 0."""
     try:
         seeds = [int(x) for x in text.split(",")]
@@ -160,6 +160,15 @@ def _seeds(text: str) -> list[int]:
     if not seeds or min(seeds) < 0:
         raise argparse.ArgumentTypeError(f"{text!r}: comma-separated integers >= 0")
     return seeds
+
+
+def check_writable(parser: argparse.ArgumentParser, path: str | None) -> None:
+    """``--json PATH`` refused (an argparse error) before minutes of replay, not after."""
+    if path:
+        try:
+            open(path, "a").close()
+        except OSError as e:
+            parser.error(f"--json {path}: cannot be written ({e.strerror})")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -171,17 +180,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--cluster", default="a100h100-mig",
                    help="a bundled cluster definition or FILE.yaml (default: a100h100-mig)")
     p.add_argument("--gpus", type=int, default=512, help="cluster size (default: 512)")
-    p.add_argument("--seeds", type=_seeds, default=[0, 1, 2, 3, 4],
+    p.add_argument("--seeds", type=parse_seeds, default=[0, 1, 2, 3, 4],
                    help="workload seeds, comma-separated (default: 0,1,2,3,4)")
     p.add_argument("--load", type=float, default=0.5,
                    help="offered load, continuous arrivals (default: 0.5, the evaluation's)")
     p.add_argument("--json", default=None, help="write the per-seed figures here")
     a = p.parse_args(argv)
-    if a.json:  # refused before minutes of replay, not after
-        try:
-            open(a.json, "a").close()
-        except OSError as e:
-            p.error(f"--json {a.json}: cannot be written ({e.strerror})")
+    check_writable(p, a.json)
     rows = []
     for s in a.seeds:
         t0 = time.process_time()

@@ -30,6 +30,11 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ is not a package
+from jct_ceiling import check_writable, parse_seeds  # noqa: E402
 
 
 def _records(task):
@@ -93,17 +98,6 @@ def compare(workload: str, cluster: str, gpus: int, seed: int, load: float,
     return out
 
 
-def _seeds(text: str) -> list[int]:
-    """``--seeds``: comma-separated integers >= 0."""
-    try:
-        seeds = [int(x) for x in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: comma-separated integers >= 0") from None
-    if not seeds or min(seeds) < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: comma-separated integers >= 0")
-    return seeds
-
-
 def _pair(text: str) -> tuple[str, str]:
     """``--policies``: two registered policies, comma-separated."""
     from elastico.placer.policies import POLICIES
@@ -124,7 +118,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--cluster", default="a100h100-mig",
                    help="a bundled cluster definition or FILE.yaml (default: a100h100-mig)")
     p.add_argument("--gpus", type=int, default=64, help="cluster size (default: 64)")
-    p.add_argument("--seeds", type=_seeds, default=[0, 1, 2, 3, 4],
+    p.add_argument("--seeds", type=parse_seeds, default=[0, 1, 2, 3, 4],
                    help="workload seeds, comma-separated (default: 0,1,2,3,4)")
     p.add_argument("--load", type=float, default=0.5,
                    help="offered load, continuous arrivals (default: 0.5, the evaluation's)")
@@ -132,11 +126,7 @@ def main(argv: list[str] | None = None) -> None:
                    help="NUM,DEN of the ratios (default: exclusive,elastico)")
     p.add_argument("--json", default=None, help="write every seed's figures here")
     a = p.parse_args(argv)
-    if a.json:  # refused before minutes of replay, not after
-        try:
-            open(a.json, "a").close()
-        except OSError as e:
-            p.error(f"--json {a.json}: cannot be written ({e.strerror})")
+    check_writable(p, a.json)
     pols = a.policies
     rows = []
     for s in a.seeds:
