@@ -159,16 +159,24 @@ def parse_seeds(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"{text!r}: comma-separated integers >= 0") from None
     if not seeds or min(seeds) < 0:
         raise argparse.ArgumentTypeError(f"{text!r}: comma-separated integers >= 0")
+    if len(set(seeds)) != len(seeds):  # a seed twice would weigh twice in the means
+        raise argparse.ArgumentTypeError(f"{text!r}: each seed once")
     return seeds
 
 
 def check_writable(parser: argparse.ArgumentParser, path: str | None) -> None:
-    """``--json PATH`` refused (an argparse error) before minutes of replay, not after."""
+    """``--json PATH`` refused (an argparse error) before minutes of replay, not after; a
+    file the check creates is removed again (the run writes it at its end)."""
     if path:
+        import os
+
+        existed = os.path.exists(path)
         try:
             open(path, "a").close()
         except OSError as e:
             parser.error(f"--json {path}: cannot be written ({e.strerror})")
+        if not existed:
+            os.remove(path)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -83,17 +83,18 @@ def compare(workload: str, cluster: str, gpus: int, seed: int, load: float,
             done[p] = {i: r for i, r in recs.items() if r.status == "finished"}
         common = sorted(set(done[policies[0]]) & set(done[policies[1]]))
         row = {"common_jobs": len(common)}
+        mean = lambda x: statistics.fmean(x) if x else None  # noqa: E731 (no job: no value)
+        median = lambda x: statistics.median(x) if x else None  # noqa: E731
+        ratio = lambda a, b: a / b if a is not None and b else None  # noqa: E731
         for p in policies:
             own = _jct(done[p], sorted(done[p]))
             same = _jct(done[p], common)
-            row[p] = {"jobs": len(own), "avg_jct_s": statistics.fmean(own),
-                      "p50_jct_s": statistics.median(own),
-                      "common_avg_jct_s": statistics.fmean(same),
-                      "common_p50_jct_s": statistics.median(same)}
+            row[p] = {"jobs": len(own), "avg_jct_s": mean(own), "p50_jct_s": median(own),
+                      "common_avg_jct_s": mean(same), "common_p50_jct_s": median(same)}
         a, b = (row[p] for p in policies)
-        row["avg_ratio_own"] = a["avg_jct_s"] / b["avg_jct_s"]
-        row["avg_ratio_common"] = a["common_avg_jct_s"] / b["common_avg_jct_s"]
-        row["p50_ratio_common"] = a["common_p50_jct_s"] / b["common_p50_jct_s"]
+        row["avg_ratio_own"] = ratio(a["avg_jct_s"], b["avg_jct_s"])
+        row["avg_ratio_common"] = ratio(a["common_avg_jct_s"], b["common_avg_jct_s"])
+        row["p50_ratio_common"] = ratio(a["common_p50_jct_s"], b["common_p50_jct_s"])
         out[rule] = row
     return out
 
@@ -136,16 +137,18 @@ def main(argv: list[str] | None = None) -> None:
             p.error(str(e))
         rows.append(r)
         h, o = r["horizon"], r["overrun"]
+        x = lambda v: "-" if v is None else f"{v:.2f}x"  # noqa: E731
         print(f"seed {s}: horizon: own sets {h[pols[0]]['jobs']}/{h[pols[1]]['jobs']} jobs, "
-              f"avg ratio {h['avg_ratio_own']:.2f}x; common set {h['common_jobs']} jobs, avg "
-              f"ratio {h['avg_ratio_common']:.2f}x, p50 {h['p50_ratio_common']:.2f}x | overrun: "
+              f"avg ratio {x(h['avg_ratio_own'])}; common set {h['common_jobs']} jobs, avg "
+              f"ratio {x(h['avg_ratio_common'])}, p50 {x(h['p50_ratio_common'])} | overrun: "
               f"{o[pols[0]]['jobs']}/{o[pols[1]]['jobs']} jobs, avg ratio "
-              f"{o['avg_ratio_own']:.2f}x", flush=True)
+              f"{x(o['avg_ratio_own'])}", flush=True)
     if len(rows) > 1:
         for rule in ("horizon", "overrun"):
             for key in ("avg_ratio_own", "avg_ratio_common", "p50_ratio_common"):
-                print(f"mean over {len(rows)} seeds, {rule}, {key}: "
-                      f"{statistics.fmean(r[rule][key] for r in rows):.2f}x")
+                vals = [r[rule][key] for r in rows if r[rule][key] is not None]
+                print(f"mean over {len(vals)} of {len(rows)} seeds, {rule}, {key}: "
+                      + (f"{statistics.fmean(vals):.2f}x" if vals else "-"))
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"runs": rows}, f, indent=1)

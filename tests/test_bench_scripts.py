@@ -48,6 +48,7 @@ def _bench():
     ("jct_common_set", ["--policies", "exclusive,nope"], "--policies: 'exclusive,nope': two"),
     ("jct_common_set", ["--policies", "elastico,elastico"], "two different policies"),
     ("jct_common_set", ["--json", "/nonexistent/x.json"], "--json /nonexistent/x.json: cannot"),
+    ("jct_common_set", ["--seeds", "1,1"], "--seeds: '1,1': each seed once"),
     ("jct_common_set", ["--cluster", "nosuch", "--seeds", "0"], "cluster: 'nosuch' is not"),
     ("sustainable_load", ["--policy", "nope"], "--policy 'nope': one of elastico,"),
     ("sustainable_load", [], "the following arguments are required: --policy"),
@@ -68,6 +69,19 @@ def test_bad_input_is_an_argparse_error(script, args, needle, capsys):
         load_bench(script).main(args)
     assert e.value.code == 2
     assert needle in capsys.readouterr().err
+
+
+def test_the_json_check_leaves_no_empty_file_behind(tmp_path, capsys):
+    # a run refused after the --json check (here: --gpus 0) must not leave an empty file
+    out = tmp_path / "new.json"
+    with pytest.raises(SystemExit):
+        load_bench("jct_common_set").main(["--gpus", "0", "--seeds", "0", "--json", str(out)])
+    assert not out.exists()
+    kept = tmp_path / "old.json"
+    kept.write_text("{}")
+    with pytest.raises(SystemExit):
+        load_bench("jct_ceiling").main(["--gpus", "0", "--seeds", "0", "--json", str(kept)])
+    assert kept.read_text() == "{}"
 
 
 def test_a_workload_with_no_priced_round_reports_zero_counts_and_null_statistics(capsys):

@@ -167,9 +167,10 @@ def test_a_continuous_load_above_ten_is_refused_before_drawing_arrivals(tmp_path
 
 def test_bad_overrun_windows(tmp_path, capsys):
     cont = ["simulate", "--gpus", "8", "--arrivals", "continuous", "--no-progress"]
-    for bad in ("-1", "nan", "inf"):
+    # 1e308 passed the finiteness test and overflowed to inf seconds (a traceback)
+    for bad in ("-1", "nan", "inf", "1e308", "2e9"):
         _bad(tmp_path, capsys, cont + ["--overrun-windows", bad],
-             f"--overrun-windows: {float(bad)}", "a number of measurement windows >= 0")
+             f"--overrun-windows: {float(bad)}", "a finite number of measurement windows in 0..1e9")
     # the trace's own arrivals have no horizon to run past: refused, not ignored
     _bad(tmp_path, capsys, SMALL + ["--overrun-windows", "2"], "--overrun-windows: 2.0",
          "only with --arrivals continuous")

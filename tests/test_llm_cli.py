@@ -111,6 +111,10 @@ def test_gpu_names_are_matched_ignoring_case(capsys):
     b = run_json(capsys, ["llm", "predict", "--gpu", "A100-80GB", *args])
     assert a["gpu"] == b["gpu"] == "A100-80GB" and a["latency_s"] == b["latency_s"]
     assert run_json(capsys, ["llm", "predict", "--gpu", "h100-sxm5", *args])["gpu"] == "H100-SXM5"
+    # NVML product names (the error message offers them) and surrounding spaces too
+    assert run_json(capsys, ["llm", "predict", "--gpu", "nvidia a100-sxm4-80gb", *args])[
+        "latency_s"] == a["latency_s"]
+    assert run_json(capsys, ["llm", "predict", "--gpu", " a100-80gb ", *args])["gpu"] == "A100-80GB"
     p = run_json(capsys, ["llm", "plan", "--model", "Llama-3-8B", "--requests", "512:128x10",
                           "--gpu", "a100-40gb", "--json"])
     assert {r["gpu"] for r in p["configurations"]} == {"A100-40GB"}

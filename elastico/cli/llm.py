@@ -181,14 +181,15 @@ def predict(model, gpu: str, tp: int, batch: int, input_tokens: int, output_toke
 
 def _gpu_name(name: str) -> str:
     """``--gpu`` in any case, as model names are: ``a100-80gb`` is the catalogue's
-    ``A100-80GB`` (a GPU model or alias whose spelling matches ignoring case, when exactly one
-    does); anything else is returned as given, for the catalogue's own error."""
+    ``A100-80GB`` (a GPU model, alias or NVML product name whose spelling matches ignoring
+    case and surrounding spaces, when exactly one does); anything else is returned as given,
+    for the catalogue's own error."""
     from elastico import hardware
 
-    names = [*hardware.GPUS, *hardware.ALIASES]
+    names = [*hardware.GPUS, *hardware.ALIASES, *hardware.NVML_NAMES]
     if name in names:
         return name
-    same = [n for n in names if n.lower() == str(name).lower()]
+    same = [n for n in names if n.lower() == str(name).strip().lower()]
     return same[0] if len(same) == 1 else name
 
 

@@ -39,6 +39,7 @@ _ROWS = [
     ("jobs_completed", "batch jobs completed", "{:,.0f}"),
     ("jobs_unfinished", "batch jobs unfinished", "{:,.0f}"),
     ("jobs_censored", "censored (not in JCT)", "{:,.0f}"),
+    ("jobs_window_unfinished", "window jobs not in JCT", "{:,.0f}"),
     ("service_avg_queue_s", "service queueing (s)", "{:,.0f}"),
     ("services_never_placed", "services never placed", "{:,.0f}"),
     ("gpu_allocation", "GPU allocation", "{:.1%}"),
@@ -162,7 +163,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--overrun-windows", type=float, default=None, metavar="W",
                    help="continuous arrivals: after the drain, nothing arrives and the replay "
                         "goes on until every batch job that arrived in the measurement window "
-                        "has finished, for at most W measurement windows, so that every "
+                        "(censored trace lifetimes aside) has finished, for at most W (<= 1e9) "
+                        "measurement windows, so that every "
                         "policy's JCT rows are over the same jobs (docs/metrics.md, \"Which "
                         "jobs count\"); 0 stops at the horizon (default: 100, a guard that no "
                         "stable run reaches)")
@@ -309,9 +311,10 @@ def _check(args: argparse.Namespace) -> None:
     if args.load is not None and not (math.isfinite(args.load) and args.load > 0):
         raise InvalidArgument("--load", args.load, "must be a finite number > 0")
     if args.overrun_windows is not None:
-        if not (math.isfinite(args.overrun_windows) and args.overrun_windows >= 0):
+        # finite once multiplied by a window (14,680 s by default): 1e308 windows is not
+        if not (math.isfinite(args.overrun_windows) and 0 <= args.overrun_windows <= 1e9):
             raise InvalidArgument("--overrun-windows", args.overrun_windows,
-                                  "a number of measurement windows >= 0")
+                                  "a finite number of measurement windows in 0..1e9")
         if args.arrivals != "continuous" and args.workload != "llm-mix":
             raise InvalidArgument("--overrun-windows", args.overrun_windows,
                                   "only with --arrivals continuous (or --workload llm-mix): "
