@@ -70,7 +70,7 @@ def ceiling(cluster: str, gpus: int, seed: int, load: float, workload: str) -> d
     res = simulate(nodes, wl.jobs, policy, restart_s=st.restart_s,
                    activity=lambda j, c, _cat=policy.catalog: _cat.profile(j, c).gpu_activity,
                    truth=_truth(st), window=(win.lo, win.hi), horizon_s=win.horizon,
-                   overrun_s=st.overrun_windows * win.measure_s)
+                   overrun_s=st.overrun_s(win))
     jobs = {j.id: j for j in wl.jobs}
     full = JobCatalog(env)  # elastico's families (RST), not exclusive's requested shapes
     eps = 1e-9

@@ -82,7 +82,7 @@ from typing import Iterable, Mapping
 from elastico.errors import InvalidArgument
 
 __all__ = ["GpuSpec", "GPUS", "ALIASES", "PRECISIONS", "GENERATIONS", "gpu_spec", "gpu_specs",
-           "GPU_MEMORY_GIB", "NVML_NAMES", "gpu_model_name"]
+           "GPU_MEMORY_GIB", "NVML_NAMES", "gpu_model_name", "find_gpu_name"]
 
 #: Keys of :attr:`GpuSpec.peak_tflops`.
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8", "int8")
@@ -277,6 +277,19 @@ def gpu_spec(name: str) -> GpuSpec:
     raise InvalidArgument("gpu", name, "a GPU model of the catalogue: "
                           + ", ".join(sorted(GPUS) + sorted(ALIASES))
                           + " (or an NVML product name such as 'NVIDIA A100-SXM4-80GB')")
+
+
+def find_gpu_name(name: str) -> str:
+    """A GPU name a user typed (``elastico llm --gpu``), in the catalogue's spelling: ``name``
+    itself when :func:`gpu_spec` knows it, else the one catalogue model, alias or NVML product
+    name that equals it ignoring case and surrounding spaces (``a100-80gb`` -> ``A100-80GB``);
+    otherwise ``name`` unchanged, so that :func:`gpu_spec` raises its own error.  As
+    :func:`elastico.perf.llm.find_llm_model` is for model names; not for internal look-ups."""
+    if not isinstance(name, str) or name in GPUS or name in ALIASES or name in _NVML:
+        return name
+    folded = name.strip().casefold()
+    same = [n for n in (*GPUS, *ALIASES, *_NVML) if n.casefold() == folded]
+    return same[0] if len(same) == 1 else name
 
 
 def gpu_specs(names: Iterable[str]) -> tuple[GpuSpec, ...]:

@@ -179,23 +179,11 @@ def predict(model, gpu: str, tp: int, batch: int, input_tokens: int, output_toke
     }
 
 
-def _gpu_name(name: str) -> str:
-    """``--gpu`` in any case, as model names are: ``a100-80gb`` is the catalogue's
-    ``A100-80GB`` (a GPU model, alias or NVML product name whose spelling matches ignoring
-    case and surrounding spaces, when exactly one does); anything else is returned as given,
-    for the catalogue's own error."""
-    from elastico import hardware
-
-    names = [*hardware.GPUS, *hardware.ALIASES, *hardware.NVML_NAMES]
-    if name in names:
-        return name
-    same = [n for n in names if n.lower() == str(name).strip().lower()]
-    return same[0] if len(same) == 1 else name
-
-
 def _cmd_predict(args: argparse.Namespace) -> int:
+    from elastico.hardware import find_gpu_name
+
     model = _model(args)
-    args.gpu = _gpu_name(args.gpu)
+    args.gpu = find_gpu_name(args.gpu)
     try:
         out = predict(model, args.gpu, args.tp, args.batch, args.input_tokens, args.output_tokens,
                       engine=args.engine, dtype=args.dtype, kv_dtype=args.kv_dtype,
@@ -333,9 +321,11 @@ def plan(model, work, gpus: list[str], *, tp: int | None = None, replicas: int =
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
+    from elastico.hardware import find_gpu_name
+
     model = _model(args)
     work = _plan_work(args)
-    gpus = [_gpu_name(g) for g in (args.gpu or DEFAULT_PLAN_GPUS)]
+    gpus = [find_gpu_name(g) for g in (args.gpu or DEFAULT_PLAN_GPUS)]
     if args.replicas < 1:
         raise InvalidArgument("--replicas", args.replicas, "an integer >= 1")
     if args.tp is not None and args.tp not in (1, 2, 4, 8):

@@ -626,6 +626,8 @@ def _replay(args, policies, nodes, model, wl, slowdown, truth, tracer, via) -> l
     from elastico.sim.workload import user_estimates
 
     runs = []
+    overrun = Settings() if args.overrun_windows is None else Settings(
+        overrun_windows=args.overrun_windows)
     estimates = (user_estimates(wl.jobs, args.user_estimate_badness, args.seed)
                  if args.remaining_estimate == "user" else None)
     for name in policies:
@@ -651,9 +653,7 @@ def _replay(args, policies, nodes, model, wl, slowdown, truth, tracer, via) -> l
                            window=None if win is None else (win.lo, win.hi),
                            horizon_s=None if win is None else win.horizon,
                            # the window's batch jobs run to completion (docs/metrics.md)
-                           overrun_s=0.0 if win is None else win.measure_s * (
-                               Settings.overrun_windows if args.overrun_windows is None
-                               else args.overrun_windows),
+                           overrun_s=overrun.overrun_s(win),
                            llm_load_gbps=args.llm_load_gbps,
                            unknown_profiles=not args.assume_profiled)
         finally:

@@ -95,6 +95,15 @@ class Settings:
     workload: str = "openb"
     inference_share: float = 0.4  # elastico.sim.llm_mix.DEFAULT_INFERENCE_SHARE
 
+    def overrun_s(self, window) -> float:
+        """:func:`elastico.sim.simulator.simulate`'s ``overrun_s`` for a replay over ``window``
+        (:class:`elastico.sim.workload.Window`, None with the trace's own arrivals):
+        ``overrun_windows`` measurement windows, 0 without a window or with
+        ``stop_at_window_end``."""
+        if window is None or self.stop_at_window_end:
+            return 0.0
+        return self.overrun_windows * window.measure_s
+
 
 @dataclass(frozen=True)
 class Task:
@@ -279,8 +288,7 @@ def run_one(task: Task) -> RunOutput:
                    truth=truth, window=None if win is None else (win.lo, win.hi),
                    horizon_s=None if win is None else (
                        win.hi if task.settings.stop_at_window_end else win.horizon),
-                   overrun_s=0.0 if win is None or task.settings.stop_at_window_end
-                   else task.settings.overrun_windows * win.measure_s,
+                   overrun_s=task.settings.overrun_s(win),
                    unknown_profiles=not task.settings.assume_profiled, meter=meter)
     from elastico.sim.simulator import backlog_bounded
 
@@ -553,8 +561,8 @@ def _full_replay(t: Task) -> Task:
 AFTER_WINDOW_KEYS = (
     "avg_jct_s", "p50_jct_s", "p95_jct_s", "p99_jct_s", "avg_queue_s", "makespan_s",
     "jobs_completed", "jobs_unfinished", "jobs_censored", "jobs_in_jct", "jobs_in_jct_short",
-    "jobs_window_unfinished", "avg_slowdown", "p50_slowdown", "p95_slowdown", "p99_slowdown", "avg_jct_short_s",
-    "avg_jct_long_s", "p50_slowdown_short", "p50_slowdown_long", "restarts",
+    "jobs_window_unfinished", "avg_slowdown", "p50_slowdown", "p95_slowdown", "p99_slowdown",
+    "avg_jct_short_s", "avg_jct_long_s", "p50_slowdown_short", "p50_slowdown_long", "restarts",
     "service_avg_queue_s", "services_placed", "services_never_placed",
     "service_bound_violations", "batch_bound_violations", "truth_pairs_unmeasured",
     "truth_pairs_unmeasured_gpu", "truth_gpus_contention_model",
