@@ -19,7 +19,9 @@ The cases (:func:`_cases`): ``elastico evaluate``'s single runs
 ``elastico-no-iac``, ``elastico-no-rst``, ``exclusive`` and ``gavel``; at 64 GPUs, load 2.0,
 stopped at the window's end as the load sweep's runs are, for ``elastico``,
 ``elastico-no-iac`` and ``elastico-no-esp``, and the full replay for ``elastico``;
-a100h100-mig at 64 GPUs, load 1.0, ``elastico`` (stopped); and two ``elastico simulate`` command lines
+a100h100-mig at 64 GPUs, load 1.0, ``elastico`` (stopped); the llm-mix workload on
+a100h100-mig at 64 GPUs, load 0.5 (``elastico``, ``elastico-no-esp``, ``exclusive``,
+``mps-static``) and load 2.0 stopped (``elastico``, ``exclusive``); and two ``elastico simulate`` command lines
 (``--gpus 64 --jobs 128``; ``--workload llm-mix --cluster a100h100-mig --gpus 64``), captured
 by wrapping :func:`elastico.sim.simulator.simulate`.  CPU time of each case is printed (it is
 not compared).
@@ -92,12 +94,14 @@ def _capture():
         sim.simulate = orig
 
 
-def _evaluate_case(cluster: str, gpus: int, policy: str, load: float, stop: bool = False):
+def _evaluate_case(cluster: str, gpus: int, policy: str, load: float, stop: bool = False,
+                   workload: str = "openb"):
     def run():
         from elastico.sim.clusters import load_cluster
         from elastico.sim.evaluate import Settings, Task, run_one
 
-        st = Settings(load=load, arrivals="continuous", stop_at_window_end=stop)
+        st = Settings(load=load, arrivals="continuous", stop_at_window_end=stop,
+                      workload=workload)
         with _capture() as got:
             out = run_one(Task(load_cluster(cluster), gpus, policy, 0, st))
         return {"jct": [float.hex(x) for x in out.jct],
@@ -134,6 +138,14 @@ def _cases() -> dict:
     cases["simulate llm-mix a100h100-mig 64"] = _cli_case(
         ["--workload", "llm-mix", "--cluster", "a100h100-mig", "--gpus", "64"])
     cases["trace-64 elastico load 2"] = _evaluate_case("trace", 64, "elastico", 2.0)
+    # the llm-mix workload (issue 24): its main runs' load, and overloaded where offline
+    # inference is preempted for training most (policies/priority.py)
+    for policy in ("elastico", "elastico-no-esp", "exclusive", "mps-static"):
+        cases[f"llm-mix a100h100-mig-64 {policy} load 0.5"] = _evaluate_case(
+            "a100h100-mig", 64, policy, 0.5, workload="llm-mix")
+    for policy in ("elastico", "exclusive"):
+        cases[f"llm-mix a100h100-mig-64 {policy} load 2 stop"] = _evaluate_case(
+            "a100h100-mig", 64, policy, 2.0, stop=True, workload="llm-mix")
     return cases
 
 

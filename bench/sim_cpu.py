@@ -2,7 +2,7 @@
 the 512-GPU load sweep's cost (issue 19).
 
     python bench/sim_cpu.py --cluster trace --gpus 512 --policy elastico --load 0.5 [--stop]
-        [--profile OUT.prof]
+        [--workload openb|llm-mix] [--seed S] [--profile OUT.prof]
 
 ``--stop``: stopped at the measurement window's end, as the load sweep's runs are
 (``Settings.stop_at_window_end``).  Prints the run's CPU seconds (``time.process_time``: the
@@ -24,13 +24,15 @@ def main() -> None:
     p.add_argument("--policy", default="elastico")
     p.add_argument("--load", type=float, default=0.5)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workload", default="openb", choices=("openb", "llm-mix"))
     p.add_argument("--stop", action="store_true")
     p.add_argument("--profile", default=None)
     a = p.parse_args()
     from elastico.sim.clusters import load_cluster
     from elastico.sim.evaluate import Settings, Task, _ceiling, _workload, run_one
 
-    st = Settings(load=a.load, arrivals="continuous", stop_at_window_end=a.stop)
+    st = Settings(load=a.load, arrivals="continuous", stop_at_window_end=a.stop,
+                  workload=a.workload)
     task = Task(load_cluster(a.cluster), a.gpus, a.policy, a.seed, st)
     c0 = time.process_time()
     _workload(task.spec, task.gpus, task.seed, st)

@@ -297,24 +297,28 @@ def llm_job_type(model: LlmModel) -> str:
     return LLM_JOB_TYPE_PREFIX + model.name
 
 
-@lru_cache(maxsize=65536)
-def _class_seconds(model: LlmModel, cfg: LlmConfig, batch: int, inp: int, out: int) -> float:
-    return perf_llm.batch_latency_s(model, cfg, batch, inp, out)
-
-
 def mix_seconds(model: LlmModel, cfg: LlmConfig, work: LlmWork) -> float:
     """Seconds the job's ``work`` takes on ``cfg`` (module docstring): the busiest replica's
     share (:meth:`LlmWork.split` by ``cfg.replicas``), class by class, on one replica;
     ``inf`` when a class does not fit (its KV cache holds not one sequence).  Raises
     InvalidArgument for a configuration the model refuses (e.g. a TP degree that does not
     divide the heads)."""
-    one = replace(cfg, replicas=1)
+    _int("replicas", cfg.replicas, 1, MAX_REQUESTS)  # as LlmWork.split checks it
+    return _mix_seconds(model, replace(cfg, replicas=1), work, cfg.replicas)
+
+
+@lru_cache(maxsize=65536)
+def _mix_seconds(model: LlmModel, one: LlmConfig, work: LlmWork, replicas: int) -> float:
+    # the classes' latencies in one evaluation of the model's arrays (a family build asks for
+    # tens of configurations x classes per job); summed in class order, as one by one
+    share = [-(-c.requests // replicas) for c in work.classes]  # LlmWork.split's rounding
+    t = perf_llm.batch_latencies_s(model, one, share, [c.input_tokens for c in work.classes],
+                                   [c.output_tokens for c in work.classes])
     total = 0.0
-    for c in work.split(cfg.replicas).classes:
-        t = _class_seconds(model, one, c.requests, c.input_tokens, c.output_tokens)
-        if not math.isfinite(t):
+    for x in t.tolist():
+        if not math.isfinite(x):
             return math.inf
-        total += t
+        total += x
     return total
 
 

@@ -388,3 +388,31 @@ def test_fitted_constants_are_physical():
     # a generation with no measurement falls back to the engine's pooled fit
     assert llm.efficiency("ada", "vllm").origin == "fitted vllm/* (no fit for ada)"
     assert llm.efficiency("hopper", "vllm").origin == "fitted vllm/hopper"
+
+
+def test_batch_latencies_agree_with_the_scalar_call_element_by_element():
+    # one evaluation of the model's arrays (what a family build uses for a job's classes)
+    # gives each element what batch_latency_s gives it alone: one wave, several waves (batch
+    # above what fits: the largest that fits, then the rest), and inf where none fits
+    c = cfg("A100-40GB")
+    top = llm.max_batch(LLAMA2_7B, c, 2000, 2000)
+    assert top >= 1
+    batches, inputs, outputs = [1, 7, 3 * top + 1, 2], [512, 128, 2000, 40000], [128, 64, 2000, 40000]
+    got = llm.batch_latencies_s(LLAMA2_7B, c, batches, inputs, outputs)
+    want = [llm.batch_latency_s(LLAMA2_7B, c, b, i, o) for b, i, o in zip(batches, inputs, outputs)]
+    assert got.shape == (4,) and got.tolist() == want
+    assert math.isfinite(want[2]) and want[3] == math.inf  # 80,000 tokens fit no KV cache here
+
+
+@pytest.mark.parametrize("args, field", [
+    (([], [], []), "batches"),
+    (([1, 2], [128], [128]), "batches"),
+    (([1, 0], [128, 128], [128, 128]), "batches[1]"),
+    (([1, 2], [128, 0], [128, 128]), "input_tokens[1]"),
+    (([True], [128], [128]), "batches[0]"),
+    (([1], [128], [1.5]), "output_tokens[0]"),
+])
+def test_batch_latencies_refuse_bad_elements_by_index(args, field):
+    with pytest.raises(InvalidArgument) as e:
+        llm.batch_latencies_s(LLAMA2_7B, cfg(), *args)
+    assert e.value.field == field

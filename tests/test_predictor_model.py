@@ -87,6 +87,11 @@ def test_bundled_model_is_symmetric_on_gavel_jobs():
     learned = LearnedSlowdown([m])
     sig = learned.gpu_slowdowns([a, b])
     assert sig.tolist() == [sa[0], sb[0]]
+    # the GPU's slowdowns are remembered per resident set; a caller writing into its copy
+    # changes nothing the next one gets
+    sig[:] = 0.0
+    assert learned.gpu_slowdowns([a, b]).tolist() == [sa[0], sb[0]]
+    assert learned.gpu_slowdowns((b, a)).tolist() == [sb[0], sa[0]]
 
 
 def test_missing_features_are_handled(synthetic_model):

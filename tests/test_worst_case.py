@@ -53,6 +53,20 @@ def test_mps_pair_by_hand():
     assert gpu_bounds([r2, n]).tolist() == pytest.approx([1.4, 1 + 3 / 7])
 
 
+def test_the_model_remembers_a_gpus_bounds_and_hands_out_copies():
+    # MechanismBound keeps each resident set's bounds (the placer asks for the same GPUs over
+    # and over): the values are the hand-worked ones above, again on a second call, and a
+    # caller that writes into the array it got changes nothing the next caller sees
+    r, n = known(0.4, 0.1, share=0.5), unknown(share=0.5)
+    model = MechanismBound()
+    first = model.gpu_slowdowns([r, n])
+    assert first.tolist() == pytest.approx([1.8, 5 / 3])
+    first[:] = 99.0
+    assert model.gpu_slowdowns([r, n]).tolist() == pytest.approx([1.8, 5 / 3])
+    assert model.gpu_slowdowns((n, r)).tolist() == pytest.approx([5 / 3, 1.8])  # by position
+    assert model.gpu_slowdowns([r]).tolist() == [1.0]
+
+
 def test_sm_term_counts_the_partner_width_relative_to_the_victims():
     # DRAM-free jobs: only the SM term; victim share 0.25, partner 0.5 -> min(1, 2) = 1;
     # victim share 1, partner 0.25 -> 0.25

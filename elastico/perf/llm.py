@@ -60,7 +60,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -70,7 +70,8 @@ from elastico.errors import InvalidArgument
 __all__ = [
     "LlmModel", "LLM_MODELS", "llm_model", "find_llm_model", "from_hf_config",
     "LlmConfig", "LlmMemory", "Efficiency", "ENGINES", "DTYPES",
-    "memory", "max_batch", "prefill_s", "decode_step_s", "batch_latency_s", "tokens_per_s",
+    "memory", "max_batch", "prefill_s", "decode_step_s", "batch_latency_s", "batch_latencies_s",
+    "tokens_per_s",
     "efficiency", "ROOFLINE", "LlmGrid", "evaluate_grid", "LLM_MODEL_ALIASES",
 ]
 
@@ -895,6 +896,31 @@ def batch_latency_s(model: LlmModel, cfg: LlmConfig, batch: int, input_tokens: i
     _check_tokens(input_tokens, output_tokens)
     m, c = _scalar(model, cfg)
     return float(_batch_latency(m, c, batch, input_tokens, output_tokens))
+
+
+def batch_latencies_s(model: LlmModel, cfg: LlmConfig, batches: Sequence[int],
+                      input_tokens: Sequence[int], output_tokens: Sequence[int]) -> np.ndarray:
+    """:func:`batch_latency_s` of several batches at once on one configuration (element ``i``:
+    ``batches[i]`` sequences of ``input_tokens[i]`` + ``output_tokens[i]`` tokens), one
+    evaluation of the model's arrays: shape ``(len(batches),)``, seconds, ``inf`` where not
+    even one sequence fits.  The same figures as :func:`batch_latency_s` element by element
+    (the model is elementwise).  InvalidArgument names ``batches[i]`` / ``input_tokens[i]`` /
+    ``output_tokens[i]`` for a bad element, ``batches`` for lengths that differ or none."""
+    n = len(batches)
+    if n == 0 or len(input_tokens) != n or len(output_tokens) != n:
+        raise InvalidArgument("batches", n, "one or more, as many as input_tokens and "
+                              f"output_tokens ({len(input_tokens)}, {len(output_tokens)})")
+    for i in range(n):
+        try:
+            _check_batch(batches[i])
+            _check_tokens(input_tokens[i], output_tokens[i])
+        except InvalidArgument as e:
+            raise InvalidArgument(f"{'batches' if e.field == 'batch' else e.field}[{i}]",
+                                  e.value, e.allowed) from None
+    m, c = _scalar(model, cfg)
+    return _batch_latency(m, c, np.asarray(batches, dtype=float),
+                          np.asarray(input_tokens, dtype=float),
+                          np.asarray(output_tokens, dtype=float))
 
 
 def _tokens_per_s(m: _ModelArrays, c: _CfgArrays, input_tokens, output_tokens, batch=None):

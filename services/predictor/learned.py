@@ -116,6 +116,9 @@ class LearnedSlowdown:
                        and getattr(pr, "feature_set", "identity-v1") == "identity-v1"
                        for pr in self.predictors]
         self._cache: dict[tuple[JobProfile, JobProfile, str], float] = {}
+        # residents -> gpu_slowdowns: composed from the cached pairs, so valid as long as
+        # they are (the placer's bound checks ask for the same GPUs over and over)
+        self._gpu_cache: dict[tuple[JobProfile, ...], np.ndarray] = {}
         self._domain: dict[tuple[JobProfile, JobProfile], bool] = {}
 
     @property
@@ -214,6 +217,15 @@ class LearnedSlowdown:
         """Slowdown of each resident of one GPU, additive over its partners, shape ``(n,)``."""
         if len(residents) < 2:
             return np.ones(len(residents))
+        key = tuple(residents)
+        out = self._gpu_cache.get(key)
+        if out is None:
+            if len(self._gpu_cache) > _CACHE_LIMIT:
+                self._gpu_cache.clear()
+            out = self._gpu_cache[key] = self._gpu_slowdowns(residents)
+        return out.copy()
+
+    def _gpu_slowdowns(self, residents: Sequence[JobProfile]) -> np.ndarray:
         scale = all(self._scale)
         if not scale and any(self._scale):  # mixed: correct per victim
             return np.array([1.0 + sum(self.pair_slowdown(r, o) - 1.0
