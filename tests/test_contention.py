@@ -294,6 +294,11 @@ def test_truth_without_measured_pairs_uses_the_model_everywhere():
     truth = GroundTruth(None)
     got = truth.slowdowns_of(state, live, True, lambda j, c, n: draw_profile(j.id))
     assert all(1.0 <= s <= 2.0 for s in got.values()) and truth.by_model == 1
+    # the same GPU again (its answer now cached) counts again, under the same rule: the
+    # share truth_gpus_contention_model reports is 1 here, not the share of cache misses
+    again = truth.slowdowns_of(state, live, True, lambda j, c, n: draw_profile(j.id))
+    assert again == got
+    assert (truth.gpu_evaluations, truth.by_model, truth.by_mixed, truth.by_measured) == (2, 2, 0, 0)
 
 
 def test_slowdown_models_refuses_bad_contention_before_building():

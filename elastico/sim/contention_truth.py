@@ -116,7 +116,7 @@ class GroundTruth:
     def __init__(self, measured: Any = None, params: cm.ContentionParams | None = None):
         self.measured = measured
         self.params = params if params is not None else cm.ContentionParams()
-        self._cache: dict[tuple, tuple[float, ...]] = {}
+        self._cache: dict[tuple, tuple[tuple[float, ...], str]] = {}
         self.gpu_evaluations = self.by_measured = self.by_mixed = self.by_model = 0
 
     # the measured truth's counters, for the evaluation's truth_pairs_* fields
@@ -161,19 +161,32 @@ class GroundTruth:
             nodes = {j: max(1, len(state.assignment(j).node_indices)) for j in ids}
             key = (mech, tuple((j, live[j].config.name, live[j].config.gpu_model,
                                 live[j].config.gpu_share, nodes[j]) for j in ids))
-            sig = self._cache.get(key)
-            if sig is None:
-                sig = tuple(self._gpu(ids, profiles, live, nodes, time_sliced, mech, profile))
+            hit = self._cache.get(key)
+            if hit is None:
+                sig, rule = self._gpu(ids, profiles, live, nodes, time_sliced, mech, profile)
                 if len(self._cache) >= _CACHE_LIMIT:
                     self._cache.clear()
-                self._cache[key] = sig
+                hit = self._cache[key] = (tuple(sig), rule)
+            sig, rule = hit
+            # every evaluation counts under the rule that answered it, a cached one too (the
+            # counters once moved only on a cache miss, so they depended on the order in
+            # which a GPU's residents were listed, not on what answered)
             self.gpu_evaluations += 1
+            if rule == "measured":
+                self.by_measured += 1
+            elif rule == "mixed":
+                self.by_mixed += 1
+            else:
+                self.by_model += 1
             for j, s in zip(ids, sig):
                 if s > out[j]:
                     out[j] = s
         return out
 
-    def _gpu(self, ids, profiles, live, nodes, time_sliced, mech, profile) -> list[float]:
+    def _gpu(self, ids, profiles, live, nodes, time_sliced, mech, profile
+             ) -> tuple[list[float], str]:
+        """The residents' true slowdowns and the rule that gave them (``"measured"``,
+        ``"mixed"``, ``"model"``: module docstring)."""
         k = len(ids)
         gpu = profiles[0].gpu_model
         m = self.measured
@@ -191,13 +204,11 @@ class GroundTruth:
                      or (g, profiles[i].job_type, profiles[o].job_type) in m.table
                      for o in range(k)] for i in range(k)]
             if all(all(r) for r in have):
-                self.by_measured += 1
                 if time_sliced:
                     from elastico.predictor.learned import TimeSlicedTruth
 
-                    return [float(x) for x in TimeSlicedTruth(m).gpu_slowdowns(profiles)]
-                return [float(x) for x in m.gpu_slowdowns(profiles)]
-            self.by_mixed += 1
+                    return [float(x) for x in TimeSlicedTruth(m).gpu_slowdowns(profiles)], "measured"
+                return [float(x) for x in m.gpu_slowdowns(profiles)], "measured"
             ds = [dem(i) for i in range(k)]
             out = []
             for i in range(k):
@@ -210,9 +221,8 @@ class GroundTruth:
                     else:
                         s += cm.pair_slowdown(ds[i], ds[o], mech, self.params) - 1.0
                 out.append(min(float(k), s) if time_sliced else s)
-            return out
-        self.by_model += 1
-        return [float(x) for x in cm.slowdowns([dem(i) for i in range(k)], mech, self.params)]
+            return out, "mixed"
+        return [float(x) for x in cm.slowdowns([dem(i) for i in range(k)], mech, self.params)], "model"
 
     def _measured_pair(self, a, b, time_sliced: bool) -> float:
         if time_sliced:
