@@ -69,6 +69,7 @@ def main(argv=None) -> int:
     from elastico.sim.workload import offered_load
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/mmkp_exact.py
+    from jct_ceiling import flag_error
     from mmkp_exact import solve_exact
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
@@ -89,7 +90,7 @@ def main(argv=None) -> int:
         nodes, wl = _workload(load_cluster(args.cluster), args.gpus, args.seed,
                               Settings(jobs_per_gpu=2.0))
     except ElasticoError as e:  # a cluster or size that does not exist: say which
-        ap.error(str(e))
+        flag_error(ap, e)
     jobs = list(wl.jobs)
     if args.batch_only is not None:
         jobs = [dataclasses.replace(j, arrival_s=j.arrival_s / args.batch_only)

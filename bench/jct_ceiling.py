@@ -164,6 +164,20 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
+#: InvalidArgument fields that are these scripts' own flags (named ``--field`` in the error)
+FLAG_FIELDS = ("gpus", "cluster", "load", "seed", "workload", "policy", "loads")
+
+
+def flag_error(parser: argparse.ArgumentParser, e: Exception) -> None:
+    """An argparse error for ``e`` (an ElasticoError), its field named as the flag the user
+    typed (``--gpus: 0 is not allowed ...``) where it is one, as the model named it
+    otherwise."""
+    text = str(e)
+    if getattr(e, "field", None) in FLAG_FIELDS:
+        text = "--" + text
+    parser.error(text)
+
+
 def check_writable(parser: argparse.ArgumentParser, path: str | None) -> None:
     """``--json PATH`` refused (an argparse error) before minutes of replay, not after; a
     file the check creates is removed again (the run writes it at its end)."""
@@ -201,7 +215,7 @@ def main(argv: list[str] | None = None) -> None:
         try:
             r = ceiling(a.cluster, a.gpus, s, a.load, a.workload)
         except InvalidArgument as e:
-            p.error(str(e))
+            flag_error(p, e)
         rows.append(r)
         print(f"seed {s}: {r['jobs']} jobs; exclusive avg {r['exclusive_avg_jct_s']:.0f} s, "
               f"p50 {r['exclusive_p50_jct_s']:.0f} s; ideal avg {r['ideal_avg_jct_s']:.0f} s, "

@@ -34,7 +34,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ is not a package
-from jct_ceiling import check_writable, parse_seeds  # noqa: E402
+from jct_ceiling import check_writable, flag_error, parse_seeds  # noqa: E402
 
 
 def _records(task):
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> None:
         try:
             r = compare(a.workload, a.cluster, a.gpus, s, a.load, pols)
         except InvalidArgument as e:
-            p.error(str(e))
+            flag_error(p, e)
         rows.append(r)
         h, o = r["horizon"], r["overrun"]
         x = lambda v: "-" if v is None else f"{v:.2f}x"  # noqa: E731

@@ -22,6 +22,10 @@ import sys
 
 
 def main(argv=None) -> int:
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ is not a package
+    from jct_ceiling import flag_error
     from elastico.sim.clusters import load_cluster
     from elastico.errors import ElasticoError
     from elastico.sim.evaluate import Settings, _inputs, _truth, _workload
@@ -46,7 +50,7 @@ def main(argv=None) -> int:
         spec = load_cluster(args.cluster)
         workloads = {s: _workload(spec, args.gpus, s, Settings(jobs_per_gpu=2.0)) for s in seeds}
     except ElasticoError as e:  # a cluster or size that does not exist: say which
-        ap.error(str(e))
+        flag_error(ap, e)
     _, _, model, predictor, _ = _inputs()
     for seed, (nodes, wl) in workloads.items():
         out = {"cluster": args.cluster, "gpus": args.gpus, "seed": seed}

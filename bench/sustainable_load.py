@@ -25,7 +25,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ is not a package
+from jct_ceiling import flag_error  # noqa: E402
 
 
 def _loads(text: str) -> list[float]:
@@ -91,7 +96,7 @@ def main(argv: list[str] | None = None) -> None:
         try:
             r = rung(a.cluster, a.gpus, a.policy, a.seed, load, a.workload)
         except InvalidArgument as e:
-            p.error(str(e))
+            flag_error(p, e)
         print(f"{a.policy} {a.cluster} {a.gpus} GPUs seed {a.seed} load {load:g}: queue growth "
               f"{r['queue_growth']:+.1f} jobs (allowed {r['queue_growth_allowed']:.1f}) -> "
               f"{'bounded' if r['backlog_bounded'] else 'growing'}; SM activity "

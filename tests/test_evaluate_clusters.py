@@ -77,6 +77,26 @@ def test_size_without_whole_nodes_is_refused():
     assert "pools[0]" in str(e.value) and "1.875" in str(e.value)
 
 
+@pytest.mark.parametrize("name", ["a100-mig", "a100h100-mig", "good"])
+def test_the_refusal_names_the_sizes_that_build(name):
+    # brute force over 1..400 GPUs: the sizes that build are exactly the multiples of the step
+    # the refusal names (GOOD: 0.75 / 8 and 0.25 / 4 -> multiples of 32 and 16 -> 32)
+    spec = parse_cluster(copy.deepcopy(GOOD)) if name == "good" else load_cluster(name)
+    built = []
+    for g in range(1, 401):
+        try:
+            spec.nodes(g)
+        except InvalidArgument as e:
+            refusal = str(e)
+        else:
+            built.append(g)
+    step = spec.whole_node_step()
+    assert step == {"a100-mig": 16, "a100h100-mig": 64, "good": 32}[name]
+    assert built == list(range(step, 401, step))
+    assert f"a multiple of {step}: {step}, {2 * step}, {3 * step}, ..." in refusal
+    assert load_cluster(TRACE).whole_node_step() is None
+
+
 def test_trace_is_the_trace_mix():
     spec = load_cluster(TRACE)
     assert spec.label(64) == "trace-64"

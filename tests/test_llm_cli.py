@@ -186,10 +186,29 @@ def test_plan_prints_tables_and_tokens_per_s_from_the_model(capsys):
 
 
 def test_plan_refuses_bad_work_naming_the_flag(capsys):
-    assert main(["llm", "plan", "--model", "Llama-3-8B", "--gpu", "A100-80GB"]) == 2
-    assert "--tokens" in capsys.readouterr().err
+    # the work is one of --tokens and --requests: argparse names what is missing or clashes
+    with pytest.raises(SystemExit) as e:
+        main(["llm", "plan", "--model", "Llama-3-8B", "--gpu", "A100-80GB"])
+    assert e.value.code == 2
+    assert "one of the arguments --tokens --requests is required" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(["llm", "plan", "--model", "Llama-3-8B", "--tokens", "1e6", "--requests", "1:1x1"])
+    assert e.value.code == 2
+    assert "argument --requests: not allowed with argument --tokens" in capsys.readouterr().err
     assert main(["llm", "plan", "--model", "Llama-3-8B", "--tokens", "1e6",
                  "--lengths", "azure-chat"]) == 2
     assert "--lengths: 'azure-chat' is not allowed" in capsys.readouterr().err
     assert main(["llm", "plan", "--model", "Llama-3-8B", "--tokens", "1e6", "--gpu", "G2"]) == 2
     assert "--gpu: 'G2' is not allowed" in capsys.readouterr().err
+
+
+def test_plan_shows_no_speed_for_a_configuration_that_does_not_fit(capsys):
+    # Llama-2-70B's 128.5 GiB of fp16 weights fit no single A100-80GB: that row has no
+    # tokens/s ("-", not 0), the tp-2 whole-GPU row has one
+    assert main(["llm", "plan", "--model", "Llama-2-70B", "--tokens", "1e6",
+                 "--gpu", "A100-80GB"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()
+            if line.startswith("A100-80GB ") and line.split()[1].isdigit()]
+    by = {(r[1], r[2]): r for r in rows}
+    assert by[("1", "1.00")][5:7] == ["-", "no:"]
+    assert by[("2", "1.00")][6] == "yes" and float(by[("2", "1.00")][5].replace(",", "")) > 0

@@ -73,14 +73,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                                   "tensor parallel x replicas x MPS share or MIG profile, kept "
                                   "only where weights and KV cache fit.")
     _model_flags(pl)
-    pl.add_argument("--tokens", type=float, default=None, metavar="N",
-                    help="the job's work as a token budget (prompt + generated), with --lengths")
+    # the job's work: one of the two (argparse names what is missing or clashes)
+    work = pl.add_mutually_exclusive_group(required=True)
+    work.add_argument("--tokens", type=float, default=None, metavar="N",
+                      help="the job's work as a token budget (prompt + generated), with --lengths")
     pl.add_argument("--lengths", default=None, metavar="L",
                     help="length distribution of a --tokens budget: azure-conv, azure-code, or "
                          "INPUT:OUTPUT[xWEIGHT],... (default: azure-conv)")
-    pl.add_argument("--requests", default=None, metavar="I:OxN,...",
-                    help="the job's work as request classes INPUT:OUTPUTxCOUNT, e.g. "
-                         "512:128x1000,2048:256x10 (instead of --tokens)")
+    work.add_argument("--requests", default=None, metavar="I:OxN,...",
+                      help="the job's work as request classes INPUT:OUTPUTxCOUNT, e.g. "
+                           "512:128x1000,2048:256x10 (instead of --tokens)")
     pl.add_argument("--gpu", action="append", metavar="G",
                     help="a GPU model of the cluster; repeat for several (default: "
                          + ", ".join(DEFAULT_PLAN_GPUS) + ")")
@@ -205,17 +207,15 @@ def _cmd_predict(args: argparse.Namespace) -> int:
           + (f" ({out['waves']} waves of at most {out['max_batch']})" if out["waves"] > 1 else "")
           + f"; {out['tokens_per_s']:,.0f} tokens/s (prompt + generated)")
     print(f"memory per GPU {out['memory_gib']:.2f} GiB: weights {out['weights_gib']:.2f}, "
-          f"workspace {out['workspace_gib']:.2f}, KV cache {out['kv_cache_gib']:.2f} "
-          f"(holds {out['kv_capacity_tokens']:,} tokens; largest batch {out['max_batch']})")
+          f"workspace {out['workspace_gib']:.2f}, KV cache {out['kv_cache_gib']:.2f} for this "
+          f"batch (the engine's cache holds up to {out['kv_capacity_tokens']:,} tokens; largest "
+          f"batch of these lengths {out['max_batch']})")
     return 0
 
 
 def _plan_work(args: argparse.Namespace):
     from elastico import llm_job as LJ
 
-    if (args.tokens is None) == (args.requests is None):
-        raise InvalidArgument("--tokens", args.tokens, "exactly one of --tokens (a token budget) "
-                              "and --requests (request classes)")
     if args.requests is not None:
         if args.lengths is not None:
             raise InvalidArgument("--lengths", args.lengths, "only with --tokens")
@@ -351,7 +351,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         share = r["mig_profile"] or f"{r['share']:.2f}"
         w = f"{r['weights_gib']:.1f}" if "weights_gib" in r else "-"
         print(f"{r['gpu']:<12}{r['tp']:>3}{share:>8}{r['memory_gib_per_gpu']:>9.1f}{w:>9}"
-              f"{r['tokens_per_s']:>12,.0f}  " + ("yes" if r["fits"] else f"no: {r['reason']}"))
+              + (f"{r['tokens_per_s']:>12,.0f}" if r["fits"] else f"{'-':>12}")
+              + "  " + ("yes" if r["fits"] else f"no: {r['reason']}"))
     print(f"\nshape family ({len(out['family'])} configurations; Pareto frontier, wait not "
           "shown; replicas split the requests):")
     head = (f"{'configuration':<28}{'GPUs':>5}{'tp':>3}{'repl':>5}{'tokens/s':>12}{'GiB/GPU':>9}"

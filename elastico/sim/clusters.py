@@ -79,6 +79,25 @@ class ClusterSpec:
     pools: tuple[Pool, ...] = ()
     source: str = ""
 
+    def whole_node_step(self) -> int | None:
+        """The smallest GPU count that gives every pool whole nodes (every allowed count is a
+        multiple of it); None for the trace's own mix or where the fractions are not simple
+        ratios (denominators above 10^6)."""
+        if not self.pools:
+            return None
+        from fractions import Fraction
+        from math import gcd, lcm
+
+        step = 1
+        for p in self.pools:
+            f = Fraction(p.fraction).limit_denominator(10 ** 6)
+            if abs(float(f) - p.fraction) > 1e-12:
+                return None
+            # gpus x f.num / (f.den x gpus_per_node) whole <=> gpus a multiple of this
+            d = f.denominator * p.gpus_per_node
+            step = lcm(step, d // gcd(f.numerator, d))
+        return step
+
     def label(self, gpus: int) -> str:
         return f"{self.name}-{gpus}"
 
@@ -103,7 +122,9 @@ class ClusterSpec:
                 raise InvalidArgument(
                     "gpus", gpus, f"cluster {self.name!r}{where}: pools[{i}] ({p.gpu_model}) would get "
                     f"{gpus} x {p.fraction:g} / {p.gpus_per_node} = {share:g} nodes; choose a GPU "
-                    f"count that gives every pool whole nodes")
+                    f"count that gives every pool whole nodes" + (
+                        f" (a multiple of {step}: {step}, {2 * step}, {3 * step}, ...)"
+                        if (step := self.whole_node_step()) else ""))
             labels = ((MIG_GPUS_LABEL, str(p.mig_gpus_per_node)),) if p.mig_gpus_per_node else ()
             first = seen.get(p.gpu_model, 0)
             seen[p.gpu_model] = first + count
