@@ -35,6 +35,7 @@ import io
 import json
 import sys
 import time
+from pathlib import Path
 
 #: metrics that read the wall clock (round durations): never compared
 _WALL_KEYS = {"round_ms_p50", "round_ms_p99", "wall_s"}
@@ -185,21 +186,40 @@ def _diff(a, b, path: str, out: list[str], limit: int = 20) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("mode", choices=("record", "check"))
-    p.add_argument("reference", help="the reference JSON (written by record, read by check)")
-    p.add_argument("--only", default=None, help="comma-separated case names (default: all)")
-    args = p.parse_args(argv)
-    _import_all()
     cases = _cases()
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="cases (quote names, they hold spaces):\n  " + "\n  ".join(cases)
+               + "\n\nAll cases take about 10 minutes of CPU; check exits 1 when any case "
+                 "differs, 0 when all are bit-identical.")
+    p.add_argument("mode", choices=("record", "check"),
+                   help="record: replay and write the reference (on the reference commit); "
+                        "check: replay and compare with it exactly (after the change)")
+    p.add_argument("reference", help="the reference JSON (written by record, read by check)")
+    p.add_argument("--only", default=None, metavar="NAME,NAME",
+                   help="comma-separated case names (default: all; listed below)")
+    args = p.parse_args(argv)
     names = list(cases) if args.only is None else [n.strip() for n in args.only.split(",")]
     for n in names:
         if n not in cases:
             p.error(f"--only: unknown case {n!r}; one of: " + "; ".join(cases))
     ref = {}
-    if args.mode == "check":
-        with open(args.reference, encoding="utf-8") as f:
-            ref = json.load(f)["cases"]
+    if args.mode == "check":  # read before any replay: a bad file is refused at once
+        try:
+            with open(args.reference, encoding="utf-8") as f:
+                ref = json.load(f)["cases"]
+        except OSError as e:
+            p.error(f"reference {args.reference}: cannot be read ({e.strerror})")
+        except (ValueError, KeyError, TypeError):
+            p.error(f"reference {args.reference}: not a file written by record "
+                    "(JSON with a 'cases' object)")
+    else:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ is not a package
+        from jct_ceiling import check_writable
+
+        check_writable(p, args.reference, "reference")
+    _import_all()
     got, bad = {}, 0
     for n in names:
         c0 = time.process_time()

@@ -178,9 +178,10 @@ def flag_error(parser: argparse.ArgumentParser, e: Exception) -> None:
     parser.error(text)
 
 
-def check_writable(parser: argparse.ArgumentParser, path: str | None) -> None:
-    """``--json PATH`` refused (an argparse error) before minutes of replay, not after; a
-    file the check creates is removed again (the run writes it at its end)."""
+def check_writable(parser: argparse.ArgumentParser, path: str | None,
+                   flag: str = "--json") -> None:
+    """``--json PATH`` (or ``flag``'s) refused (an argparse error) before minutes of replay,
+    not after; a file the check creates is removed again (the run writes it at its end)."""
     if path:
         import os
 
@@ -188,7 +189,7 @@ def check_writable(parser: argparse.ArgumentParser, path: str | None) -> None:
         try:
             open(path, "a").close()
         except OSError as e:
-            parser.error(f"--json {path}: cannot be written ({e.strerror})")
+            parser.error(f"{flag} {path}: cannot be written ({e.strerror})")
         if not existed:
             os.remove(path)
 

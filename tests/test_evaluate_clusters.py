@@ -250,3 +250,17 @@ def test_merge_keys_may_still_be_overridden(tmp_path):
                     "    gpus_per_node: 8\n")
     nodes = load_cluster(str(path)).nodes(16)
     assert len(nodes) == 2 and all(n.num_gpus == 8 for n in nodes)
+
+
+def test_a_cluster_definition_builds_at_most_max_cluster_gpus():
+    from elastico.sim.clusters import MAX_CLUSTER_GPUS
+
+    spec = load_cluster("a100h100-mig")
+    assert MAX_CLUSTER_GPUS % spec.whole_node_step() == 0
+    nodes = spec.nodes(MAX_CLUSTER_GPUS)
+    assert sum(n.num_gpus for n in nodes) == MAX_CLUSTER_GPUS == 8 * len(nodes)
+    # above it: refused at once, not after building millions of nodes
+    for too_many in (MAX_CLUSTER_GPUS + 64, 10 ** 9):
+        with pytest.raises(InvalidArgument) as e:
+            spec.nodes(too_many)
+        assert e.value.field == "gpus" and "at most 65,536" in str(e.value)

@@ -195,6 +195,14 @@ def test_plan_refuses_bad_work_naming_the_flag(capsys):
         main(["llm", "plan", "--model", "Llama-3-8B", "--tokens", "1e6", "--requests", "1:1x1"])
     assert e.value.code == 2
     assert "argument --requests: not allowed with argument --tokens" in capsys.readouterr().err
+    # a budget at the limit that whole requests round past it: the flag given, not --lengths
+    assert main(["llm", "plan", "--model", "Llama-3-8B", "--tokens", "1e13"]) == 2
+    err = capsys.readouterr().err
+    assert "--tokens: 10000000000000.0 is not allowed (at most 1e+13 tokens once" in err
+    assert main(["llm", "plan", "--model", "Llama-3-8B", "--requests",
+                 "1048576:1048576x1000000000"]) == 2
+    assert "--requests: '1048576:1048576x1000000000' is not allowed (work.tokens" in \
+        capsys.readouterr().err
     assert main(["llm", "plan", "--model", "Llama-3-8B", "--tokens", "1e6",
                  "--lengths", "azure-chat"]) == 2
     assert "--lengths: 'azure-chat' is not allowed" in capsys.readouterr().err

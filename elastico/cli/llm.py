@@ -213,21 +213,37 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def _hours(h: float) -> str:
+    """A job's wall-clock hours for the plan table: thousands grouped, and small jobs in
+    significant digits (0.00 would hide which configuration is faster)."""
+    return f"{h:,.2f}" if h >= 1 else f"{h:.2g}"
+
+
 def _plan_work(args: argparse.Namespace):
     from elastico import llm_job as LJ
 
     if args.requests is not None:
         if args.lengths is not None:
             raise InvalidArgument("--lengths", args.lengths, "only with --tokens")
-        return LJ.requests_work((i, o, int(n)) for i, o, n in
-                                LJ.parse_classes(args.requests, "--requests", counts=True))
+        try:
+            return LJ.requests_work((i, o, int(n)) for i, o, n in
+                                    LJ.parse_classes(args.requests, "--requests", counts=True))
+        except InvalidArgument as e:
+            if e.field.startswith("--"):
+                raise
+            raise InvalidArgument("--requests", args.requests, f"{e.field}: {e.value:,} is "
+                                  f"not allowed ({e.allowed})") from None
     try:
         return LJ.budget_work(args.tokens, LJ.length_distribution(args.lengths or "azure-conv",
                                                                   "--lengths"), field="--tokens")
     except InvalidArgument as e:
         if e.field.startswith("--"):
             raise
-        raise InvalidArgument("--lengths", args.lengths, f"{e.field}: {e.allowed}") from None
+        if e.field == "work.tokens":  # whole requests round the budget up past the limit
+            raise InvalidArgument("--tokens", args.tokens, f"{e.allowed} once the budget is "
+                                  f"cut into whole requests ({e.value:,.0f} tokens)") from None
+        raise InvalidArgument("--lengths", args.lengths or "azure-conv",
+                              f"{e.field}: {e.allowed}") from None
 
 
 def plan(model, work, gpus: list[str], *, tp: int | None = None, replicas: int = 1,
@@ -356,10 +372,10 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     print(f"\nshape family ({len(out['family'])} configurations; Pareto frontier, wait not "
           "shown; replicas split the requests):")
     head = (f"{'configuration':<28}{'GPUs':>5}{'tp':>3}{'repl':>5}{'tokens/s':>12}{'GiB/GPU':>9}"
-            f"{'hours':>9}{'start s':>9}")
+            f"{'job hours':>12}{'start s':>9}")
     print(head)
     print("-" * len(head))
     for c in out["family"]:
         print(f"{c['name']:<28}{c['gpus']:>5}{c['tp']:>3}{c['replicas']:>5}{c['tokens_per_s']:>12,.0f}"
-              f"{c['memory_gib_per_gpu']:>9.1f}{c['hours']:>9.2f}{c['startup_s']:>9.1f}")
+              f"{c['memory_gib_per_gpu']:>9.1f}{_hours(c['hours']):>12}{c['startup_s']:>9.1f}")
     return 0

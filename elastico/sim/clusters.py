@@ -50,7 +50,8 @@ from elastico.errors import InvalidArgument
 from elastico.model import MIG_GPUS_LABEL, Node
 from elastico.trace import MAX_GPUS_PER_NODE, MAX_QUANTITY
 
-__all__ = ["ClusterSpec", "Pool", "TRACE", "load_cluster", "parse_cluster", "bundled_clusters"]
+__all__ = ["ClusterSpec", "Pool", "TRACE", "MAX_CLUSTER_GPUS", "load_cluster", "parse_cluster",
+           "bundled_clusters"]
 
 #: the cluster name of the trace's own GPU mix (:func:`elastico.trace.sub_cluster`)
 TRACE = "trace"
@@ -67,6 +68,12 @@ class Pool:
     fraction: float
     gpu_mem_gib: float
     mig_gpus_per_node: int = 0
+
+
+#: the largest cluster a definition builds, GPUs: 64k, above the largest GPU clusters
+#: reported (e.g. Meta's two 24,576-GPU clusters, 2024) and a multiple of every bundled
+#: definition's whole-node step; a larger size would only cost minutes and GiB to build
+MAX_CLUSTER_GPUS = 65_536
 
 
 @dataclass(frozen=True)
@@ -106,6 +113,10 @@ class ClusterSpec:
         (:func:`elastico.trace.read_nodes`); InvalidArgument if ``gpus`` cannot be built."""
         if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus <= 0:
             raise InvalidArgument("gpus", gpus, "must be a positive integer")
+        if self.pools and gpus > MAX_CLUSTER_GPUS:
+            # a size nobody simulates would build millions of nodes first (minutes, GiB)
+            raise InvalidArgument("gpus", gpus, f"at most {MAX_CLUSTER_GPUS:,} for a cluster "
+                                  "definition")
         if not self.pools:
             from elastico import trace
 
