@@ -303,7 +303,6 @@ def mix_seconds(model: LlmModel, cfg: LlmConfig, work: LlmWork) -> float:
     ``inf`` when a class does not fit (its KV cache holds not one sequence).  Raises
     InvalidArgument for a configuration the model refuses (e.g. a TP degree that does not
     divide the heads)."""
-    _int("replicas", cfg.replicas, 1, MAX_REQUESTS)  # as LlmWork.split checks it
     return _mix_seconds(model, replace(cfg, replicas=1), work, cfg.replicas)
 
 
@@ -311,9 +310,10 @@ def mix_seconds(model: LlmModel, cfg: LlmConfig, work: LlmWork) -> float:
 def _mix_seconds(model: LlmModel, one: LlmConfig, work: LlmWork, replicas: int) -> float:
     # the classes' latencies in one evaluation of the model's arrays (a family build asks for
     # tens of configurations x classes per job); summed in class order, as one by one
-    share = [-(-c.requests // replicas) for c in work.classes]  # LlmWork.split's rounding
-    t = perf_llm.batch_latencies_s(model, one, share, [c.input_tokens for c in work.classes],
-                                   [c.output_tokens for c in work.classes])
+    classes = work.split(replicas).classes
+    t = perf_llm.batch_latencies_s(model, one, [c.requests for c in classes],
+                                   [c.input_tokens for c in classes],
+                                   [c.output_tokens for c in classes])
     total = 0.0
     for x in t.tolist():
         if not math.isfinite(x):

@@ -48,6 +48,7 @@ __all__ = [
     "fit_kappa",
     "fit_kappa_from_gavel",
     "compose_additive",
+    "ResidentsMemo",
 ]
 
 # Least-squares kappa of ``1 + kappa * activity_b`` on Gavel's measured V100 single-GPU pairs
@@ -90,6 +91,29 @@ def compose_additive(model: SlowdownModel, residents: Sequence[JobProfile]) -> n
             if i != k:
                 out[i] += model.pair_slowdown(residents[i], residents[k]) - 1.0
     return out
+
+
+class ResidentsMemo:
+    """A model's ``gpu_slowdowns`` remembered per resident set (the placer's bound checks ask
+    for the same GPUs over and over: 631,000 calls in a 512-GPU llm-mix replay;
+    bench/sim_cpu.py).  Only for a model whose answer is a function of the residents alone.
+    Holds at most ``limit`` sets (cleared when full); hands out copies, so a caller writing
+    into its array changes nothing the next caller gets."""
+
+    def __init__(self, limit: int):
+        self.limit = int(limit)
+        self._sets: dict[tuple[JobProfile, ...], np.ndarray] = {}
+
+    def get(self, residents: Sequence[JobProfile],
+            compute: Callable[[Sequence[JobProfile]], np.ndarray]) -> np.ndarray:
+        """``compute(residents)``, from memory when this set was asked before."""
+        key = tuple(residents)
+        out = self._sets.get(key)
+        if out is None:
+            if len(self._sets) >= self.limit:
+                self._sets.clear()
+            out = self._sets[key] = compute(residents)
+        return out.copy()
 
 
 @dataclass(frozen=True)

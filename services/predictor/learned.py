@@ -33,7 +33,8 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from elastico.errors import InvalidArgument
-from elastico.predictor.analytic import AnalyticSlowdown, SlowdownModel, compose_additive
+from elastico.predictor.analytic import (AnalyticSlowdown, ResidentsMemo, SlowdownModel,
+                                         compose_additive)
 from elastico.predictor.features import SoloCatalog, family_and_batch
 from elastico.predictor.model import SlowdownPredictor, train
 from elastico.predictor.observations import Observation
@@ -117,8 +118,8 @@ class LearnedSlowdown:
                        for pr in self.predictors]
         self._cache: dict[tuple[JobProfile, JobProfile, str], float] = {}
         # residents -> gpu_slowdowns: composed from the cached pairs, so valid as long as
-        # they are (the placer's bound checks ask for the same GPUs over and over)
-        self._gpu_cache: dict[tuple[JobProfile, ...], np.ndarray] = {}
+        # they are
+        self._gpu_memo = ResidentsMemo(_CACHE_LIMIT)
         self._domain: dict[tuple[JobProfile, JobProfile], bool] = {}
 
     @property
@@ -217,13 +218,7 @@ class LearnedSlowdown:
         """Slowdown of each resident of one GPU, additive over its partners, shape ``(n,)``."""
         if len(residents) < 2:
             return np.ones(len(residents))
-        key = tuple(residents)
-        out = self._gpu_cache.get(key)
-        if out is None:
-            if len(self._gpu_cache) > _CACHE_LIMIT:
-                self._gpu_cache.clear()
-            out = self._gpu_cache[key] = self._gpu_slowdowns(residents)
-        return out.copy()
+        return self._gpu_memo.get(residents, self._gpu_slowdowns)
 
     def _gpu_slowdowns(self, residents: Sequence[JobProfile]) -> np.ndarray:
         scale = all(self._scale)

@@ -101,6 +101,7 @@ from typing import Sequence
 
 import numpy as np
 
+from elastico.predictor.analytic import ResidentsMemo
 from elastico.predictor.profile import JobProfile
 from elastico.predictor.prior import dram_intensity, mechanism_of
 
@@ -230,19 +231,13 @@ class MechanismBound:
                  switch_cost: float = SWITCH_COST_MAX):
         gpu_bounds([], bw_floor, switch_cost)  # validates
         self.bw_floor, self.switch_cost = float(bw_floor), float(switch_cost)
-        # residents -> their bounds: a pure function of them (and the two constants), asked
-        # for the same GPUs over and over by the placer's bound checks (631,000 calls in a
-        # 512-GPU llm-mix replay, 13 % of its CPU; bench/sim_cpu.py)
-        self._gpu_cache: dict[tuple[JobProfile, ...], np.ndarray] = {}
+        # residents -> their bounds: a function of them and the two constants (13 % of a
+        # 512-GPU llm-mix replay's CPU before; bench/sim_cpu.py)
+        self._gpu_memo = ResidentsMemo(_GPU_CACHE_LIMIT)
 
     def pair_slowdown(self, a: JobProfile, b: JobProfile) -> float:
         return pair_bound(a, b, self.bw_floor, self.switch_cost)
 
     def gpu_slowdowns(self, residents: Sequence[JobProfile]) -> np.ndarray:
-        key = tuple(residents)
-        out = self._gpu_cache.get(key)
-        if out is None:
-            if len(self._gpu_cache) >= _GPU_CACHE_LIMIT:
-                self._gpu_cache.clear()
-            out = self._gpu_cache[key] = gpu_bounds(residents, self.bw_floor, self.switch_cost)
-        return out.copy()
+        return self._gpu_memo.get(
+            residents, lambda r: gpu_bounds(r, self.bw_floor, self.switch_cost))

@@ -229,7 +229,6 @@ class PriorityPreemption:
             state.rebook(*booked, unhealthy_ok=True)
         return False
 
-
     def _room_without(self, a: ActiveJob, victims: list[str], state: ClusterState) -> bool:
         """Whether ``a`` finds room with every victim gone; ``state`` is left as it was.  The
         most room any shrink or eviction of :meth:`_preempt` can make (a shrunk victim still
