@@ -3,10 +3,13 @@ from-scratch path (``ClusterState(frag_cache=False)``, which works every candida
 fragmentation out of its GPUs at each placement), on random instances and on a trace round."""
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from elastico import trace
+from elastico.errors import Infeasible
+from elastico.mig import MIG_PROFILES
 from elastico.model import Configuration, Node
 from elastico.placer.fragmentation import FragmentationModel, NodeSummaries, typical_pods
 from elastico.placer.placement import ClusterState
@@ -24,6 +27,7 @@ steps = st.lists(
         st.tuples(st.just("unhealthy"), st.integers(0, 1000)),
         st.tuples(st.just("healthy"), st.integers(0, 1000)),
         st.tuples(st.just("copy"),),
+        st.tuples(st.just("mig"), st.integers(0, 1000), st.booleans()),
     ),
     min_size=1, max_size=30,
 )
@@ -32,7 +36,8 @@ steps = st.lists(
 def run_steps(states, nodes, ops, on_copy, check):
     """Apply the ``steps`` strategy's operations to every state of ``states`` alike: place with
     the elastico scorer (every state must give the same outcome: assignment, reason and
-    slowdown), release a placed job, mark a GPU unhealthy/healthy, or ``on_copy(states)``
+    slowdown), release a placed job, mark a GPU unhealthy/healthy, put a node's GPUs in or out
+    of MIG mode (an empty node: changed; else Infeasible and nothing changed), or ``on_copy(states)``
     (returns the states to go on with); ``check(states)`` after every step."""
     gpus = [(i, g) for i, n in enumerate(nodes) for g in range(n.num_gpus)]
     placed = []
@@ -52,6 +57,18 @@ def run_steps(states, nodes, ops, on_copy, check):
                 (cs.mark_unhealthy if op[0] == "unhealthy" else cs.mark_healthy)(*gpus[op[1] % len(gpus)])
         elif op[0] == "copy":
             states = on_copy(states)
+        elif op[0] == "mig":  # MIG mode of a whole node: only when it is empty
+            n = op[1] % len(nodes)
+            if nodes[n].gpu_model in MIG_PROFILES:
+                for cs in states:
+                    if cs.node_empty(n):
+                        cs.set_mig_mode(n, range(nodes[n].num_gpus), op[2])
+                        assert all(cs.is_mig(n, g) == op[2] for g in range(nodes[n].num_gpus))
+                    else:
+                        before = cs.gpu_usage()
+                        with pytest.raises(Infeasible):
+                            cs.set_mig_mode(n, range(nodes[n].num_gpus), op[2])
+                        assert all((before[k] == v).all() for k, v in cs.gpu_usage().items())
         check(states)
 
 

@@ -36,10 +36,13 @@ statistics count the batch jobs that arrived in the window, finished and are not
 (a trace lifetime cut off by the end of the observation); throughput and work count what
 finished or was done inside it.
 
-MIG: the GPUs in MIG mode are fixed for a run (an operator's setting): those the nodes' labels
-name (:func:`elastico.model.mig_gpus_of`) when the policy can use MIG instances
-(``policy.uses_mig``), none otherwise.  A job on a MIG instance runs at its configuration's
-(solo MIG) throughput: instances are isolated, so co-residents of the GPU never slow it.  A
+MIG: the GPUs in MIG mode at the start are those the nodes' labels name
+(:func:`elastico.model.mig_gpus_of`; an operator's setting) when the policy can use MIG
+instances (``policy.uses_mig``), none otherwise.  A policy may change an empty node's mode in
+its round (``elastico``'s MIG lending, :mod:`elastico.placer.policies.mig_lending`); the round's
+state carries the change and the metric ``mig_mode_switches`` counts them.  A job on a MIG
+instance runs at its configuration's (solo MIG) throughput: instances are isolated, so
+co-residents of the GPU never slow it.  A
 service's recorded slowdown is the larger of its interference slowdown and its requested
 shape's speed on the GPU model it runs on over its effective speed (so a service given a
 slice slower than it asked for counts against its bound).
@@ -357,6 +360,7 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
     overrun: set[str] | None = None  # past the horizon: the window's batch jobs still live
     win_work = 0.0  # requested GPU-seconds of batch work done inside the window
     n_rounds = 0
+    mig_switches = 0  # MIG mode changes the policy made (MIG lending), over the replay
     # per event interval starting at t: allocated GPUs, busy GPUs averaged over the part of
     # the interval inside the arrival window ("busy") and over the whole interval
     # ("busy_all"), jobs waiting (arrived, not placed; services included)
@@ -413,6 +417,7 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
                          jobs=[l.as_active() for l in live.values()])
         result = run_round(policy, inp, timer=timer, tracer=tracer)
         n_rounds += 1
+        mig_switches += len(result.mig_switches)
         round_ms.append(result.phase_seconds["round"] * 1e3)
         state = result.state
         if validate:
@@ -622,6 +627,7 @@ def simulate(nodes: Sequence[Node], jobs: Iterable[Job], policy: Policy, *,
     metrics["queue_growth"] = backlog_growth(timeline, w_lo, w_lo + span)
     metrics.update(meter.metrics(span))
     metrics.update(bound_time_metrics(recs))
+    metrics["mig_mode_switches"] = float(mig_switches)
     if unknown_on:
         metrics.update(_unknown_metrics(recs))
     return SimResult(getattr(policy, "name", "?"), total_gpus, metrics, recs, n_rounds, timeline,

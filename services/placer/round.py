@@ -115,6 +115,9 @@ class RoundResult:
     # they made room for (elastico.placer.policies.priority, step 6); the Kubernetes loop
     # evicts such a bound pod and holds the other job back until the pod is gone
     preempted: dict[str, str] = field(default_factory=dict)
+    # MIG mode changes the round made on empty nodes (elastico.placer.policies.mig_lending
+    # MigSwitch: node, GPUs, on/off, why); the state carries them
+    mig_switches: list = field(default_factory=list)
 
 
 class Policy(Protocol):
@@ -172,7 +175,9 @@ def run_round(policy: Policy, inp: RoundInput,
     unreachable) also says why in ``round.degraded_reason`` (a string); jobs with status
     ``error`` are named in ``round.error_jobs`` (comma-separated job ids).  Jobs placed with
     no solo profile yet (issue 23) are named in ``round.unknown_jobs`` (comma-separated) and
-    ``round.unknown_reasons`` (strings ``"<job id>: unknown profile: <why>"``).
+    ``round.unknown_reasons`` (strings ``"<job id>: unknown profile: <why>"``); MIG mode
+    changes (``result.mig_switches``) in ``round.mig_switches`` (strings ``"<node> gpus <i,j,..>
+    on|off: <why>"``).
     ``metrics``: told about every round that returns (not about one that raises).
     """
     t0 = timer()
@@ -190,6 +195,10 @@ def run_round(policy: Policy, inp: RoundInput,
         if unknown:
             span.set_attribute("round.unknown_jobs", ",".join(j for j, _ in unknown))
             span.set_attribute("round.unknown_reasons", [f"{j}: {r}" for j, r in unknown])
+        if result.mig_switches:  # "node-3 gpus 0-7 off" per change (mig_lending)
+            span.set_attribute("round.mig_switches", [
+                f"{s.node} gpus {','.join(map(str, s.gpus))} {'on' if s.on else 'off'}: {s.reason}"
+                for s in result.mig_switches])
         errs = sorted(j for j, d in result.decisions.items() if d.status is Status.ERROR)
         if errs:
             span.set_attribute("round.error_jobs", ",".join(errs))

@@ -116,7 +116,10 @@ class PlacerServicer(placer_pb2_grpc.PlacerServiceServicer):
         if s is None:
             env = PolicyEnv(nodes=nodes, throughput=self.throughput, slowdown=self.slowdown,
                             utility=opts["utility"], restart_s=opts["restart_s"],
-                            scorer=opts["scorer"], tracer=self._tracer, pricer=self.pricer)
+                            scorer=opts["scorer"], tracer=self._tracer, pricer=self.pricer,
+                            # MIG mode comes with each request (RunRoundRequest.nodes) and no
+                            # response field carries a change of it back: no lending here
+                            mig_lending=False)
             s = _Session(make_policy(opts["policy"], env), ClusterState(nodes, mig))
             self._sessions[key] = s
             while len(self._sessions) > MAX_SESSIONS:

@@ -191,7 +191,9 @@ def default_policy_factory(throughput: ThroughputModel, slowdown: SlowdownModel,
         return make_policy(policy, PolicyEnv(nodes=list(nodes), throughput=throughput,
                                              slowdown=slowdown, tracer=tracer, pricer=pricer,
                                              replica_pods=False, remaining_estimate="user",
-                                             min_run_s=min_run_s))
+                                             min_run_s=min_run_s,
+                                             # the node agent does not change MIG mode yet
+                                             mig_lending=False))
     return build
 
 

@@ -1,9 +1,10 @@
 """The cluster's fixed shape, as flat arrays the placement code indexes.
 
 Owns: :class:`Layout` -- the nodes, their capacities, which GPU model and topology domain
-each has, the flat GPU numbering (node by node), and which GPUs are in MIG mode (fixed when
-the book is made) -- and :func:`config_mig_profile`.  Nothing here changes after
-construction, so every copy of a book shares one layout.
+each has, the flat GPU numbering (node by node), and which GPUs are in MIG mode -- and
+:func:`config_mig_profile`.  Nothing here changes after construction, so every copy of a book
+shares one layout; a change of MIG mode (:meth:`Layout.with_mig_mode`, an empty node's GPUs)
+makes a new layout for the one state that changes.
 Who calls it: :class:`~elastico.placer.placement.ClusterState` builds it; the book, the fit,
 scoring, gang and fragmentation modules read it.
 Whom it calls: :mod:`elastico.mig` (MIG profile tables).
@@ -110,6 +111,38 @@ class Layout:
             self.mig_cs[f] = next(iter(MIG_PROFILES[model].values())).gpu_compute_slices
             self.mig_models[f] = model
         self.mig_nodes = frozenset(int(self.gpu_node[f]) for f in self.mig_models)
+
+    def with_mig_mode(self, node_index: int, gpu_indices: Iterable[int], on: bool) -> "Layout":
+        """A copy of this layout with GPUs ``gpu_indices`` of node ``node_index`` in MIG mode
+        (``on``) or in normal mode; everything else shared.  NotFound for a GPU that does not
+        exist; InvalidArgument for MIG mode on a model without a MIG profile table.  The
+        caller (:meth:`~elastico.placer.placement.ClusterState.set_mig_mode`) checks that the
+        GPUs hold no booking."""
+        flats = [self.flat(node_index, int(g)) for g in gpu_indices]
+        model = self.nodes[node_index].gpu_model
+        if on and not (self.nodes[node_index].mig_capable and model in MIG_PROFILES):
+            raise InvalidArgument(f"nodes[{node_index}].gpu_model", model,
+                                  f"a MIG-capable model with a profile table {sorted(MIG_PROFILES)}")
+        new = object.__new__(Layout)
+        new.__dict__.update(self.__dict__)
+        new.is_mig = self.is_mig.copy()
+        new.mig_cs = self.mig_cs.copy()
+        new.mig_models = dict(self.mig_models)
+        for f in flats:
+            new.is_mig[f] = bool(on)
+            if on:
+                new.mig_cs[f] = next(iter(MIG_PROFILES[model].values())).gpu_compute_slices
+                new.mig_models[f] = model
+            else:
+                new.mig_cs[f] = COMPUTE_SLICES
+                new.mig_models.pop(f, None)
+        new.mig_models = dict(sorted(new.mig_models.items()))  # flat order, as at construction
+        new.mig_nodes = frozenset(int(self.gpu_node[f]) for f in new.mig_models)
+        return new
+
+    def mig_gpus(self) -> list[tuple[int, int]]:
+        """``(node_index, gpu_index)`` of every GPU in MIG mode, in flat order."""
+        return [(int(self.gpu_node[f]), int(self.gpu_local[f])) for f in self.mig_models]
 
     @property
     def num_gpus(self) -> int:

@@ -18,7 +18,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from elastico.errors import InvalidArgument, NotFound
+from elastico.errors import Infeasible, InvalidArgument, NotFound
 from elastico.mig import MigGpu
 from elastico.model import Configuration, Node
 from elastico.placer.fragmentation import NodeSummaries, TypicalPods
@@ -187,6 +187,38 @@ class ClusterState:
 
     def is_mig(self, node_index: int, gpu_index: int) -> bool:
         return bool(self.layout.is_mig[self.layout.flat(node_index, gpu_index)])
+
+    def node_empty(self, node_index: int) -> bool:
+        """True when nothing is booked on node ``node_index`` (no GPU share, MIG instance, CPU
+        or host memory).  NotFound for a node that does not exist."""
+        if not 0 <= node_index < len(self.nodes):
+            raise NotFound(f"node: no node {node_index}")
+        L, b = self.layout, self.book
+        lo, hi = L.offset_list[node_index], L.offset_list[node_index + 1]
+        return not b.node_jobs[node_index] and not b.n_res[lo:hi].any()
+
+    def set_mig_mode(self, node_index: int, gpu_indices: Iterable[int], on: bool) -> None:
+        """Put GPUs ``gpu_indices`` of node ``node_index`` in MIG mode (``on``) or in normal mode.
+
+        Only on an empty node (:meth:`node_empty`): NVML changes a GPU's MIG mode only while
+        no process uses it (``nvmlDeviceSetMigMode``; on A100 it also needs a GPU reset), so a
+        booking is never moved by it -- Infeasible (FAILED_PRECONDITION) otherwise.  NotFound for a node or
+        GPU that does not exist; InvalidArgument for MIG mode on a model without a MIG
+        profile table.  This state gets a layout of its own (:meth:`Layout.with_mig_mode`);
+        copies made before keep the old one.  Nothing changes on an error."""
+        if not self.node_empty(node_index):
+            raise Infeasible(f"node {node_index} ({self.nodes[node_index].name}): MIG mode "
+                                     "changes only on an empty node; it has bookings")
+        layout = self.layout.with_mig_mode(node_index, gpu_indices, on)
+        book = self.book
+        for f in range(layout.offset_list[node_index], layout.offset_list[node_index + 1]):
+            if layout.is_mig[f] and f not in book.mig:
+                book.mig[f] = MigGpu(layout.mig_models[f])
+            elif not layout.is_mig[f]:
+                book.mig.pop(f, None)
+        self.layout = book.layout = self.frag.layout = layout
+        book.mps_base = {}  # the healthy MPS GPUs of each model: rebuilt on demand
+        self.frag.touch(book, node_index)
 
     def mig_state(self, node_index: int, gpu_index: int) -> MigGpu | None:
         """A copy of the GPU's MIG state, or None if it is not in MIG mode."""

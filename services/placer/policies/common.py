@@ -64,6 +64,12 @@ class PolicyEnv:
     # +3.8 % on seeds 0 and 1, restarts 57 -> 124 and 63 -> 97, as jobs move between the two
     # pools whenever their prices cross; a100h100-64, seeds 0-4: +1.2 %); docs/pricing.md
     mig_pools: bool = False
+    # MIG lending (policies/mig_lending.py): an empty node whose home mode is MIG goes to normal
+    # mode while a waiting job wants whole GPUs of its model, and back when none does.  Only
+    # where the round's state is kept between rounds (the simulator); the Kubernetes loop and
+    # the placer service set it off: the node agent does not yet change MIG mode
+    # (docs/mig.md).  Ignored with mig_pools (the pools' capacity follows the node labels).
+    mig_lending: bool = True
     # what a policy believes a job's remaining work is (policies/remaining.py): "elapsed"
     # (attained service + the trace's duration distribution), "user" (declared work:
     # user_estimates, else Job.work -- the live loop's elastico.io/work annotation) or

@@ -15,6 +15,8 @@ named stage a line:
    previous round's prices.
 5. *place* -- keep, move, start, then backfill onto GPUs, bounded by predicted slowdowns (IAC).
 6. *record_changes* -- the dwell clock of every job started or moved.
+7. *lend* -- an empty node whose home mode is MIG lends its GPUs whole while a job waits for
+   whole GPUs of its model, and returns to MIG mode when none does (:mod:`.mig_lending`).
 
 What the policy keeps between rounds is one :class:`~elastico.placer.policies.pipeline.RoundMemory`
 (warm-start prices, dwell clock, running configurations) and the catalog's shape families.
@@ -32,16 +34,17 @@ from __future__ import annotations
 import dataclasses
 import zlib
 
-from elastico.model import WAIT, JobKind, ShapeFamily, capacity_of, resource_space_for
+from elastico.model import WAIT, JobKind, ShapeFamily, capacity_of, mig_gpus_of, resource_space_for
 from elastico.predictor import NoInterference
 from elastico.pricing import UTILITIES
 from elastico.shapes import FitsNoModel
 
 from ..placement import ClusterState
-from ..round import RoundInput, RoundResult
+from ..round import RoundInput, RoundResult, Status
 from .common import JobCatalog, PolicyEnv, round_typical_pods
 from .pipeline import (Placing, PricingSettings, RoundMemory, RunningConfigs, hold, place, price,
                        mark_unknown, record_changes, shape, value)
+from .mig_lending import lend_mig_nodes
 from .remaining import RemainingEstimator
 
 
@@ -99,6 +102,13 @@ class ElasticoPolicy:
         self.pricing = PricingSettings(env.pricer if esp else None, env.pricing_max_iterations,
                                        env.pricing_gap_tolerance, self.space.names)
         self.memory = RoundMemory(RunningConfigs(self.space))
+        # MIG lending (mig_lending.py): the GPUs whose home mode is MIG, by node (the nodes'
+        # labels, as the simulator sets them up for a policy that uses MIG)
+        self.mig_home: dict[int, tuple[int, ...]] = {}
+        if self.uses_mig and env.mig_lending and not env.mig_pools:
+            for n, g in mig_gpus_of(env.nodes):
+                self.mig_home.setdefault(n, ())
+                self.mig_home[n] += (g,)
 
     def forget(self, job_id: str) -> None:
         self.catalog.forget(job_id)
@@ -120,10 +130,10 @@ class ElasticoPolicy:
         held = hold(inp.jobs, state, self.capacity, self.placing, mem.running, now=inp.now,
                     changed_at=mem.changed_at, dwell_s=env.dwell_factor * env.restart_s)
         if not held.jobs:
-            return RoundResult(self._unknown(held.decisions, state), state)
+            return self._lend(inp, RoundResult(self._unknown(held.decisions, state), state))
         shapes, held = shape(held, state, self.catalog, self.space, mem.running, tracer=tracer)
         if not shapes.jobs:
-            return RoundResult(self._unknown(held.decisions, state), state)
+            return self._lend(inp, RoundResult(self._unknown(held.decisions, state), state))
         values = value(shapes, estimate=self.remaining, utility=self.utility_fn,
                        restart_s=env.restart_s)
         keys = mem.keys.of_all(shapes)  # interned per job: not hashed again every round
@@ -135,8 +145,24 @@ class ElasticoPolicy:
                              keys=keys)}
         decisions = self._unknown(decisions, state)
         record_changes(decisions, inp.now, mem.changed_at)
-        return RoundResult(decisions, state, pricing=priced.result,
-                           resource_names=self.space.names)
+        return self._lend(inp, RoundResult(decisions, state, pricing=priced.result,
+                                           resource_names=self.space.names))
+
+    def _lend(self, inp: RoundInput, result: RoundResult) -> RoundResult:
+        """Stage 7, *lend*: MIG lending on ``result.state`` (:mod:`.mig_lending`) when this
+        policy has home-MIG nodes; the changes go in ``result.mig_switches``."""
+        if not self.mig_home:
+            return result
+        waiting = []
+        for a in inp.jobs:
+            d = result.decisions.get(a.job.id)
+            if d is not None and d.status is Status.WAITING:
+                try:
+                    waiting.append(self.catalog.family(a.job))
+                except FitsNoModel:
+                    continue
+        result.mig_switches = lend_mig_nodes(result.state, self.mig_home, waiting)
+        return result
 
 
     def shrink_options(self, job, config) -> list:

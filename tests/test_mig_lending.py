@@ -1,0 +1,219 @@
+"""MIG lending (elastico/placer/policies/mig_lending.py): an empty node whose home mode is MIG
+goes to normal mode while a job waits for whole GPUs of its model, and back when none does;
+``ClusterState.set_mig_mode`` changes an empty node's mode and nothing else.  Expected values
+are worked out by hand; the property test compares the state after random sequences of
+placements, releases and mode changes with one built from scratch in the final mode."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from elastico.errors import Infeasible, InvalidArgument, NotFound
+from elastico.model import (MIG_GPUS_LABEL, WAIT, Configuration, Job, JobKind, Node, Request,
+                            ShapeFamily, mig_gpus_of)
+from elastico.perf.throughput import ThroughputModel
+from elastico.placer.placement import ClusterState
+from elastico.placer.policies import PolicyEnv, make_policy
+from elastico.placer.policies.mig_lending import lend_mig_nodes, wants_whole
+from elastico.placer.round import ActiveJob, RoundInput, Status, run_round
+from elastico.predictor import AnalyticSlowdown, JobProfile
+
+MODEL = ThroughputModel.bundled()
+R50 = "ResNet-50 (batch size 64)"
+A = "A100-40GB"
+
+
+def a100(name: str, gpus: int = 8, mig: int = 0) -> Node:
+    labels = ((MIG_GPUS_LABEL, str(mig)),) if mig else ()
+    return Node(name, A, gpus, 40.0, 64.0, 512.0, labels)
+
+
+def whole(n: int, model: str = A) -> Configuration:
+    return Configuration(f"whole{n}", model, n, 1.0, 40.0, 1.0, 1.0, 1.0)
+
+
+def mig(profile: str = "3g.20gb") -> Configuration:
+    slices, mem = {"1g.5gb": (1, 5.0), "3g.20gb": (3, 20.0)}[profile]
+    return Configuration(f"mig-{profile}", A, 1, slices / 7, mem, 1.0, 1.0, 0.5, profile)
+
+
+PROF = JobProfile("t", "training", 0.5, 1.0)
+
+
+def test_set_mig_mode_changes_an_empty_nodes_gpus_only():
+    nodes = [a100("a0", 8, mig=8), a100("a1", 8)]
+    cs = ClusterState(nodes, mig_gpus_of(nodes))
+    before = cs.copy()
+    # in MIG mode an 8-GPU whole shape has no node; a 3g instance fits on a0's GPUs
+    assert cs.fits(whole(8)) == [(1, tuple(range(8)))]
+    assert [n for n, _ in cs.fits(mig())] == [0]
+    cs.set_mig_mode(0, range(8), False)
+    assert not any(cs.is_mig(0, g) for g in range(8)) and cs.mig_state(0, 0) is None
+    assert cs.fits(whole(8)) == [(0, tuple(range(8))), (1, tuple(range(8)))]
+    assert cs.fits(mig()) == []
+    # a copy made before keeps the old mode (the layout is copied on change, not shared)
+    assert all(before.is_mig(0, g) for g in range(8))
+    assert [n for n, _ in before.fits(mig())] == [0]
+    # back to MIG mode: every GPU's instances start empty
+    cs.set_mig_mode(0, range(8), True)
+    assert all(cs.is_mig(0, g) for g in range(8))
+    assert cs.mig_state(0, 3).geometry == []
+    cs.check_invariants()
+
+
+def test_set_mig_mode_refuses_a_node_with_bookings_and_changes_nothing():
+    nodes = [a100("a0", 8, mig=8)]
+    cs = ClusterState(nodes, mig_gpus_of(nodes))
+    assert cs.place("j", mig(), PROF, 3.0).placed
+    usage = cs.gpu_usage()
+    with pytest.raises(Infeasible, match="only on an empty node"):
+        cs.set_mig_mode(0, range(8), False)
+    assert all(cs.is_mig(0, g) for g in range(8))
+    assert all((usage[k] == v).all() for k, v in cs.gpu_usage().items())
+    cs.release("j")
+    assert cs.node_empty(0)
+    cs.set_mig_mode(0, range(8), False)
+    assert not cs.is_mig(0, 0)
+
+
+def test_set_mig_mode_bad_input():
+    nodes = [a100("a0", 2), Node("v0", "V100", 4, 16.0, 32.0, 256.0)]
+    cs = ClusterState(nodes)
+    with pytest.raises(InvalidArgument, match="MIG-capable"):
+        cs.set_mig_mode(1, [0], True)
+    with pytest.raises(NotFound):
+        cs.set_mig_mode(0, [2], True)
+    with pytest.raises(NotFound):
+        cs.set_mig_mode(5, [0], True)
+    assert not cs.is_mig(0, 0) and not cs.is_mig(1, 0)
+
+
+def test_wants_whole_counts_normal_mode_configurations_of_the_model():
+    assert wants_whole([ShapeFamily((WAIT, whole(2)))], A)
+    assert not wants_whole([ShapeFamily((WAIT, mig()))], A)
+    assert not wants_whole([ShapeFamily((WAIT, whole(1, "V100")))], A)
+    assert not wants_whole([ShapeFamily((WAIT,))], A)
+    assert not wants_whole([], A)
+
+
+def test_lend_and_return_by_hand():
+    nodes = [a100("a0", 8, mig=8), a100("a1", 8, mig=8), a100("a2", 8)]
+    cs = ClusterState(nodes, mig_gpus_of(nodes))
+    home = {0: tuple(range(8)), 1: tuple(range(8))}
+    assert cs.place("small", mig(), PROF, 3.0).assignment.parts[0].node_index == 0
+    # a job waits with a whole-GPU A100 configuration: a1 (empty) is lent, a0 (busy) is not
+    out = lend_mig_nodes(cs, home, [ShapeFamily((WAIT, mig(), whole(8)))])
+    assert [(s.node_index, s.on) for s in out] == [(1, False)]
+    assert out[0].gpus == tuple(range(8)) and out[0].reason.startswith("lent")
+    assert cs.is_mig(0, 0) and not cs.is_mig(1, 0)
+    # still waiting: nothing more to do (a1 already lent, a0 busy, a2 not a MIG home node)
+    assert lend_mig_nodes(cs, home, [ShapeFamily((WAIT, whole(8)))]) == []
+    # only MIG or other-model shapes wait: a1 returns to MIG mode
+    out = lend_mig_nodes(cs, home, [ShapeFamily((WAIT, mig(), whole(1, "V100")))])
+    assert [(s.node_index, s.on) for s in out] == [(1, True)]
+    assert out[0].reason.startswith("returned") and cs.is_mig(1, 0)
+    # a lent node with a booking stays lent however the queue looks
+    lend_mig_nodes(cs, home, [ShapeFamily((WAIT, whole(8)))])
+    assert cs.place("big", whole(8), PROF, 3.0).placed
+    assert lend_mig_nodes(cs, home, []) == [] and not cs.is_mig(1, 0)
+    cs.check_invariants()
+
+
+def test_a_node_with_an_unhealthy_gpu_keeps_its_mode():
+    nodes = [a100("a0", 8, mig=8)]
+    cs = ClusterState(nodes, mig_gpus_of(nodes))
+    cs.mark_unhealthy(0, 5)
+    assert lend_mig_nodes(cs, {0: tuple(range(8))}, [ShapeFamily((WAIT, whole(1)))]) == []
+    assert cs.is_mig(0, 0)
+
+
+def test_elastico_lends_an_empty_mig_node_to_a_waiting_whole_gpu_job():
+    # an 8-GPU training job whose 30 GiB per GPU fits no A100-40GB MIG instance (20 GiB at
+    # most): with the node in MIG mode it waits; with lending the round puts the node in normal
+    # mode and the next round places the job there.  Without lending it waits for ever.
+    nodes = [a100("a0", 8, mig=8)]
+    job = Job("t", JobKind.TRAINING, 0.0, 3600.0, Request(8, 1.0, 8.0, 64.0, gpu_mem_gib=30.0),
+              job_type=R50)
+    for lend in (True, False):
+        env = PolicyEnv(nodes=nodes, throughput=MODEL, slowdown=AnalyticSlowdown(), mig_lending=lend)
+        policy = make_policy("elastico", env)
+        state = ClusterState(nodes, mig_gpus_of(nodes), slowdown_model=AnalyticSlowdown())
+        r1 = run_round(policy, RoundInput(0.0, nodes, state, [ActiveJob(job)]))
+        assert r1.decisions["t"].status is Status.WAITING
+        assert all(state.is_mig(0, g) for g in range(8))  # the caller's state is untouched
+        r2 = run_round(policy, RoundInput(10.0, nodes, r1.state, [ActiveJob(job)]))
+        if lend:
+            assert [(s.node, s.on) for s in r1.mig_switches] == [("a0", False)]
+            d = r2.decisions["t"]
+            assert d.status is Status.PLACED and d.config.num_gpus == 8 and d.config.mig_profile is None
+            # the job is done: the empty node returns to MIG mode in the next round
+            r2.state.release("t")
+            r3 = run_round(policy, RoundInput(20.0, nodes, r2.state, []))
+            assert [(s.node, s.on) for s in r3.mig_switches] == [("a0", True)]
+            assert r3.state.is_mig(0, 0)
+        else:
+            assert r1.mig_switches == [] and r2.decisions["t"].status is Status.WAITING
+            assert r2.state.is_mig(0, 0)
+
+
+def test_ablations_and_the_live_paths_do_not_lend():
+    nodes = [a100("a0", 8, mig=8)]
+    env = PolicyEnv(nodes=nodes, throughput=MODEL, slowdown=AnalyticSlowdown())
+    assert make_policy("elastico", env).mig_home == {0: tuple(range(8))}
+    assert make_policy("elastico-no-mig", env).mig_home == {}  # no MIG at all
+    off = PolicyEnv(nodes=nodes, throughput=MODEL, slowdown=AnalyticSlowdown(), mig_lending=False)
+    assert make_policy("elastico", off).mig_home == {}
+    pools = PolicyEnv(nodes=nodes, throughput=MODEL, slowdown=AnalyticSlowdown(), mig_pools=True)
+    assert make_policy("elastico", pools).mig_home == {}  # the pools' capacity follows labels
+
+
+# ---- property: incremental mode changes equal a state built from scratch in that mode
+
+CONFIGS = [whole(1), whole(2), whole(8), mig("1g.5gb"), mig("3g.20gb"),
+           Configuration("mps", A, 1, 0.5, 10.0, 1.0, 1.0, 0.7)]
+ops = st.lists(st.one_of(
+    st.tuples(st.just("place"), st.integers(0, len(CONFIGS) - 1)),
+    st.tuples(st.just("release"), st.integers(0, 50)),
+    st.tuples(st.just("mig"), st.integers(0, 2), st.booleans()),
+    st.tuples(st.just("copy"),),
+), min_size=1, max_size=40)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops)
+def test_mode_changes_equal_a_fresh_state_in_the_final_mode(steps):
+    nodes = [a100("a0", 4, mig=4), a100("a1", 4), a100("a2", 2, mig=2)]
+    cs = ClusterState(nodes, mig_gpus_of(nodes), slowdown_model=AnalyticSlowdown(1.8))
+    placed: list[str] = []
+    for t, op in enumerate(steps):
+        if op[0] == "place":
+            if cs.place(f"j{t}", CONFIGS[op[1]], PROF, 3.0).placed:
+                placed.append(f"j{t}")
+        elif op[0] == "release" and placed:
+            cs.release(placed.pop(op[1] % len(placed)))
+        elif op[0] == "mig":
+            n = op[1]
+            if cs.node_empty(n):
+                cs.set_mig_mode(n, range(nodes[n].num_gpus), op[2])
+            else:
+                with pytest.raises(Infeasible):
+                    cs.set_mig_mode(n, range(nodes[n].num_gpus), op[2])
+        elif op[0] == "copy":
+            cs = cs.copy()
+        cs.check_invariants()
+        # the same bookings entered into a fresh state with this MIG mode give the same book
+        fresh = ClusterState(nodes, cs.layout.mig_gpus(), slowdown_model=AnalyticSlowdown(1.8))
+        for a in cs.assignments():
+            fresh.rebook(a, cs.profile(a.job_id), cs.slowdown_bound(a.job_id))
+        for k, v in cs.gpu_usage().items():
+            np.testing.assert_array_equal(v, fresh.gpu_usage()[k], err_msg=k)
+        for c in CONFIGS:
+            assert cs.fits(c) == fresh.fits(c), c.name
+        # a MIG-mode GPU holds only MIG instances, a normal one none
+        for a in cs.assignments():
+            for p in a.parts:
+                for g in p.gpu_indices:
+                    assert cs.is_mig(p.node_index, g) == bool(p.mig_starts), (a.job_id, p)
