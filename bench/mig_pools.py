@@ -46,6 +46,8 @@ def main(argv=None) -> int:
         ap.error(f"--seeds: {args.seeds!r} must be comma-separated integers")
     if not seeds or min(seeds) < 0:
         ap.error(f"--seeds: {args.seeds!r} must be integers >= 0")
+    if len(set(seeds)) != len(seeds):
+        ap.error(f"--seeds: {args.seeds!r} names a seed twice (each seed is one replay)")
     try:
         spec = load_cluster(args.cluster)
         workloads = {s: _workload(spec, args.gpus, s, Settings(jobs_per_gpu=2.0)) for s in seeds}

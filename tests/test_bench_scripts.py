@@ -24,6 +24,7 @@ def _bench():
      "--gpus: 7 is not allowed (cluster 'a100' (a100-mig.yaml)"),
     ("mig_pools", ["--seeds", "0,x"], "--seeds: '0,x' must be comma-separated integers"),
     ("mig_pools", ["--seeds", "-1"], "--seeds: '-1' must be integers >= 0"),
+    ("mig_pools", ["--seeds", "0,0"], "--seeds: '0,0' names a seed twice"),
     ("mig_pools", ["--cluster", "nosuch"], "--cluster: 'nosuch' is not allowed"),
     ("mig_pools", ["--gpus", "7", "--cluster", "a100-mig"], "--gpus: 7 is not allowed"),
     # an empty list ran nothing and reported "elastico beats fgd at 0/17"

@@ -66,12 +66,34 @@ def test_predict_says_when_a_model_does_not_fit(capsys):
     out = run_json(capsys, ["llm", "predict", "--model", "Llama-3-70B", "--gpu", "A100-80GB",
                             "--batch", "1", "--input-tokens", "128", "--output-tokens", "128",
                             "--json"])
-    assert out["fits"] is False and out["memory_gib"] is None and out["tokens_per_s"] == 0.0
+    # not applicable, so null (as memory_gib): 0 would read as a measured zero
+    assert out["fits"] is False and out["memory_gib"] is None and out["tokens_per_s"] is None
     assert "weights 131.4 GiB" in out["reason"]
 
 
+def test_predict_books_an_mps_shares_part_of_the_memory_as_the_placer_does(capsys):
+    # 0.25 of an A100-80GB's 80 GiB = 20 GiB pinned (llm plan's 0.25 row books the same):
+    # the same answer as that limit given explicitly, and a smaller KV cache than the whole GPU
+    args = ["llm", "predict", "--model", "Llama-3-8B", "--gpu", "A100-80GB", "--batch", "8",
+            "--input-tokens", "512", "--output-tokens", "128", "--json", "--mps-share", "0.25"]
+    share = run_json(capsys, args)
+    explicit = run_json(capsys, args + ["--memory-limit-gib", "20"])
+    whole = run_json(capsys, args + ["--memory-limit-gib", "80"])
+    assert share["memory_limit_gib"] == 20.0 and share == explicit
+    assert share["kv_capacity_tokens"] < whole["kv_capacity_tokens"]
+
+
+def test_predict_takes_a_mig_profile_in_any_case(capsys):
+    args = ["llm", "predict", "--model", "Llama-3-8B", "--gpu", "A100-80GB", "--batch", "1",
+            "--input-tokens", "128", "--output-tokens", "128", "--json", "--mig-profile"]
+    lower = run_json(capsys, args + ["3g.40gb"])
+    upper = run_json(capsys, args + ["3G.40GB"])
+    assert upper == lower and lower["mig_profile"] == "3g.40gb" and lower["fits"] is True
+
+
 @pytest.mark.parametrize("flag, value, allowed", [
-    ("--tp", "3", "a divisor of the model's heads=32"),
+    ("--tp", "3", "one of 1, 2, 4, 8 (a replica's GPUs within one node)"),
+    ("--tp", "16", "one of 1, 2, 4, 8"),  # as plan: no inter-node figures in the model
     ("--gpu", "A200", "A100-80GB"),
     ("--batch", "0", "an integer >= 1"),
     ("--model", "GPT-9", "Llama-3-8B"),
@@ -220,3 +242,16 @@ def test_plan_shows_no_speed_for_a_configuration_that_does_not_fit(capsys):
     by = {(r[1], r[2]): r for r in rows}
     assert by[("1", "1.00")][5:7] == ["-", "no:"]
     assert by[("2", "1.00")][6] == "yes" and float(by[("2", "1.00")][5].replace(",", "")) > 0
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--mps-share", "0"], "--mps-share: 0.0 is not allowed (a fraction in (0, 1] (leave "
+                           "--mps-share out for the whole GPU))"),
+    (["--mps-share", "0.5", "--mig-profile", "3g.40gb"],
+     "--mps-share: 0.5 is not allowed (left out with --mig-profile"),
+])
+def test_predict_errors_speak_of_flags_not_of_none(capsys, extra, message):
+    code = main(["llm", "predict", "--model", "Llama-3-8B", "--gpu", "A100-80GB", "--batch", "4",
+                 "--input-tokens", "64", "--output-tokens", "64", *extra])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and "None" not in err, err

@@ -2,7 +2,8 @@
 through PlacerService.RunRound (pricing through PricingService, prediction through
 PredictorService serving the simulator's k-fold model) gives the same metrics (wall-clock
 round times aside) and the same record for every job -- on the trace cluster and on a MIG
-cluster (the MIG-mode GPUs the simulator sets for a MIG-aware policy travel to the placer)."""
+cluster (the MIG-mode GPUs the simulator sets for a MIG-aware policy travel to the placer;
+the service, like the Kubernetes loop, keeps them fixed: no MIG lending)."""
 
 from __future__ import annotations
 
@@ -69,7 +70,10 @@ def test_simulation_through_the_services_equals_the_in_process_one(policy_name, 
         servers = [psrv, dsrv, lsrv]
         runs, policies = [], []
         for via in (False, True):
-            env = PolicyEnv(nodes=nodes, throughput=tm, slowdown=slow, restart_s=30.0)
+            # the placer service does not lend MIG nodes (PolicyEnv.mig_lending, docs/model.md
+            # 5.): the in-process reference runs the policy as the service does
+            env = PolicyEnv(nodes=nodes, throughput=tm, slowdown=slow, restart_s=30.0,
+                            mig_lending=False)
             policy = _Configs(RemotePlacerPolicy(open_channel(f"127.0.0.1:{lport}"),
                                                  policy_name, env, timeout_s=120)
                               if via else make_policy(policy_name, env))

@@ -52,18 +52,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     pr.add_argument("--gpu", required=True, metavar="G",
                     help="GPU model of the catalogue (elastico.hardware), e.g. A100-80GB, H100-SXM "
                          "(any case: a100-80gb is A100-80GB)")
-    pr.add_argument("--tp", type=int, default=1, metavar="N", help="tensor-parallel degree (default: 1)")
+    pr.add_argument("--tp", type=int, default=1, metavar="N", help="tensor-parallel degree: 1, 2, 4 or 8, a replica's GPUs "
+                                                                 "within one node (default: 1)")
     pr.add_argument("--batch", type=int, required=True, metavar="B", help="sequences in the batch")
     pr.add_argument("--input-tokens", type=int, required=True, metavar="I", help="prompt tokens per sequence")
     pr.add_argument("--output-tokens", type=int, required=True, metavar="O",
                     help="generated tokens per sequence")
     _engine_flags(pr, P)
     pr.add_argument("--mps-share", type=float, default=None, metavar="S",
-                    help="MPS active-thread share of each GPU, in (0, 1] (default: the whole GPU)")
+                    help="MPS active-thread share of each GPU, in (0, 1] (default: the whole "
+                         "GPU); its memory limit defaults to the share's part of the GPU's "
+                         "memory, as the placer books it")
     pr.add_argument("--mig-profile", default=None, metavar="P",
                     help="a MIG instance instead of the whole GPU, e.g. 3g.40gb (tp 1)")
     pr.add_argument("--memory-limit-gib", type=float, default=None, metavar="GIB",
-                    help="GPU memory the job may use per GPU (an MPS pinned limit; default: all)")
+                    help="GPU memory the job may use per GPU (an MPS pinned limit; default: "
+                         "all, or the --mps-share's part)")
     pr.add_argument("--json", action="store_true", help="one JSON object instead of text")
     pr.set_defaults(func=_cmd_predict)
 
@@ -146,18 +150,39 @@ _FLAGS = {"gpu": "--gpu", "tp": "--tp", "batch": "--batch", "input_tokens": "--i
           "engine": "--engine", "dtype": "--dtype", "kv_dtype": "--kv-dtype", "replicas": "--replicas"}
 
 
+#: the model's API wording of "leave it out" (None), as a flag user reads it
+_NONE_WORDING = ((", or None (the whole GPU)", " (leave --mps-share out for the whole GPU)"),
+                 ("None when mig_profile is set", "left out with --mig-profile"),
+                 (", or None (the engine's limit)", " (leave it out for the engine's limit)"),
+                 ("a finite number of GiB > 0, or None", "a finite number of GiB > 0 (leave "
+                                                         "--memory-limit-gib out for all of it)"))
+
+
 def _as_flag(e: InvalidArgument) -> InvalidArgument:
-    """A model error on a field the user gave as a flag, named by the flag."""
-    return InvalidArgument(_FLAGS.get(e.field, e.field), e.value, e.allowed)
+    """A model error on a field the user gave as a flag, named by the flag (and without the
+    API's None)."""
+    allowed = e.allowed
+    for api, cli in _NONE_WORDING:
+        allowed = allowed.replace(api, cli)
+    return InvalidArgument(_FLAGS.get(e.field, e.field), e.value, allowed)
 
 
 def predict(model, gpu: str, tp: int, batch: int, input_tokens: int, output_tokens: int, *,
             engine: str = "vllm", dtype: str = "fp16", kv_dtype: str | None = None,
             mps_share: float | None = None, mig_profile: str | None = None,
             memory_limit_gib: float | None = None) -> dict[str, Any]:
-    """The ``llm predict`` result (module docstring) as a dict."""
+    """The ``llm predict`` result (module docstring) as a dict.  An MPS share without
+    ``memory_limit_gib`` gets the share's part of the GPU's memory (floored to a MiB), the
+    pinned limit the placer books for it (as ``llm plan``'s share rows)."""
+    from elastico import hardware, llm_shapes
     from elastico.perf import llm as P
 
+    if mps_share is not None and mig_profile is None and memory_limit_gib is None \
+            and isinstance(mps_share, (int, float)) and 0 < mps_share < 1:
+        try:
+            memory_limit_gib = llm_shapes._mib_floor(mps_share * hardware.gpu_spec(gpu).memory_gib)
+        except InvalidArgument:
+            pass  # an unknown GPU: LlmConfig below names it
     cfg = P.LlmConfig(gpu=gpu, tp=tp, mps_share=mps_share, mig_profile=mig_profile, dtype=dtype,
                       kv_dtype=kv_dtype, engine=engine, memory_limit_gib=memory_limit_gib)
     mem = P.memory(model, cfg)
@@ -170,8 +195,9 @@ def predict(model, gpu: str, tp: int, batch: int, input_tokens: int, output_toke
         "model": model.name, "gpu": gpu, "tp": tp, "batch": batch,
         "input_tokens": input_tokens, "output_tokens": output_tokens, "engine": engine,
         "dtype": dtype, "mps_share": mps_share, "mig_profile": mig_profile,
+        "memory_limit_gib": memory_limit_gib,
         "latency_s": lat if math.isfinite(lat) else None,
-        "tokens_per_s": batch * (input_tokens + output_tokens) / lat if fits and lat > 0 else 0.0,
+        "tokens_per_s": batch * (input_tokens + output_tokens) / lat if fits and lat > 0 else None,
         "fits": fits,
         "memory_gib": mem.weights_gib + mem.workspace_gib + kv if fits else None,
         "weights_gib": mem.weights_gib, "workspace_gib": mem.workspace_gib, "kv_cache_gib": kv,
@@ -181,11 +207,29 @@ def predict(model, gpu: str, tp: int, batch: int, input_tokens: int, output_toke
     }
 
 
+def _check_tp(tp: int | None) -> None:
+    """A replica's tensor-parallel degree: within one node (elastico.llm_shapes.TP_DEGREES; the
+    model has no inter-node link figures), or None."""
+    from elastico.llm_shapes import TP_DEGREES
+
+    if tp is not None and tp not in TP_DEGREES:
+        raise InvalidArgument("--tp", tp, "one of " + ", ".join(map(str, TP_DEGREES))
+                              + " (a replica's GPUs within one node)")
+
+
 def _cmd_predict(args: argparse.Namespace) -> int:
     from elastico.hardware import find_gpu_name
 
+    _check_tp(args.tp)
     model = _model(args)
     args.gpu = find_gpu_name(args.gpu)
+    if args.mig_profile is not None:  # any case, as GPU and model names: 3G.40GB is 3g.40gb
+        from elastico.mig import MIG_PROFILES
+
+        same = [n for n in MIG_PROFILES.get(args.gpu, {})
+                if n.casefold() == args.mig_profile.strip().casefold()]
+        if len(same) == 1:
+            args.mig_profile = same[0]
     try:
         out = predict(model, args.gpu, args.tp, args.batch, args.input_tokens, args.output_tokens,
                       engine=args.engine, dtype=args.dtype, kv_dtype=args.kv_dtype,
@@ -209,7 +253,9 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     print(f"memory per GPU {out['memory_gib']:.2f} GiB: weights {out['weights_gib']:.2f}, "
           f"workspace {out['workspace_gib']:.2f}, KV cache {out['kv_cache_gib']:.2f} for this "
           f"batch (the engine's cache holds up to {out['kv_capacity_tokens']:,} tokens; largest "
-          f"batch of these lengths {out['max_batch']})")
+          f"batch of these lengths {out['max_batch']})"
+          + (f"; memory limit {out['memory_limit_gib']:g} GiB per GPU"
+             if out["memory_limit_gib"] is not None else ""))
     return 0
 
 
@@ -291,12 +337,13 @@ def plan(model, work, gpus: list[str], *, tp: int | None = None, replicas: int =
                 mm = P.memory(model, cfg)
             except InvalidArgument as e:
                 rows.append({**row, "fits": False, "reason": f"{e.field}: {e.allowed}",
-                             "tokens_per_s": 0.0})
+                             "tokens_per_s": None})
                 continue
             tps = mix_tokens_per_s(model, cfg, work) if mm.fits else 0.0
             reason = mm.reason or ("" if tps > 0 else "a request class's sequence does not fit "
                                    "the KV cache")
-            rows.append({**row, "fits": tps > 0, "reason": reason, "tokens_per_s": tps,
+            rows.append({**row, "fits": tps > 0, "reason": reason,
+                         "tokens_per_s": tps if tps > 0 else None,  # null: does not fit
                          "weights_gib": mm.weights_gib, "kv_tokens": mm.kv_tokens})
     # the requested shape: the given tp, else the smallest that fits somewhere
     fitting = [r for r in rows if r["fits"] and r["share"] == 1.0 and r["mig_profile"] is None]
@@ -344,8 +391,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     gpus = [find_gpu_name(g) for g in (args.gpu or DEFAULT_PLAN_GPUS)]
     if args.replicas < 1:
         raise InvalidArgument("--replicas", args.replicas, "an integer >= 1")
-    if args.tp is not None and args.tp not in (1, 2, 4, 8):
-        raise InvalidArgument("--tp", args.tp, "one of 1, 2, 4, 8")
+    _check_tp(args.tp)
     try:
         out = plan(model, work, gpus, tp=args.tp, replicas=args.replicas, engine=args.engine,
                    dtype=args.dtype, kv_dtype=args.kv_dtype, mig=args.mig)

@@ -113,7 +113,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "trace's own GPU mix")
     p.add_argument("--gpus", type=int, default=None,
                    help="GPUs in the deterministic sub-cluster, 1..6212 for the bundled "
-                        "node list (replay; default: 512)")
+                        "node list (replay; default: 512); with --cluster, whole nodes: a "
+                        "multiple of the definition's node step (64 for a100h100-mig), at "
+                        "most 65,536")
     p.add_argument("--jobs", type=int, default=None,
                    help="trace pods to replay, drawn without replacement (seeded) from the "
                         "eligible GPU pods, trace order kept, at most "
@@ -790,7 +792,8 @@ def _print_table(runs: list[dict]) -> None:
     if ratio:
         print("ratio: exclusive/elastico for times (higher = elastico faster), "
               "elastico/exclusive otherwise; JCT, queueing, makespan and throughput are over "
-              "batch jobs (the trace's BE pods), see docs/metrics.md")
+              "batch jobs (training and offline inference: the trace's BE pods, or llm-mix's "
+              "jobs), not services; see docs/metrics.md")
 
 
 def published_fgd(path: Path | None = None) -> dict[tuple[str, str], dict[int, float]]:

@@ -307,8 +307,8 @@ def _cfg_int(cfg: Mapping[str, Any], keys: tuple[str, ...], default: Any = None)
                 raise InvalidArgument(f"config.{k}", v, "an integer")
             return int(v)
     if default is None:
-        raise InvalidArgument(f"config.{keys[0]}", None, "present (also accepted: " + ", ".join(keys[1:]) + ")"
-                              if len(keys) > 1 else "present")
+        raise InvalidArgument(f"config.{keys[0]}", None, "a key config.json must have; missing here"
+                              + (" (also accepted: " + ", ".join(keys[1:]) + ")" if len(keys) > 1 else ""))
     return default
 
 
