@@ -398,3 +398,18 @@ def test_a_metric_a_policy_has_no_value_for_prints_a_dash_and_no_ratio(capsys):
     # every column lines up: the header and each row are the same width (no ratio on a dash)
     widths = {len(ln.rstrip()) for ln in out.splitlines()[2:] if ln.startswith(label)}
     assert widths and max(widths) < len(out.splitlines()[0]) + 1
+
+
+def test_fixed_mig_turns_mig_lending_off(tmp_path, capsys):
+    # llm-mix on the A100/H100 cluster (3/8 of the GPUs in MIG mode by the definition):
+    # elastico lends empty MIG nodes to waiting whole-GPU jobs (docs/model.md 5.) and counts
+    # the mode changes; --fixed-mig keeps every node's mode, as the live loop does today
+    runs = {}
+    for extra in ([], ["--fixed-mig"]):
+        out = tmp_path / f"m{len(extra)}.json"
+        assert main(["simulate", "--workload", "llm-mix", "--gpus", "64", "--load", "0.5",
+                     "--policy", "elastico", "--no-progress", "--json", str(out), *extra]) == 0
+        runs[bool(extra)] = json.loads(out.read_text())
+    assert runs[True]["mig_mode_switches"] == 0
+    assert runs[False]["mig_mode_switches"] > 0
+    assert "MIG mode changes" in capsys.readouterr().out

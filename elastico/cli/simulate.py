@@ -49,6 +49,7 @@ _ROWS = [
     ("restarts", "reconfigurations", "{:,.0f}"),
     ("evictions", "evictions", "{:,.0f}"),
     ("shrinks", "shrinks", "{:,.0f}"),
+    ("mig_mode_switches", "MIG mode changes", "{:,.0f}"),
     ("wasted_gpu_s", "wasted GPU-s", "{:,.0f}"),
     ("wasted_tokens", "wasted tokens", "{:,.3g}"),
     ("round_ms_p50", "round p50 (ms)", "{:,.2f}"),
@@ -184,6 +185,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "default: 300)")
     p.add_argument("--no-preemption", action="store_true",
                    help="no policy preempts offline LLM inference for jobs of higher priority")
+    p.add_argument("--fixed-mig", action="store_true",
+                   help="keep each node's MIG mode as its cluster definition sets it: no MIG "
+                        "lending (docs/model.md 5.), as the Kubernetes loop and the placer "
+                        "service run today (--via-grpc is always so)")
     p.add_argument("--slowdown-model", choices=("predictor", "analytic"), default=None,
                    help="what the placer predicts co-location slowdowns with: the LightGBM "
                         "predictor, k-fold by job type so that it never predicts a pair it "
@@ -637,7 +642,7 @@ def _replay(args, policies, nodes, model, wl, slowdown, truth, tracer, via) -> l
                         utility=args.utility, restart_s=args.restart_s,
                         remaining_estimate=args.remaining_estimate, user_estimates=estimates,
                         mps_replicas=args.mps_replicas, min_run_s=args.min_run_s,
-                        preemption=not args.no_preemption)
+                        preemption=not args.no_preemption, mig_lending=not args.fixed_mig)
         policy = make_policy(name, env) if via is None else via.policy(name, env)
         batch = sum(1 for j in wl.jobs if j.kind.elastic) or len(wl.jobs)
         bar = tqdm(total=batch, desc=f"{name:>9}", unit="job", file=sys.stderr,
@@ -785,7 +790,8 @@ def _print_table(runs: list[dict]) -> None:
             lower_better = key.endswith("_s") or key.startswith("round") or "slowdown" in key
             num, den = (ex, el) if lower_better else (el, ex)
             counts = ("jobs_unfinished", "restarts", "jobs_completed", "services_never_placed",
-                      "jobs_censored", "evictions", "shrinks", "wasted_gpu_s", "wasted_tokens")
+                      "jobs_censored", "evictions", "shrinks", "wasted_gpu_s", "wasted_tokens",
+                      "mig_mode_switches")
             known = den and not (math.isnan(num) or math.isnan(den))
             line += f"{num / den:>9.2f}x" if known and key not in counts else f"{'':>10}"
         print(line)
