@@ -400,16 +400,24 @@ def test_a_metric_a_policy_has_no_value_for_prints_a_dash_and_no_ratio(capsys):
     assert widths and max(widths) < len(out.splitlines()[0]) + 1
 
 
-def test_fixed_mig_turns_mig_lending_off(tmp_path, capsys):
-    # llm-mix on the A100/H100 cluster (3/8 of the GPUs in MIG mode by the definition):
-    # elastico lends empty MIG nodes to waiting whole-GPU jobs (docs/model.md 5.) and counts
-    # the mode changes; --fixed-mig keeps every node's mode, as the live loop does today
+def test_mig_lending_is_opt_in(tmp_path, capsys):
+    # llm-mix on the A100/H100 cluster (3/8 of the GPUs in MIG mode by the definition): by
+    # default every node keeps its MIG mode; --mig-lending lends empty MIG nodes to waiting
+    # whole-GPU jobs (docs/model.md 5.) and counts the mode changes
     runs = {}
-    for extra in ([], ["--fixed-mig"]):
+    for extra in ([], ["--mig-lending"]):
         out = tmp_path / f"m{len(extra)}.json"
         assert main(["simulate", "--workload", "llm-mix", "--gpus", "64", "--load", "0.5",
                      "--policy", "elastico", "--no-progress", "--json", str(out), *extra]) == 0
         runs[bool(extra)] = json.loads(out.read_text())
-    assert runs[True]["mig_mode_switches"] == 0
-    assert runs[False]["mig_mode_switches"] > 0
+    assert runs[False]["mig_mode_switches"] == 0
+    assert runs[True]["mig_mode_switches"] > 0
+    assert runs[True]["avg_jct_s"] != runs[False]["avg_jct_s"]
     assert "MIG mode changes" in capsys.readouterr().out
+
+
+def test_mig_lending_is_refused_with_via_grpc(capsys):
+    code = main(["simulate", "--workload", "llm-mix", "--gpus", "64", "--policy", "elastico",
+                 "--via-grpc", "--mig-lending", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--mig-lending: True is not allowed (not with --via-grpc" in err, err

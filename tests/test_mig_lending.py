@@ -17,7 +17,7 @@ from elastico.model import (MIG_GPUS_LABEL, WAIT, Configuration, Job, JobKind, N
 from elastico.perf.throughput import ThroughputModel
 from elastico.placer.placement import ClusterState
 from elastico.placer.policies import PolicyEnv, make_policy
-from elastico.placer.policies.mig_lending import lend_mig_nodes, wants_whole
+from elastico.placer.policies.mig_lending import lend_mig_nodes, wants_mig, wants_whole
 from elastico.placer.round import ActiveJob, RoundInput, Status, run_round
 from elastico.predictor import AnalyticSlowdown, JobProfile
 
@@ -91,9 +91,10 @@ def test_set_mig_mode_bad_input():
     assert not cs.is_mig(0, 0) and not cs.is_mig(1, 0)
 
 
-def test_wants_whole_counts_normal_mode_configurations_of_the_model():
+def test_wants_whole_counts_jobs_only_whole_gpus_of_the_model_serve():
     assert wants_whole([ShapeFamily((WAIT, whole(2)))], A)
     assert not wants_whole([ShapeFamily((WAIT, mig()))], A)
+    assert not wants_whole([ShapeFamily((WAIT, mig(), whole(2)))], A)  # a MIG instance serves it
     assert not wants_whole([ShapeFamily((WAIT, whole(1, "V100")))], A)
     assert not wants_whole([ShapeFamily((WAIT,))], A)
     assert not wants_whole([], A)
@@ -105,7 +106,8 @@ def test_lend_and_return_by_hand():
     home = {0: tuple(range(8)), 1: tuple(range(8))}
     assert cs.place("small", mig(), PROF, 3.0).assignment.parts[0].node_index == 0
     # a job waits with a whole-GPU A100 configuration: a1 (empty) is lent, a0 (busy) is not
-    out = lend_mig_nodes(cs, home, [ShapeFamily((WAIT, mig(), whole(8)))])
+    assert lend_mig_nodes(cs, home, [ShapeFamily((WAIT, mig(), whole(8)))]) == []  # MIG serves it
+    out = lend_mig_nodes(cs, home, [ShapeFamily((WAIT, whole(8)))])
     assert [(s.node_index, s.on) for s in out] == [(1, False)]
     assert out[0].gpus == tuple(range(8)) and out[0].reason.startswith("lent")
     assert cs.is_mig(0, 0) and not cs.is_mig(1, 0)
@@ -138,7 +140,8 @@ def test_elastico_lends_an_empty_mig_node_to_a_waiting_whole_gpu_job():
     job = Job("t", JobKind.TRAINING, 0.0, 3600.0, Request(8, 1.0, 8.0, 64.0, gpu_mem_gib=30.0),
               job_type=R50)
     for lend in (True, False):
-        env = PolicyEnv(nodes=nodes, throughput=MODEL, slowdown=AnalyticSlowdown(), mig_lending=lend)
+        env = PolicyEnv(nodes=nodes, throughput=MODEL, slowdown=AnalyticSlowdown(),
+                        mig_lending=lend)
         policy = make_policy("elastico", env)
         state = ClusterState(nodes, mig_gpus_of(nodes), slowdown_model=AnalyticSlowdown())
         r1 = run_round(policy, RoundInput(0.0, nodes, state, [ActiveJob(job)]))
@@ -159,15 +162,26 @@ def test_elastico_lends_an_empty_mig_node_to_a_waiting_whole_gpu_job():
             assert r2.state.is_mig(0, 0)
 
 
-def test_ablations_and_the_live_paths_do_not_lend():
+def test_lending_is_opt_in_and_never_without_mig():
     nodes = [a100("a0", 8, mig=8)]
-    env = PolicyEnv(nodes=nodes, throughput=MODEL, slowdown=AnalyticSlowdown())
-    assert make_policy("elastico", env).mig_home == {0: tuple(range(8))}
-    assert make_policy("elastico-no-mig", env).mig_home == {}  # no MIG at all
-    off = PolicyEnv(nodes=nodes, throughput=MODEL, slowdown=AnalyticSlowdown(), mig_lending=False)
-    assert make_policy("elastico", off).mig_home == {}
-    pools = PolicyEnv(nodes=nodes, throughput=MODEL, slowdown=AnalyticSlowdown(), mig_pools=True)
+    on = PolicyEnv(nodes=nodes, throughput=MODEL, slowdown=AnalyticSlowdown(), mig_lending=True)
+    assert make_policy("elastico", on).mig_home == {0: tuple(range(8))}
+    assert make_policy("elastico-no-mig", on).mig_home == {}  # no MIG at all
+    default = PolicyEnv(nodes=nodes, throughput=MODEL, slowdown=AnalyticSlowdown())
+    assert make_policy("elastico", default).mig_home == {}  # off by default (docs/model.md 5.)
+    pools = PolicyEnv(nodes=nodes, throughput=MODEL, slowdown=AnalyticSlowdown(), mig_pools=True,
+                      mig_lending=True)
     assert make_policy("elastico", pools).mig_home == {}  # the pools' capacity follows labels
+
+
+def test_no_lending_while_a_waiting_job_could_use_the_mig_instances():
+    # a whole-only job waits, but so does one with a MIG configuration of the model: the empty
+    # MIG node keeps its mode (its instances can serve the second)
+    nodes = [a100("a0", 8, mig=8)]
+    cs = ClusterState(nodes, mig_gpus_of(nodes))
+    waiting = [ShapeFamily((WAIT, whole(8))), ShapeFamily((WAIT, mig(), whole(1)))]
+    assert lend_mig_nodes(cs, {0: tuple(range(8))}, waiting) == [] and cs.is_mig(0, 0)
+    assert wants_mig(waiting, A) and not wants_mig(waiting[:1], A)
 
 
 # ---- property: incremental mode changes equal a state built from scratch in that mode

@@ -55,11 +55,11 @@ LLM_MIX_DEFAULTS = {
     "policies": ",".join(("exclusive", "time-slicing", "mps-static", "fgd", "gavel", "elastico",
                           "elastico-no-rst", "elastico-no-growth", "elastico-no-model-choice",
                           "elastico-no-mig", "elastico-no-esp", "elastico-no-iac")),
-    # at the largest size: elastico, the baselines of the goal table and the two ablations
-    # whose effect shows only there (ESP: the H100s bind at 512; MIG: lending); an elastico
-    # run there costs ~130 s of CPU (bench/sim_cpu.py), the other ablations run at 64 only
-    "large_policies": ",".join(("exclusive", "mps-static", "fgd", "gavel", "elastico",
-                                "elastico-no-esp", "elastico-no-mig")),
+    # at the largest size: elastico and the baselines of the goal table (an elastico run there
+    # costs ~130 s of CPU, bench/sim_cpu.py; the ablations run at 64 GPUs: with elastico-no-esp
+    # and -no-mig at 512 too the whole evaluation took 55.3 min on 2 cores, 2026-12-07, and
+    # their 512 figures are in bench/results/llm-mix-512-ablations-2026-12-07.json)
+    "large_policies": ",".join(("exclusive", "mps-static", "fgd", "gavel", "elastico")),
     # 0.5 apart above 1, on to 4: elastico sustained the former top (2) on seed 0
     "sweep_loads": "0.25,0.5,0.75,1,1.5,2,2.5,3,3.5,4",
     "sweep_seeds": "0",

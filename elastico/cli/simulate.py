@@ -185,10 +185,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "default: 300)")
     p.add_argument("--no-preemption", action="store_true",
                    help="no policy preempts offline LLM inference for jobs of higher priority")
-    p.add_argument("--fixed-mig", action="store_true",
-                   help="keep each node's MIG mode as its cluster definition sets it: no MIG "
-                        "lending (docs/model.md 5.), as the Kubernetes loop and the placer "
-                        "service run today (--via-grpc is always so)")
+    p.add_argument("--mig-lending", action="store_true",
+                   help="elastico lends an empty MIG-mode node's GPUs whole while a job waits "
+                        "that only whole GPUs serve, and returns them to MIG mode after "
+                        "(docs/model.md 5.; off by default: measured to cost throughput at high "
+                        "load; not with --via-grpc: the placer service keeps MIG mode fixed)")
     p.add_argument("--slowdown-model", choices=("predictor", "analytic"), default=None,
                    help="what the placer predicts co-location slowdowns with: the LightGBM "
                         "predictor, k-fold by job type so that it never predicts a pair it "
@@ -346,6 +347,9 @@ def _check(args: argparse.Namespace) -> None:
         if args.mps_replicas != 2:
             raise InvalidArgument("--mps-replicas", args.mps_replicas, "2 (the default) with "
                                   "--via-grpc (the placer service's mps-static replicas)")
+        if getattr(args, "mig_lending", False):
+            raise InvalidArgument("--mig-lending", True, "not with --via-grpc (the placer "
+                                  "service keeps each node's MIG mode fixed)")
     for flag, path in (("--trace", args.trace), ("--nodes", args.nodes)):
         if path is not None:
             check_input_file(flag, path, "CSV file")
@@ -642,7 +646,7 @@ def _replay(args, policies, nodes, model, wl, slowdown, truth, tracer, via) -> l
                         utility=args.utility, restart_s=args.restart_s,
                         remaining_estimate=args.remaining_estimate, user_estimates=estimates,
                         mps_replicas=args.mps_replicas, min_run_s=args.min_run_s,
-                        preemption=not args.no_preemption, mig_lending=not args.fixed_mig)
+                        preemption=not args.no_preemption, mig_lending=args.mig_lending)
         policy = make_policy(name, env) if via is None else via.policy(name, env)
         batch = sum(1 for j in wl.jobs if j.kind.elastic) or len(wl.jobs)
         bar = tqdm(total=batch, desc=f"{name:>9}", unit="job", file=sys.stderr,

@@ -65,11 +65,14 @@ class PolicyEnv:
     # pools whenever their prices cross; a100h100-64, seeds 0-4: +1.2 %); docs/pricing.md
     mig_pools: bool = False
     # MIG lending (policies/mig_lending.py): an empty node whose home mode is MIG goes to normal
-    # mode while a waiting job wants whole GPUs of its model, and back when none does.  Only
-    # where the round's state is kept between rounds (the simulator); the Kubernetes loop and
-    # the placer service set it off: the node agent does not yet change MIG mode
-    # (docs/mig.md).  Ignored with mig_pools (the pools' capacity follows the node labels).
-    mig_lending: bool = True
+    # mode while a job waits that only whole GPUs of its model can serve, and back when none
+    # does.  Off by default: on llm-mix it lowered average JCT (a100h100-512, 5 seeds: 689 ->
+    # 630 s) but cost throughput at high load (a100h100-64, seed 0: load 2.5 growing, +29.5
+    # jobs over 28.7 allowed, where fixed MIG mode is bounded at +24.4; sustainable load 3.5 ->
+    # 2) -- docs/model.md 5.  Only where the round's state is kept between rounds (the
+    # simulator): the Kubernetes loop and the placer service cannot apply it (the node agent
+    # does not change MIG mode).  Ignored with mig_pools (the pools' capacity follows labels).
+    mig_lending: bool = False
     # what a policy believes a job's remaining work is (policies/remaining.py): "elapsed"
     # (attained service + the trace's duration distribution), "user" (declared work:
     # user_estimates, else Job.work -- the live loop's elastico.io/work annotation) or

@@ -15,8 +15,9 @@ named stage a line:
    previous round's prices.
 5. *place* -- keep, move, start, then backfill onto GPUs, bounded by predicted slowdowns (IAC).
 6. *record_changes* -- the dwell clock of every job started or moved.
-7. *lend* -- an empty node whose home mode is MIG lends its GPUs whole while a job waits for
-   whole GPUs of its model, and returns to MIG mode when none does (:mod:`.mig_lending`).
+7. *lend* (off by default, ``PolicyEnv.mig_lending``) -- an empty node whose home mode is MIG
+   lends its GPUs whole while a job waits that only whole GPUs of its model serve, and returns
+   to MIG mode when none does (:mod:`.mig_lending`).
 
 What the policy keeps between rounds is one :class:`~elastico.placer.policies.pipeline.RoundMemory`
 (warm-start prices, dwell clock, running configurations) and the catalog's shape families.

@@ -8,11 +8,21 @@ llm-mix, closing note), and the A100 MIG GPUs held 0-4 % of any part's GPU-secon
 
 The rule, after each round's placement, for each node with GPUs whose home mode is MIG:
 
-* **lend** -- the node is empty, its home GPUs are in MIG mode and a job still waits that has a
-  configuration on the node's GPU model using whole (non-MIG) GPUs: its home GPUs go to normal
-  mode.  An empty MIG node beside a waiting job means its instances did not serve that job.
-* **return** -- the node is empty, its home GPUs are in normal mode and no waiting job has such
-  a configuration: its home GPUs go back to MIG mode, the operator's setting.
+* **lend** -- the node is empty, its home GPUs are in MIG mode, a job still waits that only
+  whole (normal-mode) GPUs of the node's model can serve (configurations on the model, none on
+  a MIG instance), and no waiting job has a MIG configuration of the model: its home GPUs go to
+  normal mode.  The node's instances could serve none of the waiting jobs.
+* **return** -- the node is empty, its home GPUs are in normal mode and no waiting job is one
+  only whole GPUs of the model serve: its home GPUs go back to MIG mode, the operator's setting.
+
+Off by default (``PolicyEnv.mig_lending``; ``elastico simulate --mig-lending``).  Measured on
+llm-mix (docs/model.md 5.): average JCT at 512 GPUs 689 -> 630 s over 5 seeds (and
+``elastico-no-mig`` then measurably worse, +13 s [+1, +25]), but at high load the lent nodes
+fill with jobs MIG instances would have packed, and throughput falls: at 64 GPUs, seed 0,
+load 2.5 the backlog grew (+29.5 jobs, 28.7 allowed) where fixed MIG mode keeps it bounded
+(+24.4), so the sustainable load fell from 3.5 to 2 (as ``elastico-no-mig``'s: growing at
+2.5).  A lent node goes to whichever jobs the next round places, not to the job it was lent
+for; reserving it for that job is the open step.
 
 Only empty nodes change (NVML changes MIG mode only on an idle GPU: ``nvmlDeviceSetMigMode``),
 so no booking moves and nothing is evicted; a node with an unhealthy GPU keeps its mode.  The
@@ -57,8 +67,18 @@ class MigSwitch:
 
 def wants_whole(families: Iterable[ShapeFamily], gpu_model: str) -> bool:
     """True when some family has a configuration on ``gpu_model`` that uses GPUs in normal
-    mode (whole or MPS-shared: ``mig_profile`` None, ``num_gpus`` >= 1)."""
-    return any(c.gpu_model == gpu_model and c.mig_profile is None and c.num_gpus > 0
+    mode (whole or MPS-shared: ``mig_profile`` None, ``num_gpus`` >= 1) and none on a MIG
+    instance of that model: a job no MIG instance of the model can serve."""
+    for fam in families:
+        on = [c for c in fam.configs if c.gpu_model == gpu_model and c.num_gpus > 0]
+        if on and all(c.mig_profile is None for c in on):
+            return True
+    return False
+
+
+def wants_mig(families: Iterable[ShapeFamily], gpu_model: str) -> bool:
+    """True when some family has a configuration on a MIG instance of ``gpu_model``."""
+    return any(c.gpu_model == gpu_model and c.mig_profile is not None
                for fam in families for c in fam.configs)
 
 
@@ -73,6 +93,7 @@ def lend_mig_nodes(state: ClusterState, home: Mapping[int, tuple[int, ...]],
     never change."""
     waiting = list(waiting)
     asks: dict[str, bool] = {}  # GPU model -> a waiting job wants its GPUs whole
+    mig_asks: dict[str, bool] = {}  # GPU model -> a waiting job could use its MIG instances
     out: list[MigSwitch] = []
     for n in sorted(home):
         gpus = home[n]
@@ -84,8 +105,9 @@ def lend_mig_nodes(state: ClusterState, home: Mapping[int, tuple[int, ...]],
         model = node.gpu_model
         if model not in asks:
             asks[model] = wants_whole(waiting, model)
+            mig_asks[model] = wants_mig(waiting, model)
         in_mig = state.is_mig(n, gpus[0])
-        if in_mig and asks[model]:
+        if in_mig and asks[model] and not mig_asks[model]:
             why = f"lent: empty, and a waiting job has a whole-GPU {model} configuration"
         elif not in_mig and not asks[model]:
             why = f"returned: empty, and no waiting job has a whole-GPU {model} configuration"
