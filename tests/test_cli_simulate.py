@@ -421,3 +421,18 @@ def test_mig_lending_is_refused_with_via_grpc(capsys):
                  "--via-grpc", "--mig-lending", "--no-progress"])
     err = capsys.readouterr().err
     assert code == 2 and "--mig-lending: True is not allowed (not with --via-grpc" in err, err
+
+
+def test_replay_only_flags_are_refused_in_inflation_mode(capsys):
+    for flag in (["--mig-lending"], ["--no-preemption"], ["--assume-profiled"],
+                 ["--min-run-s", "60"], ["--mps-replicas", "4"]):
+        code = main(["simulate", "--mode", "inflation", *flag])
+        err = capsys.readouterr().err
+        assert code == 2 and f"{flag[0]}:" in err and "only in --mode replay" in err, err
+
+
+def test_mig_lending_says_when_it_can_change_nothing(capsys):
+    assert main(["simulate", "--workload", "llm-mix", "--gpus", "64", "--load", "0.25",
+                 "--policy", "exclusive", "--mig-lending", "--no-progress"]) == 0
+    assert "--mig-lending: no effect here: no policy of exclusive uses MIG" in \
+        capsys.readouterr().err

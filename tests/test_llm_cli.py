@@ -255,3 +255,25 @@ def test_predict_errors_speak_of_flags_not_of_none(capsys, extra, message):
                  "--input-tokens", "64", "--output-tokens", "64", *extra])
     err = capsys.readouterr().err
     assert code == 2 and message in err and "None" not in err, err
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--gpu", "A100-40GB", "--memory-limit-gib", "1000"],
+     "--memory-limit-gib: 1000.0 is not allowed (at most A100-40GB's 40 GiB)"),
+    (["--gpu", "A100-80GB", "--mig-profile", "3g.40gb", "--memory-limit-gib", "60"],
+     "(at most the 40 GiB of a 3g.40gb instance of A100-80GB)"),
+    (["--gpu", "T4", "--mig-profile", "1g.5gb"], "(leave --mig-profile out: T4 has no MIG)"),
+])
+def test_predict_refuses_what_it_would_not_apply(capsys, extra, message):
+    # a memory limit above the GPU (or instance) used to be shown but clamped silently
+    code = main(["llm", "predict", "--model", "Llama-3-8B", "--batch", "4",
+                 "--input-tokens", "64", "--output-tokens", "64", *extra])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and "None" not in err, err
+
+
+def test_a_model_that_does_not_fit_has_no_kv_cache_figure(capsys):
+    out = run_json(capsys, ["llm", "predict", "--model", "Llama-3-70B", "--gpu", "A100-80GB",
+                            "--batch", "1", "--input-tokens", "128", "--output-tokens", "128",
+                            "--json"])
+    assert out["fits"] is False and out["kv_cache_gib"] is None

@@ -96,6 +96,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("elastico: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (``elastico llm plan | head``): no traceback; stdout goes to
+        # devnull so that the interpreter's final flush does not raise again (Python docs,
+        # "Note on SIGPIPE")
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell reports a process killed by it
     finally:
         if tracer is not None and isinstance(tracer, OtelTracer):
             tracer.shutdown()  # flush the spans still queued

@@ -164,6 +164,8 @@ def _as_flag(e: InvalidArgument) -> InvalidArgument:
     allowed = e.allowed
     for api, cli in _NONE_WORDING:
         allowed = allowed.replace(api, cli)
+    if allowed.startswith("None: ") and e.field == "mig_profile":  # "None: T4 has no MIG"
+        allowed = "leave --mig-profile out: " + allowed[len("None: "):]
     return InvalidArgument(_FLAGS.get(e.field, e.field), e.value, allowed)
 
 
@@ -177,6 +179,21 @@ def predict(model, gpu: str, tp: int, batch: int, input_tokens: int, output_toke
     from elastico import hardware, llm_shapes
     from elastico.perf import llm as P
 
+    if memory_limit_gib is not None and isinstance(memory_limit_gib, (int, float)):
+        # above the memory there is it would be shown but not applied: refused
+        try:
+            cap = float(hardware.gpu_spec(gpu).memory_gib)
+        except InvalidArgument:
+            cap = math.inf  # an unknown GPU: LlmConfig below names it
+        from elastico.mig import MIG_PROFILES
+
+        prof = MIG_PROFILES.get(gpu, {}).get(mig_profile or "")
+        where = f"{gpu}'s {cap:g} GiB"
+        if prof is not None:
+            cap *= prof.memory_fraction
+            where = f"the {cap:g} GiB of a {mig_profile} instance of {gpu}"
+        if memory_limit_gib > cap + 1e-9:
+            raise InvalidArgument("memory_limit_gib", memory_limit_gib, f"at most {where}")
     if mps_share is not None and mig_profile is None and memory_limit_gib is None \
             and isinstance(mps_share, (int, float)) and 0 < mps_share < 1:
         try:
@@ -200,7 +217,8 @@ def predict(model, gpu: str, tp: int, batch: int, input_tokens: int, output_toke
         "tokens_per_s": batch * (input_tokens + output_tokens) / lat if fits and lat > 0 else None,
         "fits": fits,
         "memory_gib": mem.weights_gib + mem.workspace_gib + kv if fits else None,
-        "weights_gib": mem.weights_gib, "workspace_gib": mem.workspace_gib, "kv_cache_gib": kv,
+        "weights_gib": mem.weights_gib, "workspace_gib": mem.workspace_gib,
+        "kv_cache_gib": kv if fits else None,  # null: no batch runs
         "kv_capacity_tokens": mem.kv_tokens, "max_batch": mb,
         "waves": math.ceil(batch / mb) if mb else None,
         "reason": "" if fits else (mem.reason or "no sequence of this length fits the KV cache"),

@@ -84,7 +84,11 @@ _REPLAY_ONLY = (("gpus", "--gpus", 512), ("jobs", "--jobs", None), ("load", "--l
                 ("user_estimate_badness", "--user-estimate-badness", 3.0),
                 ("llm_jobs", "--llm-jobs", None), ("llm_load_gbps", "--llm-load-gbps", None),
                 ("contention", "--contention", "default"),
-                ("overrun_windows", "--overrun-windows", None))
+                ("overrun_windows", "--overrun-windows", None),
+                ("mps_replicas", "--mps-replicas", 2), ("min_run_s", "--min-run-s", 300.0),
+                ("no_preemption", "--no-preemption", False),
+                ("mig_lending", "--mig-lending", False),
+                ("assume_profiled", "--assume-profiled", False))
 
 #: ``--user-estimate-badness`` default: Mu'alem & Feitelson's f-model (IEEE TPDS 12(6), 2001),
 #: a user's estimate of a run of r seconds is uniform in [r, (f + 1) r]; f = 3 is a sensitivity
@@ -176,20 +180,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--restart-s", type=float, default=None,
                    help="seconds of progress a running job loses when it changes "
                         f"configuration or restarts, 0..{MAX_RESTART_S:g} (default: 30.0)")
-    p.add_argument("--mps-replicas", type=int, default=2, metavar="N",
+    p.add_argument("--mps-replicas", type=int, default=None, metavar="N",
                    help="mps-static: MPS replicas per GPU, the device plugin's "
                         "sharing.mps.replicas (1..48; default: 2)")
-    p.add_argument("--min-run-s", type=float, default=300.0, metavar="S",
+    p.add_argument("--min-run-s", type=float, default=None, metavar="S",
                    help="minimum guaranteed run of offline LLM inference before a job of "
                         "higher priority may evict it, every policy (docs/model.md 6.; "
                         "default: 300)")
-    p.add_argument("--no-preemption", action="store_true",
+    p.add_argument("--no-preemption", action="store_true", default=None,
                    help="no policy preempts offline LLM inference for jobs of higher priority")
-    p.add_argument("--mig-lending", action="store_true",
-                   help="elastico lends an empty MIG-mode node's GPUs whole while a job waits "
-                        "that only whole GPUs serve, and returns them to MIG mode after "
-                        "(docs/model.md 5.; off by default: measured to cost throughput at high "
-                        "load; not with --via-grpc: the placer service keeps MIG mode fixed)")
+    p.add_argument("--mig-lending", action="store_true", default=None,
+                   help="elastico and its MIG-using ablations lend an empty MIG-mode node's GPUs "
+                        "whole while a job waits that only whole GPUs serve, and return them to "
+                        "MIG mode after (docs/model.md 5.; off by default: measured to cost "
+                        "throughput at high load; a cluster definition with MIG nodes, e.g. "
+                        "a100h100-mig; not with --via-grpc: the placer service keeps MIG mode "
+                        "fixed)")
     p.add_argument("--slowdown-model", choices=("predictor", "analytic"), default=None,
                    help="what the placer predicts co-location slowdowns with: the LightGBM "
                         "predictor, k-fold by job type so that it never predicts a pair it "
@@ -245,13 +251,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="run every round through PlacerService.RunRound (pricing through "
                         "PricingService, prediction through PredictorService): the placer at "
                         "ADDRESS, or -- without one -- pricing, predictor and placer started "
-                        "on free loopback ports for the run and stopped after it; results "
-                        "equal the in-process run's (replay mode)")
+                        "on free loopback ports for the run and stopped after it; the placer "
+                        "service takes every job as profiled, so this implies "
+                        "--assume-profiled, and the results equal the in-process run's with it "
+                        "(replay mode)")
     p.epilog = ("--gpus, --jobs, --load, --cluster, --utility, --restart-s, --slowdown-model, "
                 "--gpu-speed-sensitivity, --remaining-estimate, --user-estimate-badness, "
-                "--llm-jobs, --llm-load-gbps, --contention and --via-grpc are for --mode replay, --workload "
-                "for --mode inflation; a flag given in the other mode is refused.")
-    p.add_argument("--assume-profiled", action="store_true",
+                "--llm-jobs, --llm-load-gbps, --contention, --arrivals, --overrun-windows, "
+                "--undisclosed-gpu-speed, --mps-replicas, --min-run-s, --no-preemption, "
+                "--mig-lending, --assume-profiled and --via-grpc are for --mode replay; a pod-list "
+                "name as --workload (e.g. cpu050) is for --mode inflation; a flag given in the "
+                "other mode is refused.")
+    p.add_argument("--assume-profiled", action="store_true", default=None,
                    help="every job has its solo activity profile from the start (the behaviour "
                         "before issue 23, for comparison); default: jobs arrive unknown, the "
                         "elastico policy co-locates one only where the contention prior's worst "
@@ -348,8 +359,12 @@ def _check(args: argparse.Namespace) -> None:
             raise InvalidArgument("--mps-replicas", args.mps_replicas, "2 (the default) with "
                                   "--via-grpc (the placer service's mps-static replicas)")
         if getattr(args, "mig_lending", False):
-            raise InvalidArgument("--mig-lending", True, "not with --via-grpc (the placer "
-                                  "service keeps each node's MIG mode fixed)")
+            raise InvalidArgument("--mig-lending", True, "not with --via-grpc: the placer "
+                                  "service keeps each node's MIG mode fixed")
+        if not args.assume_profiled:  # said, not silently different from the in-process run
+            print("--via-grpc: the placer service takes every job as profiled (no unknown-job "
+                  "rule, docs/predictor.md 6b): running as --assume-profiled", file=sys.stderr)
+            args.assume_profiled = True
     for flag, path in (("--trace", args.trace), ("--nodes", args.nodes)):
         if path is not None:
             check_input_file(flag, path, "CSV file")
@@ -627,6 +642,21 @@ def _read_trace(flag: str, path: Path | None, reader):
         raise InvalidArgument(f"{flag} {e.field}", e.value, e.allowed) from None
 
 
+def _note_idle_lending(policies, nodes) -> None:
+    """Say when --mig-lending can change nothing: no node in MIG mode, or no policy that
+    uses MIG instances (the others never lend)."""
+    from elastico.model import mig_gpus_of
+    from elastico.placer.policies import POLICIES
+
+    lenders = [p for p in policies if getattr(POLICIES.get(p), "uses_mig", False)]
+    why = ("the cluster has no MIG-mode GPUs (a cluster definition with mig_gpus_per_node "
+           "has them, e.g. --cluster a100h100-mig)" if not mig_gpus_of(nodes)
+           else f"no policy of {', '.join(policies)} uses MIG instances (elastico and its "
+                "ablations other than -no-rst and -no-mig do)" if not lenders else "")
+    if why:
+        print(f"--mig-lending: no effect here: {why}", file=sys.stderr)
+
+
 def _replay(args, policies, nodes, model, wl, slowdown, truth, tracer, via) -> list[dict]:
     """One simulation per policy (in-process, or through ``via``'s placer)."""
     from tqdm import tqdm
@@ -641,6 +671,8 @@ def _replay(args, policies, nodes, model, wl, slowdown, truth, tracer, via) -> l
         overrun_windows=args.overrun_windows)
     estimates = (user_estimates(wl.jobs, args.user_estimate_badness, args.seed)
                  if args.remaining_estimate == "user" else None)
+    if args.mig_lending:
+        _note_idle_lending(policies, nodes)
     for name in policies:
         env = PolicyEnv(nodes=nodes, throughput=model, slowdown=slowdown, tracer=tracer,
                         utility=args.utility, restart_s=args.restart_s,
@@ -673,6 +705,7 @@ def _replay(args, policies, nodes, model, wl, slowdown, truth, tracer, via) -> l
                      "seed": args.seed,
                      "load": wl.offered_load, "jobs": len(wl.jobs),
                      "remaining_estimate": args.remaining_estimate,
+                     "mig_lending": bool(args.mig_lending),
                      **without_empty_statistics(res.metrics)})
         llm = llm_records(res.records)
         if llm:
