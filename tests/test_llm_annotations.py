@@ -115,7 +115,7 @@ def test_each_bad_llm_value_is_refused_naming_the_annotation_value_and_allowed(
     ("not json", "a JSON object"), ("[1, 2]", "a JSON object"),
     ('{"num_hidden_layers": NaN}', "a JSON object"),
     ('{"hidden_size": 4096, "num_attention_heads": 32, "vocab_size": 32000}',
-     "config.num_hidden_layers: None is not allowed (present"),
+     "config.num_hidden_layers: None is not allowed (a key config.json must have; missing here"),
     ('{"num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32, '
      '"num_key_value_heads": 5, "vocab_size": 32000}', "model.kv_heads: 5"),
     ('{"num_hidden_layers": 0, "hidden_size": 4096, "num_attention_heads": 32, "vocab_size": 1}',
