@@ -179,27 +179,25 @@ def predict(model, gpu: str, tp: int, batch: int, input_tokens: int, output_toke
     from elastico import hardware, llm_shapes
     from elastico.perf import llm as P
 
-    if memory_limit_gib is not None and isinstance(memory_limit_gib, (int, float)):
+    try:
+        gpu_mem: float | None = float(hardware.gpu_spec(gpu).memory_gib)
+    except InvalidArgument:
+        gpu_mem = None  # an unknown GPU: LlmConfig below names it
+    if gpu_mem is not None and isinstance(memory_limit_gib, (int, float)):
         # above the memory there is it would be shown but not applied: refused
-        try:
-            cap = float(hardware.gpu_spec(gpu).memory_gib)
-        except InvalidArgument:
-            cap = math.inf  # an unknown GPU: LlmConfig below names it
         from elastico.mig import MIG_PROFILES
 
+        cap, where = gpu_mem, f"{gpu}'s {gpu_mem:g} GiB"
         prof = MIG_PROFILES.get(gpu, {}).get(mig_profile or "")
-        where = f"{gpu}'s {cap:g} GiB"
         if prof is not None:
             cap *= prof.memory_fraction
             where = f"the {cap:g} GiB of a {mig_profile} instance of {gpu}"
         if memory_limit_gib > cap + 1e-9:
             raise InvalidArgument("memory_limit_gib", memory_limit_gib, f"at most {where}")
-    if mps_share is not None and mig_profile is None and memory_limit_gib is None \
-            and isinstance(mps_share, (int, float)) and 0 < mps_share < 1:
-        try:
-            memory_limit_gib = llm_shapes._mib_floor(mps_share * hardware.gpu_spec(gpu).memory_gib)
-        except InvalidArgument:
-            pass  # an unknown GPU: LlmConfig below names it
+    if gpu_mem is not None and mps_share is not None and mig_profile is None \
+            and memory_limit_gib is None and isinstance(mps_share, (int, float)) \
+            and 0 < mps_share < 1:
+        memory_limit_gib = llm_shapes._mib_floor(mps_share * gpu_mem)
     cfg = P.LlmConfig(gpu=gpu, tp=tp, mps_share=mps_share, mig_profile=mig_profile, dtype=dtype,
                       kv_dtype=kv_dtype, engine=engine, memory_limit_gib=memory_limit_gib)
     mem = P.memory(model, cfg)

@@ -100,17 +100,28 @@ class Layout:
                 raise InvalidArgument("mig_gpus", pair, "(node_index, gpu_index) pairs") from None
             if not (0 <= ni < n and 0 <= gi < self.nodes[ni].num_gpus):
                 raise InvalidArgument("mig_gpus", pair, "an existing (node_index, gpu_index)")
-            model = self.nodes[ni].gpu_model
-            if not self.nodes[ni].mig_capable or model not in MIG_PROFILES:
-                raise InvalidArgument(
-                    f"mig_gpus[{pair!r}]", model, f"a MIG-capable model with a profile table {sorted(MIG_PROFILES)}"
-                )
-            f = self.flat(ni, gi)
-            self.is_mig[f] = True
-            # the model's SM slices (7 on A100/H100/H200, 4 on A30; mig.py tables)
+            self._check_mig_capable(ni, f"mig_gpus[{pair!r}]")
+            self._set_mig(self.flat(ni, gi), True)
+        self.mig_nodes = frozenset(int(self.gpu_node[f]) for f in self.mig_models)
+
+    def _check_mig_capable(self, node_index: int, field: str) -> None:
+        """InvalidArgument (``field``) unless the node's model can be in MIG mode."""
+        model = self.nodes[node_index].gpu_model
+        if not self.nodes[node_index].mig_capable or model not in MIG_PROFILES:
+            raise InvalidArgument(field, model,
+                                  f"a MIG-capable model with a profile table {sorted(MIG_PROFILES)}")
+
+    def _set_mig(self, f: int, on: bool) -> None:
+        """Flat GPU ``f`` in MIG mode (``on``) or in normal mode (``is_mig``, ``mig_cs``,
+        ``mig_models``; ``mig_nodes`` is the caller's to refresh)."""
+        model = self.nodes[int(self.gpu_node[f])].gpu_model
+        self.is_mig[f] = on
+        if on:  # the model's SM slices (7 on A100/H100/H200, 4 on A30; mig.py tables)
             self.mig_cs[f] = next(iter(MIG_PROFILES[model].values())).gpu_compute_slices
             self.mig_models[f] = model
-        self.mig_nodes = frozenset(int(self.gpu_node[f]) for f in self.mig_models)
+        else:
+            self.mig_cs[f] = COMPUTE_SLICES
+            self.mig_models.pop(f, None)
 
     def with_mig_mode(self, node_index: int, gpu_indices: Iterable[int], on: bool) -> "Layout":
         """A copy of this layout with GPUs ``gpu_indices`` of node ``node_index`` in MIG mode
@@ -119,23 +130,15 @@ class Layout:
         caller (:meth:`~elastico.placer.placement.ClusterState.set_mig_mode`) checks that the
         GPUs hold no booking."""
         flats = [self.flat(node_index, int(g)) for g in gpu_indices]
-        model = self.nodes[node_index].gpu_model
-        if on and not (self.nodes[node_index].mig_capable and model in MIG_PROFILES):
-            raise InvalidArgument(f"nodes[{node_index}].gpu_model", model,
-                                  f"a MIG-capable model with a profile table {sorted(MIG_PROFILES)}")
+        if on:
+            self._check_mig_capable(node_index, f"nodes[{node_index}].gpu_model")
         new = object.__new__(Layout)
         new.__dict__.update(self.__dict__)
         new.is_mig = self.is_mig.copy()
         new.mig_cs = self.mig_cs.copy()
         new.mig_models = dict(self.mig_models)
         for f in flats:
-            new.is_mig[f] = bool(on)
-            if on:
-                new.mig_cs[f] = next(iter(MIG_PROFILES[model].values())).gpu_compute_slices
-                new.mig_models[f] = model
-            else:
-                new.mig_cs[f] = COMPUTE_SLICES
-                new.mig_models.pop(f, None)
+            new._set_mig(f, bool(on))
         new.mig_models = dict(sorted(new.mig_models.items()))  # flat order, as at construction
         new.mig_nodes = frozenset(int(self.gpu_node[f]) for f in new.mig_models)
         return new

@@ -202,13 +202,13 @@ class ClusterState:
 
         Only on an empty node (:meth:`node_empty`): NVML changes a GPU's MIG mode only while
         no process uses it (``nvmlDeviceSetMigMode``; on A100 it also needs a GPU reset), so a
-        booking is never moved by it -- Infeasible (FAILED_PRECONDITION) otherwise.  NotFound for a node or
-        GPU that does not exist; InvalidArgument for MIG mode on a model without a MIG
-        profile table.  This state gets a layout of its own (:meth:`Layout.with_mig_mode`);
+        booking is never moved by it -- Infeasible (FAILED_PRECONDITION) otherwise.  NotFound
+        for a node or GPU that does not exist; InvalidArgument for MIG mode on a model without
+        a MIG profile table.  This state gets a layout of its own (:meth:`Layout.with_mig_mode`);
         copies made before keep the old one.  Nothing changes on an error."""
         if not self.node_empty(node_index):
             raise Infeasible(f"node {node_index} ({self.nodes[node_index].name}): MIG mode "
-                                     "changes only on an empty node; it has bookings")
+                             "changes only on an empty node; it has bookings")
         layout = self.layout.with_mig_mode(node_index, gpu_indices, on)
         book = self.book
         for f in range(layout.offset_list[node_index], layout.offset_list[node_index + 1]):

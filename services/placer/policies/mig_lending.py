@@ -50,7 +50,7 @@ from elastico.model import ShapeFamily
 
 from ..placement import ClusterState
 
-__all__ = ["MigSwitch", "lend_mig_nodes", "wants_whole"]
+__all__ = ["MigSwitch", "lend_mig_nodes", "wants_mig", "wants_whole"]
 
 
 @dataclass(frozen=True)
@@ -108,9 +108,10 @@ def lend_mig_nodes(state: ClusterState, home: Mapping[int, tuple[int, ...]],
             mig_asks[model] = wants_mig(waiting, model)
         in_mig = state.is_mig(n, gpus[0])
         if in_mig and asks[model] and not mig_asks[model]:
-            why = f"lent: empty, and a waiting job has a whole-GPU {model} configuration"
+            why = (f"lent: empty, a waiting job only whole {model} GPUs serve, none that a "
+                   "MIG instance could")
         elif not in_mig and not asks[model]:
-            why = f"returned: empty, and no waiting job has a whole-GPU {model} configuration"
+            why = f"returned: empty, no waiting job only whole {model} GPUs serve"
         else:
             continue
         state.set_mig_mode(n, gpus, not in_mig)
