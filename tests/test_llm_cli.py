@@ -277,3 +277,16 @@ def test_a_model_that_does_not_fit_has_no_kv_cache_figure(capsys):
                             "--batch", "1", "--input-tokens", "128", "--output-tokens", "128",
                             "--json"])
     assert out["fits"] is False and out["kv_cache_gib"] is None
+
+
+def test_a_reader_that_goes_away_gets_no_traceback():
+    # `elastico llm plan ... | head -1`: the pipe closes while the tables are printed
+    import subprocess
+    import sys
+
+    p = subprocess.Popen([sys.executable, "-m", "elastico", "llm", "plan", "--model", "Llama-3-8B",
+                          "--tokens", "1e9"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.readline()
+    p.stdout.close()  # before the rest is written: the writes that follow hit a closed pipe
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) in (0, 141) and "Traceback" not in err and "BrokenPipe" not in err, err

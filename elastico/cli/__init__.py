@@ -86,7 +86,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             args.via_grpc_factory = ViaGrpc
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # here, so that a reader gone away is a BrokenPipeError below
+        return code
     except ElasticoError as e:
         print(f"elastico: error: {e}", file=sys.stderr)
         return 2
