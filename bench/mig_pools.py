@@ -53,6 +53,11 @@ def main(argv=None) -> int:
         workloads = {s: _workload(spec, args.gpus, s, Settings(jobs_per_gpu=2.0)) for s in seeds}
     except ElasticoError as e:  # a cluster or size that does not exist: say which
         flag_error(ap, e)
+    from elastico.model import mig_gpus_of
+
+    if not any(mig_gpus_of(nodes) for nodes, _ in workloads.values()):
+        ap.error(f"--cluster {args.cluster}: has no MIG-mode GPUs (mig_gpus_per_node), so both "
+                 "runs would be the same; use a100h100-mig, a100-mig or a definition with them")
     _, _, model, predictor, _ = _inputs()
     for seed, (nodes, wl) in workloads.items():
         out = {"cluster": args.cluster, "gpus": args.gpus, "seed": seed}

@@ -4,7 +4,7 @@
 
     python bench/sustainable_load.py --policy elastico [--gpus 512] [--seed 0]
         [--loads 1,1.5,2,2.5,3,3.5,4] [--workload llm-mix] [--cluster a100h100-mig]
-        [--json OUT.jsonl]
+        [--mig-lending] [--json OUT.jsonl]
 
 Each rung is one run of :func:`elastico.sim.evaluate.run_one` exactly as the evaluation's
 load sweep makes it (:func:`elastico.sim.evaluate.sweep_tasks`: continuous arrivals at that
@@ -45,18 +45,20 @@ def _loads(text: str) -> list[float]:
     return loads
 
 
-def rung(cluster: str, gpus: int, policy: str, seed: int, load: float, workload: str) -> dict:
+def rung(cluster: str, gpus: int, policy: str, seed: int, load: float, workload: str,
+         mig_lending: bool = False) -> dict:
     """One sweep point (module docstring): its backlog test and the figures behind it."""
     from elastico.sim.clusters import load_cluster
     from elastico.sim.evaluate import Settings, run_one, sweep_tasks
     from elastico.sim.simulator import backlog_allowed
 
-    st = Settings(arrivals="continuous", workload=workload)
+    st = Settings(arrivals="continuous", workload=workload, mig_lending=mig_lending)
     (task,) = sweep_tasks([load_cluster(cluster)], [gpus], [policy], [seed], [load], st)
     t0 = time.process_time()
     run = run_one(task).run
     return {"workload": workload, "cluster": cluster, "gpus": gpus, "policy": policy,
-            "seed": seed, "load": load, "queue_growth": run["queue_growth"],
+            "seed": seed, "load": load, "mig_lending": mig_lending,
+            "queue_growth": run["queue_growth"],
             "queue_growth_allowed": backlog_allowed(run),
             "backlog_bounded": bool(run["backlog_bounded"]),
             "arrivals_half_window": run.get("arrivals_half_window"),
@@ -78,6 +80,9 @@ def main(argv: list[str] | None = None) -> None:
                    "evaluation's sweep seed)")
     p.add_argument("--loads", type=_loads, default=[1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0],
                    help="the ladder, ascending (default: 1,1.5,2,2.5,3,3.5,4)")
+    p.add_argument("--mig-lending", action="store_true",
+                   help="elastico's MIG lending on (PolicyEnv.mig_lending; default off, as "
+                        "the evaluation)")
     p.add_argument("--json", default=None, help="append one JSON object per rung here")
     a = p.parse_args(argv)
     if a.seed < 0:
@@ -94,7 +99,7 @@ def main(argv: list[str] | None = None) -> None:
     sustainable = None
     for load in a.loads:
         try:
-            r = rung(a.cluster, a.gpus, a.policy, a.seed, load, a.workload)
+            r = rung(a.cluster, a.gpus, a.policy, a.seed, load, a.workload, a.mig_lending)
         except InvalidArgument as e:
             flag_error(p, e)
         print(f"{a.policy} {a.cluster} {a.gpus} GPUs seed {a.seed} load {load:g}: queue growth "

@@ -1,5 +1,5 @@
 """The bench scripts (bench/esp_vs_greedy.py, mig_pools.py, fgd.py, placement_round.py,
-jct_ceiling.py, jct_common_set.py, sustainable_load.py) refuse bad input with an argparse error (exit 2, the flag
+jct_ceiling.py, jct_common_set.py, sustainable_load.py, mig_lending.py) refuse bad input with an argparse error (exit 2, the flag
 or field named), not a traceback or an empty run, before any work; esp_vs_greedy's statistics
 stay defined when no round is priced; jct_ceiling's capacity-aware bound solves hand-worked
 LPs."""
@@ -78,6 +78,13 @@ def _bench():
     ("decision_identity", ["check", "x.json", "--only", "nope"], "--only: unknown case 'nope'"),
     ("sustainable_load", ["--policy", "exclusive", "--cluster", "nosuch", "--loads", "1"],
      "--cluster: 'nosuch' is not allowed"),
+    ("mig_pools", ["--cluster", "trace", "--gpus", "8", "--seeds", "0"],
+     "--cluster trace: has no MIG-mode GPUs"),
+    ("mig_lending", ["--cluster", "trace", "--gpus", "8"], "--cluster trace: has no MIG-mode GPUs"),
+    ("mig_lending", ["--gpus", "63"], "--gpus: 63 is not allowed"),
+    ("mig_lending", ["--seeds", "0,0"], "--seeds: '0,0': comma-separated integers >= 0, each once"),
+    ("mig_lending", ["--policy", "nope"], "--policy 'nope': one of elastico,"),
+    ("mig_lending", ["--json", "/nonexistent/x.jsonl"], "--json /nonexistent/x.jsonl: cannot be"),
 ])
 def test_bad_input_is_an_argparse_error(script, args, needle, capsys):
     with pytest.raises(SystemExit) as e:

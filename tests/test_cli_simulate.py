@@ -423,6 +423,21 @@ def test_mig_lending_is_refused_with_via_grpc(capsys):
     assert code == 2 and "--mig-lending: True is not allowed (not with --via-grpc" in err, err
 
 
+def test_via_grpc_says_it_runs_as_assume_profiled_and_records_it(tmp_path, capsys):
+    # the placer service has no unknown-job rule: --via-grpc runs as --assume-profiled, says
+    # so on stderr and in the JSON; the in-process run records that it did not
+    small = ["simulate", "--gpus", "8", "--jobs", "6", "--policy", "elastico", "--no-progress"]
+    flags = {}
+    for via in (True, False):
+        out = tmp_path / f"via{via}.json"
+        code = main(small + ["--json", str(out)] + (["--via-grpc"] if via else []))
+        err = capsys.readouterr().err
+        assert code == 0, err
+        assert ("running as --assume-profiled" in err) is via
+        flags[via] = json.loads(out.read_text())["assume_profiled"]
+    assert flags == {True: True, False: False}
+
+
 def test_replay_only_flags_are_refused_in_inflation_mode(capsys):
     for flag in (["--mig-lending"], ["--no-preemption"], ["--assume-profiled"],
                  ["--min-run-s", "60"], ["--mps-replicas", "4"]):

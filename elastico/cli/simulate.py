@@ -113,14 +113,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--nodes", type=Path, default=None, metavar="CSV",
                    help="node list (default: the bundled openb_node_list_gpu_node.csv)")
     p.add_argument("--cluster", default=None, metavar="FILE.yaml",
-                   help="replay on a cluster definition (a .yaml file or a bundled name such "
-                        "as a100-mig; elastico/sim/clusters.py) with --gpus GPUs instead of the "
-                        "trace's own GPU mix")
+                   help="replay on a cluster definition -- a .yaml file, a bundled name "
+                        "(a100-mig, a100h100-mig; data/clusters/, elastico/sim/clusters.py) or "
+                        "trace (the trace's own GPU mix, as without --cluster) -- with --gpus "
+                        "GPUs instead of the trace's own GPU mix")
     p.add_argument("--gpus", type=int, default=None,
                    help="GPUs in the deterministic sub-cluster, 1..6212 for the bundled "
                         "node list (replay; default: 512); with --cluster, whole nodes: a "
-                        "multiple of the definition's node step (64 for a100h100-mig), at "
-                        "most 65,536")
+                        "multiple of the definition's node step (16 for a100-mig, 64 for "
+                        "a100h100-mig), at most 65,536")
     p.add_argument("--jobs", type=int, default=None,
                    help="trace pods to replay, drawn without replacement (seeded) from the "
                         "eligible GPU pods, trace order kept, at most "
@@ -405,6 +406,8 @@ def _check_mode_flags(args: argparse.Namespace) -> None:
     elif args.workload is not None:
         from elastico.sim.llm_mix import WORKLOADS
 
+        if args.workload.lower() in WORKLOADS:  # names in any case, as GPU and MIG names
+            args.workload = args.workload.lower()
         if args.workload not in WORKLOADS:
             raise InvalidArgument("--workload", args.workload,
                                   "one of " + ", ".join(WORKLOADS) + " in --mode replay (pod-list "
@@ -565,7 +568,9 @@ def run(args: argparse.Namespace) -> int:
         print("llm-mix: " + ", ".join(f"{k} {v} jobs ({wl.mix_demand[k]:.3f} of the cluster "
                                       "in the window)" for k, v in wl.mix.items())
               + f"; inference share {wl.inference_share:g}; reference GPUs "
-              + ", ".join(f"{k} {v}" for k, v in wl.reference_gpus.items()), file=sys.stderr)
+              + ", ".join(f"{k} {v}" if v is not None else f"{k} none (no GPU model here has "
+                          "a cited LLM-training MFU: no training-llm jobs)"
+                          for k, v in wl.reference_gpus.items()), file=sys.stderr)
     if llm:
         from elastico.sim.llm_workload import describe
 
@@ -706,6 +711,7 @@ def _replay(args, policies, nodes, model, wl, slowdown, truth, tracer, via) -> l
                      "load": wl.offered_load, "jobs": len(wl.jobs),
                      "remaining_estimate": args.remaining_estimate,
                      "mig_lending": bool(args.mig_lending),
+                     "assume_profiled": bool(args.assume_profiled),
                      **without_empty_statistics(res.metrics)})
         llm = llm_records(res.records)
         if llm:

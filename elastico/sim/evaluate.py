@@ -94,6 +94,9 @@ class Settings:
     #: of the offered demand is inference; docs/model.md, "The llm-mix workload")
     workload: str = "openb"
     inference_share: float = 0.4  # elastico.sim.llm_mix.DEFAULT_INFERENCE_SHARE
+    #: ``elastico``'s MIG lending (``PolicyEnv.mig_lending``, off by default: docs/model.md
+    #: 5.); bench/mig_lending.py and bench/sustainable_load.py --mig-lending turn it on
+    mig_lending: bool = False
 
     def overrun_s(self, window) -> float:
         """:func:`elastico.sim.simulator.simulate`'s ``overrun_s`` for a replay over ``window``
@@ -267,7 +270,7 @@ def run_one(task: Task) -> RunOutput:
     env = PolicyEnv(nodes=nodes, throughput=model, slowdown=predictor,
                     utility=task.settings.utility, restart_s=task.settings.restart_s,
                     remaining_estimate=task.settings.remaining_estimate,
-                    user_estimates=estimates)
+                    user_estimates=estimates, mig_lending=task.settings.mig_lending)
     policy = make_policy(task.policy, env)
     win = wl.window
     # the measurement window's time bins of the SM-activity and price series (continuous

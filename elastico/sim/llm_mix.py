@@ -103,8 +103,10 @@ PARTS = ("training-measured", "training-llm", "inference-llm")
 
 
 def check_workload(value: object, field: str = "workload") -> str:
-    """``value`` if it is one of :data:`WORKLOADS`, else InvalidArgument (field, value,
-    allowed)."""
+    """``value`` (in any case, returned in lower case) if it is one of :data:`WORKLOADS`, else
+    InvalidArgument (field, value, allowed)."""
+    if isinstance(value, str) and value.lower() in WORKLOADS:
+        return value.lower()
     if value not in WORKLOADS:
         raise InvalidArgument(field, value, "one of " + ", ".join(WORKLOADS))
     return str(value)

@@ -80,8 +80,9 @@ def validate_gang(gang: Gang | None, config: Configuration) -> Gang:
 
 
 def place_gang(book: "Book", frag: "FragIndex", job_id: str, config: Configuration, profile: JobProfile,
-               bound: float, model: SlowdownModel, scorer: str, gang: Gang) -> PlaceOutcome:
-    """All or nothing, several pods.
+               bound: float, model: SlowdownModel, scorer: str, gang: Gang,
+               node_mask: np.ndarray | None = None) -> PlaceOutcome:
+    """All or nothing, several pods; ``node_mask`` [N]: only these nodes (None: any).
 
     Pods: ``gang.pods`` equal pods of the configuration, or -- ``span_nodes`` -- one unit
     per GPU (CPU and memory split per GPU), the units on one node merged into one part.
@@ -110,11 +111,13 @@ def place_gang(book: "Book", frag: "FragIndex", job_id: str, config: Configurati
     share_gpus = gang.share_gpus and P > 1
     # tier 1: one node
     if config.num_gpus <= L.model_max_gpus.get(config.gpu_model, 0):
-        out = place_pod(book, frag, job_id, config, profile, bound, model, scorer)
+        out = place_pod(book, frag, job_id, config, profile, bound, model, scorer, node_mask)
         if out.placed:
             return out if P == 1 else _split_pods(book, job_id, config, profile, bound, model,
                                                   out.assignment, P)
     cap = unit_capacity(book, unit, share_gpus)
+    if node_mask is not None:
+        cap = np.where(node_mask, cap, 0)
     best_seen = 0
 
     def attempt(nodes: np.ndarray):

@@ -11,7 +11,7 @@ the one user of its residents -- and :func:`mps_reason`, the words for a placeme
 refuse.
 Who calls it: :class:`~elastico.placer.placement.book.Book` keeps a GPU's user code in step
 with its residents; :class:`~elastico.placer.placement.ClusterState` (``set_mps_user``,
-``set_mps_down``, ``place``, ``mps_limited``, ``mps_obstacle``).
+``set_mps_down``, ``place``, ``job_limited``, ``mps_obstacle``).
 Whom it calls: :mod:`.fit` (which GPUs would take the shape without these rules).
 """
 

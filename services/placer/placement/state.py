@@ -132,11 +132,13 @@ class ClusterState:
         that does not exist."""
         self.book.mps.set_down(node_index, reason, len(self.nodes))
 
-    def mps_limited(self, job_id: str, config: Configuration) -> bool:
-        """True when the MPS rules keep ``config`` of ``job_id`` off some GPU, so a failure to
-        place it says nothing about other jobs or whole-GPU shapes (``FailedShapes`` must not
-        record it)."""
-        return self.book.mps.excluded(job_id, config, self.layout) is not None
+    def job_limited(self, job_id: str, config: Configuration) -> bool:
+        """True when rules for this job keep ``config`` of ``job_id`` off some GPU -- the MPS
+        rules, or a node reserved for other jobs (:meth:`reserve`) -- so a failure to place it
+        says nothing about other jobs or whole-GPU shapes (``FailedShapes`` must not record
+        it)."""
+        return (self.book.mps.excluded(job_id, config, self.layout) is not None
+                or self.book.kept_off(job_id, config) is not None)
 
     def mps_obstacle(self, job_id: str, config: Configuration) -> str:
         """Why the MPS rules keep ``config`` of ``job_id`` off every node that would otherwise
@@ -220,6 +222,29 @@ class ClusterState:
         book.mps_base = {}  # the healthy MPS GPUs of each model: rebuilt on demand
         self.frag.touch(book, node_index)
 
+    def reserve(self, node_index: int, job_ids: Iterable[str] | None) -> None:
+        """Keep the normal-mode GPUs of node ``node_index`` for jobs ``job_ids`` (None: for
+        any job again): from now on :meth:`place` puts a GPU configuration (not a MIG
+        instance) of any other job elsewhere, as if the node were full.  Bookings already on
+        the node stay.  What MIG lending uses to keep a lent node for the jobs it was lent
+        for (:mod:`elastico.placer.policies.mig_lending`).  NotFound for a node that does not
+        exist; InvalidArgument for ``job_ids`` not an iterable of job id strings."""
+        if not (isinstance(node_index, (int, np.integer)) and 0 <= node_index < len(self.nodes)):
+            raise NotFound(f"node: no node {node_index}")
+        if job_ids is None:
+            self.book.reserved.pop(int(node_index), None)
+            return
+        if isinstance(job_ids, str):
+            raise InvalidArgument("job_ids", job_ids, "an iterable of job ids, not one string")
+        ids = frozenset(job_ids)
+        if not all(isinstance(j, str) and j for j in ids):
+            raise InvalidArgument("job_ids", sorted(map(repr, ids)), "non-empty strings")
+        self.book.reserved[int(node_index)] = ids
+
+    def reservations(self) -> dict[int, frozenset[str]]:
+        """Node index -> the job ids its normal-mode GPUs are kept for (:meth:`reserve`)."""
+        return dict(self.book.reserved)
+
     def mig_state(self, node_index: int, gpu_index: int) -> MigGpu | None:
         """A copy of the GPU's MIG state, or None if it is not in MIG mode."""
         m = self.book.mig.get(self.layout.flat(node_index, gpu_index))
@@ -265,7 +290,8 @@ class ClusterState:
         return predicted_slowdowns(self.book, slowdown_model or self.slowdown_model)
 
     def fits(self, config: Configuration) -> list[tuple[int, tuple[int, ...]]]:
-        """Nodes that can host ``config`` ignoring interference: ``(node_index, GPU indices
+        """Nodes that can host ``config`` ignoring interference and reservations
+        (:meth:`reserve`): ``(node_index, GPU indices
         that could take one member)``, nodes in index order, GPUs in index order."""
         return fits(self.book, config)
 
@@ -297,17 +323,42 @@ class ClusterState:
         validate(book, job_id, config, profile, slowdown_bound)
         gang = validate_gang(gang, config)
         model = slowdown_model or self.slowdown_model
+        off = book.kept_off(job_id, config)  # nodes reserved for other jobs (reserve)
+        mask = None if off is None else ~off
         if gang.pods > 1 or (gang.span_nodes and config.num_gpus > 0):
-            return place_gang(book, self.frag, job_id, config, profile, float(slowdown_bound), model,
-                              scorer, gang)
+            out = place_gang(book, self.frag, job_id, config, profile, float(slowdown_bound),
+                             model, scorer, gang, node_mask=mask)
+            return out if off is None or out.placed else self._reserved_reason(config, off, out)
         # the MPS rules (set_mps_user, set_mps_down); the live loop's gangs are whole GPUs
         mps = book.mps.excluded(job_id, config, self.layout)
         out = place_pod(book, self.frag, job_id, config, profile, float(slowdown_bound), model, scorer,
-                        gpu_excl=None if mps is None else mps[0])
-        if mps is None or out.placed or out.reason.startswith("slowdown bound"):
+                        node_mask=mask, gpu_excl=None if mps is None else mps[0])
+        if out.placed or out.reason.startswith("slowdown bound"):
             return out
-        why = mps_reason(book, config, *mps) or candidates(book, config)
+        if mps is not None:
+            why = mps_reason(book, config, *mps)
+            if why:
+                return PlaceOutcome(None, why)
+        if off is not None:
+            return self._reserved_reason(config, off, out)
+        if mps is None:
+            return out
+        why = candidates(book, config)
         return PlaceOutcome(None, why if isinstance(why, str) else "no candidate node")
+
+    def _reserved_reason(self, config: Configuration, off: np.ndarray, out: PlaceOutcome
+                         ) -> PlaceOutcome:
+        """``out`` (a failed placement with the reserved nodes ``off`` kept out), its reason
+        naming those nodes when they are what kept ``config`` out."""
+        plan = candidates(self.book, config)
+        if isinstance(plan, str):  # no room even on the reserved nodes
+            return PlaceOutcome(None, plan)
+        names = [self.nodes[n].name for n in plan[0].tolist() if off[n]]
+        if not names or len(names) < len(plan[0]):
+            return out
+        more = f" (and {len(names) - 3} more)" if len(names) > 3 else ""
+        return PlaceOutcome(None, f"the nodes with room, {', '.join(names[:3])}{more}, are "
+                                  "kept for other jobs (a lent MIG node)")
 
     def place_unless_dominated(self, job_id: str, config: Configuration, profile: JobProfile,
                                slowdown_bound: float,
@@ -324,7 +375,7 @@ class ClusterState:
             return PlaceOutcome(None, refused)
         res = self.place(job_id, config, profile, slowdown_bound, slowdown_model, scorer=scorer)
         if not res.placed and not res.reason.startswith("slowdown bound") \
-                and not self.mps_limited(job_id, config):
+                and not self.job_limited(job_id, config):
             failed.append(config, res.reason)
         return res
 

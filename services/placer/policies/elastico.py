@@ -45,7 +45,7 @@ from ..round import RoundInput, RoundResult, Status
 from .common import JobCatalog, PolicyEnv, round_typical_pods
 from .pipeline import (Placing, PricingSettings, RoundMemory, RunningConfigs, hold, place, price,
                        mark_unknown, record_changes, shape, value)
-from .mig_lending import lend_mig_nodes
+from .mig_lending import lend_mig_nodes, reserve_lent_nodes
 from .remaining import RemainingEstimator
 
 
@@ -128,6 +128,8 @@ class ElasticoPolicy:
         env, mem, tracer = self.env, self.memory, self.env.tracer
         if env.scorer == "elastico":  # fragmentation term: this round's typical shapes
             state.set_typical_pods(round_typical_pods(inp.jobs))
+        if self.mig_home:  # stage 7's lent nodes are kept for the jobs they were lent for
+            self._reserve(inp, state)
         held = hold(inp.jobs, state, self.capacity, self.placing, mem.running, now=inp.now,
                     changed_at=mem.changed_at, dwell_s=env.dwell_factor * env.restart_s)
         if not held.jobs:
@@ -148,6 +150,21 @@ class ElasticoPolicy:
         record_changes(decisions, inp.now, mem.changed_at)
         return self._lend(inp, RoundResult(decisions, state, pricing=priced.result,
                                            resource_names=self.space.names))
+
+    def _reserve(self, inp: RoundInput, state: ClusterState) -> None:
+        """Keep each lent node for the jobs only whole GPUs of its model serve, or for none
+        (it drains) while a job with no booking could use a MIG instance of the model
+        (:func:`~.mig_lending.reserve_lent_nodes`)."""
+        families = {}
+        lent = any(not state.is_mig(n, g[0]) for n, g in self.mig_home.items() if g)
+        for a in inp.jobs if lent else ():
+            try:
+                families[a.job.id] = self.catalog.family(a.job)
+            except FitsNoModel:
+                continue
+        booked = {a.job_id for a in state.assignments()} if families else set()
+        reserve_lent_nodes(state, self.mig_home, families,
+                           [j for j in families if j not in booked])
 
     def _lend(self, inp: RoundInput, result: RoundResult) -> RoundResult:
         """Stage 7, *lend*: MIG lending on ``result.state`` (:mod:`.mig_lending`) when this

@@ -718,7 +718,7 @@ def _place_first(a: ActiveJob, state: ClusterState, configs: list[Configuration]
             reason = why or ("priced choice" if (j == 0 and first_is_choice) else "fallback")
             return Decision(a.job.id, Status.PLACED, c, out.assignment, reason=reason,
                             changed=True)
-        if failed is not None and not state.mps_limited(a.job.id, c):  # job-specific
+        if failed is not None and not state.job_limited(a.job.id, c):  # job-specific
             failed.append(c, out.reason)
         if tried is not None:
             tried.setdefault(a.job.id, {}).setdefault(c, out.reason)
