@@ -13,7 +13,11 @@ fixed) with its 95 % Student t interval over the seeds (:func:`elastico.sim.repo
 as the report's ablation rows).  Throughput is a separate measurement:
 ``bench/sustainable_load.py --mig-lending``.  Measured, never asserted in tests.
 
-Each seed costs two runs: ~1 min of CPU at 64 GPUs, ~8 min at 512 (2-core machine).
+Each seed costs two runs: ~20 s of CPU at 64 GPUs, ~5 min at 512 (2-core machine).
+
+Measured 2026-12-07 (bench/results/mig-lending-2026-12-07.jsonl): 64 GPUs, seeds 0-4: 896.8 ->
+850.5 s, -46.3 s [-83.1, -9.5]; 512 GPUs: 689.0 -> 623.3 s, -65.7 s [-79.7, -51.7], 138-172
+MIG mode changes per replay.
 """
 
 from __future__ import annotations

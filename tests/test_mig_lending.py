@@ -420,3 +420,26 @@ def test_a_reservation_places_as_if_the_node_were_gone_for_other_jobs(steps):
         elif op[0] == "mig" and cs.node_empty(op[1]) and op[1] != 1:
             cs.set_mig_mode(op[1], range(nodes[op[1]].num_gpus), op[2])
         cs.check_invariants()
+
+
+def test_the_evaluations_settings_carry_mig_lending_to_the_policy(monkeypatch):
+    # bench/mig_lending.py and sustainable_load.py --mig-lending set Settings.mig_lending; the
+    # run must build its policy with it (and without it by default, as the evaluation)
+    import elastico.placer.policies as policies
+    from elastico.sim.clusters import load_cluster
+    from elastico.sim.evaluate import Settings, Task, run_one
+
+    class Stop(Exception):
+        pass
+
+    seen = []
+
+    def capture(name, env):
+        seen.append((name, env.mig_lending))
+        raise Stop
+
+    monkeypatch.setattr(policies, "make_policy", capture)
+    for st in (Settings(jobs_per_gpu=1.0), Settings(jobs_per_gpu=1.0, mig_lending=True)):
+        with pytest.raises(Stop):
+            run_one(Task(load_cluster("a100-mig"), 16, "elastico", 0, st))
+    assert seen == [("elastico", False), ("elastico", True)]

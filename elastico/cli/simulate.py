@@ -104,15 +104,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         "simulate",
         help="replay the bundled Alibaba GPU trace through scheduling policies",
         description="Discrete-event replay of the Alibaba GPU trace v2023 (openb) on a "
-                    "deterministic sub-cluster of its GPU nodes.  Prints one column per "
-                    "policy; docs/metrics.md defines every metric and docs/model.md the "
-                    "workload (sampling, kinds, load).",
+                    "deterministic sub-cluster of its GPU nodes, or (--workload llm-mix) of "
+                    "training and bursty offline LLM inference on a cluster definition.  "
+                    "Prints one column per policy; docs/metrics.md defines every metric and "
+                    "docs/model.md the workloads (sampling, kinds, load).",
     )
     p.add_argument("--trace", type=Path, default=None, metavar="CSV",
                    help="pod list (default: the bundled openb_pod_list_default.csv)")
     p.add_argument("--nodes", type=Path, default=None, metavar="CSV",
                    help="node list (default: the bundled openb_node_list_gpu_node.csv)")
-    p.add_argument("--cluster", default=None, metavar="FILE.yaml",
+    p.add_argument("--cluster", default=None, metavar="NAME|FILE.yaml",
                    help="replay on a cluster definition -- a .yaml file, a bundled name "
                         "(a100-mig, a100h100-mig; data/clusters/, elastico/sim/clusters.py) or "
                         "trace (the trace's own GPU mix, as without --cluster) -- with --gpus "
@@ -563,7 +564,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"cluster: {count_of(args.gpus, 'GPU')} on {count_of(len(nodes), 'node')} "
           f"({', '.join(f'{m} {c}' for m, c in _model_mix(nodes))}); "
           f"workload: {count_of(len(wl.jobs), 'job')} ({_kind_mix(wl.jobs)}), "
-          f"load {load}, seed {args.seed}", file=sys.stderr)
+          f"load {load}, seed {args.seed}"
+          + ("; MIG lending on" if getattr(args, "mig_lending", False) else ""), file=sys.stderr)
     if args.workload == "llm-mix":
         print("llm-mix: " + ", ".join(f"{k} {v} jobs ({wl.mix_demand[k]:.3f} of the cluster "
                                       "in the window)" for k, v in wl.mix.items())

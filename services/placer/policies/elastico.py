@@ -16,8 +16,10 @@ named stage a line:
 5. *place* -- keep, move, start, then backfill onto GPUs, bounded by predicted slowdowns (IAC).
 6. *record_changes* -- the dwell clock of every job started or moved.
 7. *lend* (off by default, ``PolicyEnv.mig_lending``) -- an empty node whose home mode is MIG
-   lends its GPUs whole while a job waits that only whole GPUs of its model serve, and returns
-   to MIG mode when none does (:mod:`.mig_lending`).
+   lends its GPUs whole while jobs wait that only whole GPUs of its model serve, as many nodes
+   as they need, and returns to MIG mode when they are covered without it or MIG demand
+   waits; before stage 1 a lent node is kept for those jobs, or drains while a job with no
+   booking could use a MIG instance (:mod:`.mig_lending`).
 
 What the policy keeps between rounds is one :class:`~elastico.placer.policies.pipeline.RoundMemory`
 (warm-start prices, dwell clock, running configurations) and the catalog's shape families.
