@@ -130,6 +130,72 @@ def test_plan_that_would_destroy_a_busy_instance_is_refused(svc):
     assert svc.backend._mps.clients() == []
 
 
+# ---- MIG mode changes (MIG lending): only on idle GPUs, validated with the rest of the plan
+
+def test_a_plan_lends_an_idle_mig_gpu_and_takes_it_back(svc):
+    # GPU 1 (MIG mode, one idle instance) goes to normal mode: its instance is destroyed first,
+    # then the mode changes; then back to MIG mode with a geometry in the same plan
+    svc.backend.create_mig_instance(1, "3g.20gb", 4)
+    r = svc.stub.ApplyNodePlan(plan(mig_modes=[pb.MigModeChange(gpu_index=1, enabled=False)]),
+                               timeout=TIMEOUT)
+    assert list(r.mig_mode_changed) == [1]
+    assert [(s.op, s.profile, s.start_slot) for s in r.mig_steps] == [
+        ("destroy_ci", "3g.20gb", 4), ("destroy_gi", "3g.20gb", 4)]
+    t = svc.stub.GetTelemetry(pb.GetTelemetryRequest(), timeout=TIMEOUT)
+    assert not t.gpus[1].mig_mode
+    # an MPS client may now use GPU 1 -- but not in a plan that puts it back in MIG mode
+    e = err(svc.stub.ApplyNodePlan, plan(
+        mps_limits=[pb.MpsLimit(**{**GOOD_MPS, "gpu_index": 1})],
+        mig_modes=[pb.MigModeChange(gpu_index=1, enabled=True)]))
+    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "mps_limits[0].gpu_index: 1" in e.details()
+    assert not svc.backend.list_gpus()[1].mig_mode  # nothing changed
+    r = svc.stub.ApplyNodePlan(plan(mig_modes=[pb.MigModeChange(gpu_index=1, enabled=True)],
+                                    mig_geometries=[geometry(1, ("7g.40gb", 0))]), timeout=TIMEOUT)
+    assert list(r.mig_mode_changed) == [1]
+    assert [(d.profile, d.start) for d in svc.backend.mig_devices(1)] == [("7g.40gb", 0)]
+    # the mode a GPU already has: a no-op, nothing reported
+    r = svc.stub.ApplyNodePlan(plan(mig_modes=[pb.MigModeChange(gpu_index=0, enabled=False)]),
+                               timeout=TIMEOUT)
+    assert list(r.mig_mode_changed) == [] and list(r.mig_steps) == []
+
+
+def test_a_mig_mode_change_of_a_busy_gpu_is_refused_and_nothing_changes(svc):
+    from elastico.perf.activity import ActivityProfile
+
+    svc.backend.run_process(0, 4242, ActivityProfile(level=0.5, dram_level=0.2, kernel=0.5, sync=0.0),
+                            mem_gib=2.0)
+    e = err(svc.stub.ApplyNodePlan, plan(mig_modes=[pb.MigModeChange(gpu_index=0, enabled=True)],
+                                         mps_limits=[pb.MpsLimit(**GOOD_MPS)]))
+    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "mig_modes[0].gpu_index: 0" in e.details() and "pids [4242]" in e.details()
+    assert not svc.backend.list_gpus()[0].mig_mode and svc.backend._mps.clients() == []
+    svc.backend.create_mig_instance(1, "1g.5gb", 6)
+    svc.backend.set_mig_busy(1, 6, True)
+    e = err(svc.stub.ApplyNodePlan, plan(mig_modes=[pb.MigModeChange(gpu_index=1, enabled=False)]))
+    assert "mig_modes[0].gpu_index: 1" in e.details() and "busy 1g.5gb at 6" in e.details()
+    assert svc.backend.list_gpus()[1].mig_mode and len(svc.backend.mig_devices(1)) == 1
+
+
+@pytest.mark.parametrize("modes,message", [
+    ([(7, True)], "mig_modes[0].gpu_index: 7"),
+    ([(1, False), (1, True)], "mig_modes[1].gpu_index: 1 is not allowed (one MIG mode change"),
+])
+def test_bad_mig_mode_changes_name_the_entry(svc, modes, message):
+    e = err(svc.stub.ApplyNodePlan, plan(mig_modes=[pb.MigModeChange(gpu_index=i, enabled=on)
+                                                    for i, on in modes]))
+    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and message in e.details()
+    assert svc.backend.list_gpus()[1].mig_mode
+
+
+def test_mig_mode_on_a_gpu_without_mig_is_refused():
+    from elastico.nodeagent.nodeplan import MigModeChange, NodePlan, prepare
+
+    b = SimulatedGpuBackend([GpuInfo(0, "GPU-0", "T4", 16.0)])
+    with pytest.raises(Exception) as e:
+        prepare(b, NodePlan(modes=(MigModeChange(0, True),)))
+    assert "mig_modes[0].gpu_index" in str(e.value) and "T4" in str(e.value)
+
+
 @pytest.mark.parametrize("service", ["elastico.v1.NodeAgentService", ""])
 def test_health_is_serving(svc, service):
     got = health_pb2_grpc.HealthStub(svc.channel).Check(

@@ -231,6 +231,11 @@ class GpuBackend(Protocol):
         NotFound when none starts there, Infeasible when it is busy."""
         ...
 
+    def set_mig_mode(self, index: int, enabled: bool) -> None:
+        """GPU ``index`` to MIG mode (``enabled``) or normal mode; Infeasible while MIG
+        instances exist (the driver refuses it too)."""
+        ...
+
     def wait_health_event(self, timeout_s: float) -> bool:
         """Blocks up to ``timeout_s`` s for an event that may change a GPU's health; True when
         one came (``list_gpus()`` shows its effect)."""

@@ -2,8 +2,8 @@
 any of it is applied, then applied in an order that keeps every GPU's geometry valid.
 
 A plan (:class:`NodePlan`) holds client limits (:class:`ClientLimit`: a client on one or more
-GPUs with one thread percentage and one pinned memory limit) and, per MIG-mode GPU, the whole
-target geometry.  :func:`prepare` checks everything against the backend's GPUs -- client ids,
+GPUs with one thread percentage and one pinned memory limit), per MIG-mode GPU the whole
+target geometry, and MIG mode changes of idle GPUs (:class:`MigModeChange`: MIG lending).  :func:`prepare` checks everything against the backend's GPUs -- client ids,
 percentages, memory, GPU indices, MIG mode, profiles and starts against
 :mod:`elastico.mig`, and that no busy instance would be destroyed
 (:func:`elastico.mig_plan.plan_repartition`) -- and raises InvalidArgument naming the
@@ -31,8 +31,8 @@ from elastico.nodeagent.backend import GpuBackend, MigDevice, _MpsBook
 from elastico.mig import check_geometry, geometry_problems, mig_profile
 from elastico.mig_plan import MigInstance, MigPlan, MigStep, StepOp, plan_repartition
 
-__all__ = ["ClientLimit", "MigTarget", "NodePlan", "PreparedPlan", "AppliedPlan", "prepare",
-           "apply", "ensure_mig_instance"]
+__all__ = ["ClientLimit", "MigTarget", "MigModeChange", "NodePlan", "PreparedPlan", "AppliedPlan",
+           "prepare", "apply", "ensure_mig_instance"]
 
 
 @dataclass(frozen=True)
@@ -55,26 +55,44 @@ class MigTarget:
 
 
 @dataclass(frozen=True)
+class MigModeChange:
+    """GPU ``gpu_index`` to MIG mode (``enabled``) or to normal mode -- MIG lending's change
+    (:mod:`elastico.placer.policies.mig_lending`).  Only on an idle GPU: no process on it, no
+    busy MIG instance (``nvmlDeviceSetMigMode`` needs the GPU idle; on A100 the change takes
+    effect after a GPU reset, which NVML's activation status reports and the agent does not
+    do)."""
+
+    gpu_index: int
+    enabled: bool
+
+
+@dataclass(frozen=True)
 class NodePlan:
     mps: tuple[ClientLimit, ...] = ()
     mig: tuple[MigTarget, ...] = ()
+    modes: tuple[MigModeChange, ...] = ()
 
 
 @dataclass(frozen=True)
 class PreparedPlan:
-    """A validated plan: the MPS limits to book and one :class:`MigPlan` per GPU index."""
+    """A validated plan: the MPS limits to book, one :class:`MigPlan` per GPU index, and the
+    MIG mode changes ``(gpu index, enabled, plan destroying its idle instances first)`` --
+    only those that change a mode."""
 
     mps: tuple[ClientLimit, ...]
     mig: tuple[tuple[int, MigPlan], ...]
+    modes: tuple[tuple[int, bool, MigPlan | None], ...] = ()
 
 
 @dataclass(frozen=True)
 class AppliedPlan:
-    """What :func:`apply` did: ``(gpu index, step)`` in execution order and the clients booked."""
+    """What :func:`apply` did: ``(gpu index, step)`` in execution order, the clients booked,
+    the instances created and the GPUs whose MIG mode changed."""
 
     steps: tuple[tuple[int, MigStep], ...] = ()
     clients: tuple[str, ...] = ()
     created: tuple[MigDevice, ...] = ()
+    mode_changed: tuple[int, ...] = ()
 
 
 def _current(backend: GpuBackend, index: int) -> list[MigInstance]:
@@ -86,6 +104,13 @@ def prepare(backend: GpuBackend, plan: NodePlan) -> PreparedPlan:
     Errors name fields by the plan's order (``mps_limits[<client k>]``); the gRPC adapter
     maps them to its wire entries."""
     gpus = {g.index: g for g in backend.list_gpus()}
+    modes = _prepare_modes(backend, gpus, plan.modes)
+    switched = {i: on for i, on, _ in modes}
+    for i, lim in enumerate(plan.mps):
+        for gi in lim.gpu_indices:
+            if switched.get(gi) is True:
+                raise InvalidArgument(f"mps_limits[{i}].gpu_index", gi, "a GPU this plan does "
+                                      "not put in MIG mode (MPS clients run on normal-mode GPUs)")
     scratch = _MpsBook()  # validates exactly as the backend's own book will
     seen: set[str] = set()
     for i, lim in enumerate(plan.mps):
@@ -108,17 +133,54 @@ def prepare(backend: GpuBackend, plan: NodePlan) -> PreparedPlan:
         if tgt.gpu_index in done:
             raise InvalidArgument(f"{where}.gpu_index", tgt.gpu_index, "one geometry per GPU per plan")
         done.add(tgt.gpu_index)
-        if not g.mig_mode or g.mig_model is None:
+        in_mig = switched.get(tgt.gpu_index, g.mig_mode)  # the mode after this plan's changes
+        if not in_mig or g.mig_model is None:
             raise InvalidArgument(f"{where}.gpu_index", tgt.gpu_index,
                                   f"a GPU in MIG mode with a MIG table (GPU {tgt.gpu_index} is {g.model}, "
-                                  f"mig_mode={g.mig_mode})")
+                                  f"mig_mode={in_mig})")
         check_geometry(g.mig_model, list(tgt.instances), f"{where}.instances")
-        p = plan_repartition(g.mig_model, _current(backend, tgt.gpu_index), tgt.instances)
+        now = [] if tgt.gpu_index in switched else _current(backend, tgt.gpu_index)
+        p = plan_repartition(g.mig_model, now, tgt.instances)
         if not p.ok:
             raise InvalidArgument(f"{where}.instances", list(tgt.instances),
                                   f"a geometry that keeps every busy instance ({p.refused})")
         mig.append((tgt.gpu_index, p))
-    return PreparedPlan(tuple(plan.mps), tuple(mig))
+    return PreparedPlan(tuple(plan.mps), tuple(mig), modes)
+
+
+def _prepare_modes(backend: GpuBackend, gpus: dict, changes: Sequence[MigModeChange]
+                   ) -> tuple[tuple[int, bool, MigPlan | None], ...]:
+    """The plan's MIG mode changes, checked (:class:`MigModeChange`): the GPU exists, once per
+    plan, MIG mode only on a model with a MIG table, and the GPU idle -- no process, no busy
+    MIG instance (idle instances are destroyed before MIG mode is disabled).  A change to the
+    mode the GPU already has is dropped."""
+    out: list[tuple[int, bool, MigPlan | None]] = []
+    seen: set[int] = set()
+    for i, ch in enumerate(changes):
+        where = f"mig_modes[{i}].gpu_index"
+        g = gpus.get(ch.gpu_index)
+        if g is None:
+            raise InvalidArgument(where, ch.gpu_index, f"an index of this node's GPUs {sorted(gpus)}")
+        if ch.gpu_index in seen:
+            raise InvalidArgument(where, ch.gpu_index, "one MIG mode change per GPU per plan")
+        seen.add(ch.gpu_index)
+        if ch.enabled and g.mig_model is None:
+            raise InvalidArgument(where, ch.gpu_index, f"a GPU model with MIG (GPU {ch.gpu_index} "
+                                  f"is {g.model}, which has no MIG profile table)")
+        if bool(ch.enabled) == bool(g.mig_mode):
+            continue
+        pids = sorted({p.pid for r in backend.activity(ch.gpu_index) for p in r.processes})
+        if pids:
+            raise InvalidArgument(where, ch.gpu_index, f"an idle GPU (MIG mode changes only "
+                                  f"without processes; GPU {ch.gpu_index} runs pids {pids})")
+        drain = None
+        if not ch.enabled:
+            drain = plan_repartition(g.mig_model, _current(backend, ch.gpu_index), ())
+            if not drain.ok:
+                raise InvalidArgument(where, ch.gpu_index, f"a GPU without busy MIG instances "
+                                      f"({drain.refused})")
+        out.append((ch.gpu_index, bool(ch.enabled), drain))
+    return tuple(out)
 
 
 def _run_step(backend: GpuBackend, index: int, step: MigStep, created: list[MigDevice]) -> None:
@@ -131,23 +193,42 @@ def _run_step(backend: GpuBackend, index: int, step: MigStep, created: list[MigD
 
 
 def apply(backend: GpuBackend, prepared: PreparedPlan) -> AppliedPlan:
-    """Runs a :func:`prepare`-d plan: each GPU's MIG steps in order, then the MPS bookings.
-    A driver failure midway raises with the steps done so far named (the GPU's geometry is
-    then still valid: each step keeps it so)."""
+    """Runs a :func:`prepare`-d plan: the MIG mode changes (a GPU leaving MIG mode has its idle
+    instances destroyed first), each GPU's MIG steps in order, then the MPS bookings.  A driver
+    failure midway raises with the steps done so far named (the GPU's geometry is then still
+    valid: each step keeps it so)."""
     done: list[tuple[int, MigStep]] = []
     created: list[MigDevice] = []
+    changed: list[int] = []
+    for index, on, drain in prepared.modes:
+        for step in drain.steps if drain is not None else ():
+            _step(backend, index, step, created, done)
+        try:
+            backend.set_mig_mode(index, on)
+        except Exception as e:
+            did = ", ".join(f"gpu {i}" for i in changed) or "none"
+            raise Infeasible(f"MIG mode {'on' if on else 'off'} on GPU {index} failed ({e}); "
+                             f"modes changed: {did}") from None
+        changed.append(index)
     for index, p in prepared.mig:
         for step in p.steps:
-            try:
-                _run_step(backend, index, step, created)
-            except Exception as e:
-                did = ", ".join(f"gpu {i}: {s}" for i, s in done) or "none"
-                raise Infeasible(f"MIG step {step} on GPU {index} failed ({e}); steps done: {did}") from None
-            done.append((index, step))
+            _step(backend, index, step, created, done)
     for lim in prepared.mps:
         backend.set_mps_limits(lim.client_id, lim.active_thread_percentage,
                                lim.pinned_mem_limit_gib, lim.gpu_indices)
-    return AppliedPlan(tuple(done), tuple(lim.client_id for lim in prepared.mps), tuple(created))
+    return AppliedPlan(tuple(done), tuple(lim.client_id for lim in prepared.mps), tuple(created),
+                       tuple(changed))
+
+
+def _step(backend: GpuBackend, index: int, step: MigStep, created: list[MigDevice],
+          done: list[tuple[int, MigStep]]) -> None:
+    """One MIG step, appended to ``done``; a failure raises Infeasible naming the steps done."""
+    try:
+        _run_step(backend, index, step, created)
+    except Exception as e:
+        did = ", ".join(f"gpu {i}: {s}" for i, s in done) or "none"
+        raise Infeasible(f"MIG step {step} on GPU {index} failed ({e}); steps done: {did}") from None
+    done.append((index, step))
 
 
 def ensure_mig_instance(backend: GpuBackend, index: int, profile: str, start: int) -> MigDevice:

@@ -3,7 +3,8 @@
 
 * ``GetTelemetry`` -- every GPU's readings (:data:`elastico.nodeagent.TELEMETRY_KEYS`
   converted to the wire's units), health, MIG mode and instances.
-* ``ApplyNodePlan`` -- MPS client limits and MIG geometries.  The whole request is converted
+* ``ApplyNodePlan`` -- MPS client limits, MIG geometries and MIG mode changes of idle GPUs
+  (MIG lending).  The whole request is converted
   and validated (:func:`elastico.nodeagent.nodeplan.prepare`) before anything is applied: one
   bad entry -> ``INVALID_ARGUMENT`` naming its field path (``mps_limits[2].gpu_index``,
   ``mig_geometries[0].instances``) and value, and nothing changed.
@@ -32,7 +33,8 @@ from elastico.errors import InvalidArgument
 from elastico.runtime.grpc_server import abort_if_expired, serve_one
 from elastico.runtime.metrics import ServiceMetrics
 from elastico.nodeagent.backend import GpuBackend, backend_from_env
-from elastico.nodeagent.nodeplan import MigTarget, NodePlan, apply, client_limits_from_entries, prepare
+from elastico.nodeagent.nodeplan import (MigModeChange, MigTarget, NodePlan, apply,
+                                         client_limits_from_entries, prepare)
 from elastico.tracing import NOOP, Tracer
 from elastico.v1 import nodeagent_pb2, nodeagent_pb2_grpc
 
@@ -54,9 +56,10 @@ def plan_from_request(request: nodeagent_pb2.ApplyNodePlanRequest) -> tuple[Node
     """The :class:`NodePlan` of a request and, per client of the plan, the index of its first
     ``mps_limits`` entry (to name wire fields in errors).  Raises InvalidArgument for what only
     the wire can get wrong (sizes, non-finite numbers, a client's entries disagreeing)."""
-    if len(request.mps_limits) > _MAX_ENTRIES or len(request.mig_geometries) > _MAX_ENTRIES:
-        raise InvalidArgument("request", (len(request.mps_limits), len(request.mig_geometries)),
-                              f"at most {_MAX_ENTRIES} mps_limits and mig_geometries")
+    sizes = (len(request.mps_limits), len(request.mig_geometries), len(request.mig_modes))
+    if max(sizes) > _MAX_ENTRIES:
+        raise InvalidArgument("request", sizes,
+                              f"at most {_MAX_ENTRIES} mps_limits, mig_geometries and mig_modes")
     entries, first = [], {}
     for i, m in enumerate(request.mps_limits):
         entries.append((m.client_id, m.gpu_index,
@@ -66,7 +69,8 @@ def plan_from_request(request: nodeagent_pb2.ApplyNodePlanRequest) -> tuple[Node
     limits = client_limits_from_entries(entries)
     mig = tuple(MigTarget(g.gpu_index, tuple((x.profile, x.start_slot) for x in g.instances))
                 for g in request.mig_geometries)
-    return NodePlan(limits, mig), [first[c.client_id] for c in limits]
+    modes = tuple(MigModeChange(m.gpu_index, bool(m.enabled)) for m in request.mig_modes)
+    return NodePlan(limits, mig, modes), [first[c.client_id] for c in limits]
 
 
 def _wire_error(e: InvalidArgument, first: list[int]) -> InvalidArgument:
@@ -109,7 +113,8 @@ class NodeAgentServicer(nodeagent_pb2_grpc.NodeAgentServiceServicer):
         plan, first = plan_from_request(request)
         with self._lock, self._tracer.span("nodeagent.apply_plan",
                                            {"nodeagent.mps_clients": len(plan.mps),
-                                            "nodeagent.mig_gpus": len(plan.mig)}):
+                                            "nodeagent.mig_gpus": len(plan.mig),
+                                            "nodeagent.mig_mode_changes": len(plan.modes)}):
             try:
                 prepared = prepare(self.backend, plan)
             except InvalidArgument as e:
@@ -119,7 +124,7 @@ class NodeAgentServicer(nodeagent_pb2_grpc.NodeAgentServiceServicer):
         return nodeagent_pb2.ApplyNodePlanResponse(
             mig_steps=[nodeagent_pb2.MigStepDone(gpu_index=i, op=s.op.value, profile=s.profile,
                                                  start_slot=s.start) for i, s in done.steps],
-            mps_clients=list(done.clients))
+            mps_clients=list(done.clients), mig_mode_changed=list(done.mode_changed))
 
 
 def build_server(address: str = "127.0.0.1:0", *, max_workers: int = 4,
