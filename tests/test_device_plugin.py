@@ -191,6 +191,47 @@ def test_allocate_whole_gpu_pod(env):
     assert not any(k.startswith("CUDA_MPS") for k in c.envs)
 
 
+# ---- MIG lending: the booking needs the other MIG mode; an idle GPU follows it
+
+def test_a_whole_gpu_booking_on_an_idle_mig_gpu_switches_it_to_normal_mode(env):
+    # GPU 2 is in MIG mode with one idle instance; the placer lent the node and booked it whole
+    env.backend.create_mig_instance(2, "1g.5gb", 6)
+    told = []
+    env.servicer.on_mode_change = lambda: told.append(1)
+    env.api.add_pod(pod("big", "uid-3", {**DECIDED, "elastico.io/gpu-uuids": "GPU-cccc"}))
+    c = allocate(env).container_responses[0]
+    assert c.envs["NVIDIA_VISIBLE_DEVICES"] == "GPU-cccc"
+    assert not env.backend.list_gpus()[2].mig_mode and env.backend.mig_devices(2) == []
+    assert told == [1]
+
+
+def test_a_mig_booking_on_an_idle_normal_gpu_switches_it_to_mig_mode(env):
+    # the node came home: a MIG instance booked on GPU 1 (normal mode, idle)
+    env.api.add_pod(pod("infer", "uid-2", {
+        **DECIDED, "elastico.io/gpu-uuids": "GPU-bbbb",
+        "elastico.io/mig-profile": "3g.20gb", "elastico.io/mig-start-slot": "4"}))
+    c = allocate(env).container_responses[0]
+    [inst] = env.backend.mig_devices(1)
+    assert env.backend.list_gpus()[1].mig_mode and (inst.profile, inst.start) == ("3g.20gb", 4)
+    assert c.envs["NVIDIA_VISIBLE_DEVICES"] == inst.uuid
+
+
+def test_a_busy_gpu_keeps_its_mode_and_the_pod_is_not_allocated(env):
+    from elastico.perf.activity import ActivityProfile
+
+    env.backend.run_process(1, 777, ActivityProfile(level=0.5, dram_level=0.2, kernel=0.5,
+                                                    sync=0.0), mem_gib=1.0)
+    env.api.add_pod(pod("infer", "uid-2", {
+        **DECIDED, "elastico.io/gpu-uuids": "GPU-bbbb",
+        "elastico.io/mig-profile": "3g.20gb", "elastico.io/mig-start-slot": "4"}))
+    with pytest.raises(grpc.RpcError) as e:
+        allocate(env)
+    assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "team-a/infer" in e.value.details() and "pids [777]" in e.value.details()
+    assert not env.backend.list_gpus()[1].mig_mode
+    assert "elastico.io/allocated" not in env.api.pod("team-a", "infer").annotations
+
+
 def test_allocate_tells_the_activity_sampler_only_when_it_succeeds(env):
     calls = []
     env.servicer.on_allocate = lambda: calls.append(1)

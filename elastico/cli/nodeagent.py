@@ -203,7 +203,8 @@ def run(args: argparse.Namespace) -> int:
             period_s=args.profile_period_s, window_s=args.profile_window_s, node=node,
             on_profile=_profile_sink(args), refresh_s=10.0)
         servicer = DevicePluginServicer(backend, api, plugin_cfg, mps=mps,
-                                        on_allocate=sampler.invalidate)
+                                        on_allocate=sampler.invalidate,
+                                        on_mode_change=publisher.publish)
         watcher.subscribe(publisher.publish)
         watcher.subscribe(servicer.update)
         mps.subscribe(publisher.publish_mps)

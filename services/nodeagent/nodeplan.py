@@ -13,7 +13,8 @@ instance, create compute instance; every intermediate geometry is valid) and boo
 limits.
 
 :func:`ensure_mig_instance` is the device plugin's path: make sure the instance a pod's
-decision names exists, destroying idle instances that overlap it, never a busy one.
+decision names exists, destroying idle instances that overlap it, never a busy one; and
+:func:`ensure_mig_mode`: put an idle GPU in the mode a pod's decision needs.
 
 Who calls it: :mod:`elastico.nodeagent.server` (ApplyNodePlan) and
 :mod:`elastico.nodeagent.kube.deviceplugin` (Allocate).  Whom it calls: the backend,
@@ -32,7 +33,7 @@ from elastico.mig import check_geometry, geometry_problems, mig_profile
 from elastico.mig_plan import MigInstance, MigPlan, MigStep, StepOp, plan_repartition
 
 __all__ = ["ClientLimit", "MigTarget", "MigModeChange", "NodePlan", "PreparedPlan", "AppliedPlan",
-           "prepare", "apply", "ensure_mig_instance"]
+           "prepare", "apply", "ensure_mig_instance", "ensure_mig_mode"]
 
 
 @dataclass(frozen=True)
@@ -258,6 +259,20 @@ def ensure_mig_instance(backend: GpuBackend, index: int, profile: str, start: in
         if d.start == start:
             return d
     raise Infeasible(f"gpu {index}: {profile} at slot {start} not created")  # pragma: no cover
+
+
+def ensure_mig_mode(backend: GpuBackend, index: int, enabled: bool) -> bool:
+    """GPU ``index`` in MIG mode (``enabled``) or normal mode, switched if it is not -- the
+    device plugin's path when the placer's booking needs the other mode (MIG lending lent or
+    returned the node).  Only an idle GPU switches (:class:`MigModeChange`); a busy one, or MIG
+    mode on a model without MIG, raises Infeasible naming the GPU and why, nothing changed.
+    Returns True when the mode changed."""
+    try:
+        prepared = prepare(backend, NodePlan(modes=(MigModeChange(index, bool(enabled)),)))
+    except InvalidArgument as e:
+        raise Infeasible(f"GPU {index}: the booking needs MIG mode "
+                         f"{'on' if enabled else 'off'}, but it cannot change: {e.allowed}") from None
+    return bool(apply(backend, prepared).mode_changed)
 
 
 def client_limits_from_entries(entries: Sequence[tuple[str, int, float, float]]) -> tuple[ClientLimit, ...]:

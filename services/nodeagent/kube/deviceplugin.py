@@ -17,7 +17,10 @@ every GPU is, none when no GPU is), so kubelet's allocatable count shrinks with 
 healthy GPUs.
 
 Allocate: the request names only handles, so the pod is found by the placer's invariant
-(:func:`elastico.nodeagent.allocation.find_target`); for a MIG decision the instance is created
+(:func:`elastico.nodeagent.allocation.find_target`); a GPU of the decision in the other MIG
+mode than it needs is switched first when idle (MIG lending:
+:func:`elastico.nodeagent.nodeplan.ensure_mig_mode`; busy -> ``FAILED_PRECONDITION`` naming
+the pod, nothing allocated); for a MIG decision the instance is created
 if missing (:func:`elastico.nodeagent.nodeplan.ensure_mig_instance`); the answer is built by
 :func:`elastico.nodeagent.allocation.build_allocation`; then the pod is annotated
 ``elastico.io/allocated``.  Allocate calls are serialised (one pod at a time per node).  Errors
@@ -58,7 +61,7 @@ from elastico.nodeagent.allocation import (
     ContainerAllocation, allocated_value, build_allocation, find_target)
 from elastico.nodeagent.backend import GpuBackend, GpuInfo
 from elastico.nodeagent.kubeapi import NodeApi
-from elastico.nodeagent.nodeplan import ensure_mig_instance
+from elastico.nodeagent.nodeplan import ensure_mig_instance, ensure_mig_mode
 
 __all__ = ["API_VERSION", "MAX_DEVICES", "DevicePluginConfig", "DevicePluginServicer",
            "DevicePlugin", "check_devices", "handle_ids", "handle_health"]
@@ -138,12 +141,15 @@ class DevicePluginServicer(api_pb2_grpc.DevicePluginServicer):
 
     def __init__(self, backend: GpuBackend, api: NodeApi, cfg: DevicePluginConfig, *,
                  exists: Callable[[str], bool] = os.path.exists, mps=None,
-                 on_allocate: Callable[[], None] | None = None):
+                 on_allocate: Callable[[], None] | None = None,
+                 on_mode_change: Callable[[], None] | None = None):
         check_devices(cfg.devices)
         self.backend, self.api, self.cfg, self.exists = backend, api, cfg, exists
         self.mps = mps
         #: called after each successful Allocate (the activity sampler re-reads placements)
         self.on_allocate = on_allocate
+        #: called after an Allocate changed a GPU's MIG mode (the inventory is republished)
+        self.on_mode_change = on_mode_change
         self._cond = threading.Condition()
         self._version = 0
         self._closed = False
@@ -215,6 +221,8 @@ class DevicePluginServicer(api_pb2_grpc.DevicePluginServicer):
                             f"active threads) of pod {target.pod.key} (whole-GPU and MIG pods "
                             "are unaffected)")
                 gpus = self.backend.list_gpus()
+                if self._follow_mode(d, gpus, target.pod.key):
+                    gpus = self.backend.list_gpus()
                 mig_uuid = None
                 if d.mig:
                     gpu = next((g for g in gpus if g.uuid == d.gpu_uuids[0]), None)
@@ -232,6 +240,28 @@ class DevicePluginServicer(api_pb2_grpc.DevicePluginServicer):
         if self.on_allocate is not None:
             self.on_allocate()
         return api_pb2.AllocateResponse(container_responses=out)
+
+    def _follow_mode(self, d, gpus: Sequence[GpuInfo], pod: str) -> bool:
+        """Put each GPU of decision ``d`` in the mode it needs -- MIG mode for a MIG instance,
+        normal mode for a whole GPU or an MPS share -- when it is idle
+        (:func:`~elastico.nodeagent.nodeplan.ensure_mig_mode`: MIG lending lent or returned
+        the node); Infeasible naming the pod when a GPU is busy.  True when a mode changed
+        (then ``on_mode_change`` is told, e.g. to republish the inventory)."""
+        by_uuid = {g.uuid: g for g in gpus}
+        changed = False
+        for u in d.gpu_uuids[:1] if d.mig else d.gpu_uuids:
+            g = by_uuid.get(u)
+            if g is None or g.mig_mode == bool(d.mig) or (d.mig and g.mig_model is None):
+                continue  # unknown GPU or no MIG table: build_allocation says why
+            try:
+                changed |= ensure_mig_mode(self.backend, g.index, bool(d.mig))
+            except Infeasible as e:
+                raise Infeasible(f"pod {pod}: {e}") from None
+            _LOG.info("GPU %d (%s) to %s mode for pod %s", g.index, u,
+                      "MIG" if d.mig else "normal", pod)
+        if changed and self.on_mode_change is not None:
+            self.on_mode_change()
+        return changed
 
     def PreStartContainer(self, request, context):
         return api_pb2.PreStartContainerResponse()
