@@ -5,6 +5,8 @@ registers there, and the test connects to the plugin's own socket as kubelet doe
 
 from __future__ import annotations
 
+import dataclasses
+
 import queue
 import shutil
 import tempfile
@@ -193,8 +195,18 @@ def test_allocate_whole_gpu_pod(env):
 
 # ---- MIG lending: the booking needs the other MIG mode; an idle GPU follows it
 
+def test_without_follow_mig_mode_a_booking_in_the_other_mode_is_refused(env):
+    # the default: the GPU's mode is the operator's; a whole-GPU booking on a MIG GPU is wrong
+    env.api.add_pod(pod("big", "uid-3", {**DECIDED, "elastico.io/gpu-uuids": "GPU-cccc"}))
+    with pytest.raises(grpc.RpcError) as e:
+        allocate(env)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "not in MIG mode" in e.value.details()
+    assert env.backend.list_gpus()[2].mig_mode
+
+
 def test_a_whole_gpu_booking_on_an_idle_mig_gpu_switches_it_to_normal_mode(env):
     # GPU 2 is in MIG mode with one idle instance; the placer lent the node and booked it whole
+    env.servicer.cfg = dataclasses.replace(env.servicer.cfg, follow_mig_mode=True)
     env.backend.create_mig_instance(2, "1g.5gb", 6)
     told = []
     env.servicer.on_mode_change = lambda: told.append(1)
@@ -207,6 +219,7 @@ def test_a_whole_gpu_booking_on_an_idle_mig_gpu_switches_it_to_normal_mode(env):
 
 def test_a_mig_booking_on_an_idle_normal_gpu_switches_it_to_mig_mode(env):
     # the node came home: a MIG instance booked on GPU 1 (normal mode, idle)
+    env.servicer.cfg = dataclasses.replace(env.servicer.cfg, follow_mig_mode=True)
     env.api.add_pod(pod("infer", "uid-2", {
         **DECIDED, "elastico.io/gpu-uuids": "GPU-bbbb",
         "elastico.io/mig-profile": "3g.20gb", "elastico.io/mig-start-slot": "4"}))
@@ -219,6 +232,7 @@ def test_a_mig_booking_on_an_idle_normal_gpu_switches_it_to_mig_mode(env):
 def test_a_busy_gpu_keeps_its_mode_and_the_pod_is_not_allocated(env):
     from elastico.perf.activity import ActivityProfile
 
+    env.servicer.cfg = dataclasses.replace(env.servicer.cfg, follow_mig_mode=True)
     env.backend.run_process(1, 777, ActivityProfile(level=0.5, dram_level=0.2, kernel=0.5,
                                                     sync=0.0), mem_gib=1.0)
     env.api.add_pod(pod("infer", "uid-2", {

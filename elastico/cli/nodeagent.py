@@ -64,6 +64,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mps-log-dir", default="/var/log/nvidia-mps",
                    help="host MPS log directory (CUDA_MPS_LOG_DIRECTORY; default "
                         "/var/log/nvidia-mps)")
+    p.add_argument("--follow-mig-mode", action="store_true",
+                   help="switch an idle GPU to the MIG mode a pod's booking needs (normal mode "
+                        "for a whole GPU or an MPS share, MIG mode for a MIG instance), as MIG "
+                        "lending asks; a busy GPU is never switched (default off: such a "
+                        "booking is refused and the operator's MIG mode stays; docs/nodeagent.md)")
     p.add_argument("--inventory-refresh-s", type=float, default=60.0,
                    help="seconds between inventory rewrites (also on every health change; "
                         "default 60)")
@@ -169,7 +174,8 @@ def run(args: argparse.Namespace) -> int:
     creds = _credentials(args)
     plugin_cfg = DevicePluginConfig(
         node_name=node, socket_dir=args.socket_dir, devices=args.devices,
-        mps_pipe_dir=args.mps_pipe_dir, mps_log_dir=args.mps_log_dir)
+        mps_pipe_dir=args.mps_pipe_dir, mps_log_dir=args.mps_log_dir,
+        follow_mig_mode=args.follow_mig_mode)
     env = dict(os.environ)
     if args.backend:
         env["ELASTICO_GPU_BACKEND"] = args.backend

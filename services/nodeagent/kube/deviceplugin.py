@@ -17,8 +17,9 @@ every GPU is, none when no GPU is), so kubelet's allocatable count shrinks with 
 healthy GPUs.
 
 Allocate: the request names only handles, so the pod is found by the placer's invariant
-(:func:`elastico.nodeagent.allocation.find_target`); a GPU of the decision in the other MIG
-mode than it needs is switched first when idle (MIG lending:
+(:func:`elastico.nodeagent.allocation.find_target`); with ``follow_mig_mode`` (off by default),
+a GPU of the decision in the other MIG mode than it needs is switched first when idle (MIG
+lending:
 :func:`elastico.nodeagent.nodeplan.ensure_mig_mode`; busy -> ``FAILED_PRECONDITION`` naming
 the pod, nothing allocated); for a MIG decision the instance is created
 if missing (:func:`elastico.nodeagent.nodeplan.ensure_mig_instance`); the answer is built by
@@ -92,7 +93,9 @@ class DevicePluginConfig:
     file name in it; ``kubelet_socket``: kubelet's registration socket name there;
     ``devices``: virtual handles advertised (1..:data:`MAX_DEVICES`); ``mps_pipe_dir`` /
     ``mps_log_dir``: host MPS directories given to MPS clients; ``watch_s``: seconds between
-    checks for a kubelet restart."""
+    checks for a kubelet restart; ``follow_mig_mode``: switch an idle GPU to the MIG mode a
+    booking needs (MIG lending; off: such a booking is refused, the GPU's mode being the
+    operator's)."""
 
     node_name: str
     socket_dir: str = "/var/lib/kubelet/device-plugins"
@@ -103,6 +106,7 @@ class DevicePluginConfig:
     mps_pipe_dir: str = "/run/nvidia-mps"
     mps_log_dir: str = "/var/log/nvidia-mps"
     watch_s: float = 1.0
+    follow_mig_mode: bool = False
 
 
 def handle_ids(n: int) -> list[str]:
@@ -221,7 +225,7 @@ class DevicePluginServicer(api_pb2_grpc.DevicePluginServicer):
                             f"active threads) of pod {target.pod.key} (whole-GPU and MIG pods "
                             "are unaffected)")
                 gpus = self.backend.list_gpus()
-                if self._follow_mode(d, gpus, target.pod.key):
+                if self.cfg.follow_mig_mode and self._follow_mode(d, gpus, target.pod.key):
                     gpus = self.backend.list_gpus()
                 mig_uuid = None
                 if d.mig:
