@@ -17,7 +17,7 @@ from elastico.model import (MIG_GPUS_LABEL, WAIT, Configuration, Job, JobKind, N
 from elastico.perf.throughput import ThroughputModel
 from elastico.placer.placement import ClusterState, FailedShapes, Gang
 from elastico.placer.policies import PolicyEnv, make_policy
-from elastico.placer.policies.mig_lending import (lend_mig_nodes, reserve_lent_nodes, wants_mig,
+from elastico.placer.policies.mig_lending import (lend_mig_nodes, keep_lent_nodes, wants_mig,
                                                   wants_whole)
 from elastico.placer.round import ActiveJob, RoundInput, Status, run_round
 from elastico.predictor import AnalyticSlowdown, JobProfile
@@ -206,13 +206,13 @@ def test_no_lending_while_a_waiting_job_could_use_the_mig_instances():
     assert wants_mig(waiting, A) and not wants_mig(waiting[:1], A)
 
 
-# ---- a lent node is kept for the jobs it was lent for (ClusterState.reserve)
+# ---- a lent node is kept for the jobs it was lent for (ClusterState.keep_for)
 
-def test_reserve_keeps_a_nodes_gpus_for_its_jobs_only():
+def test_keep_for_keeps_a_nodes_gpus_for_its_jobs_only():
     nodes = [a100("a0", 2), a100("a1", 2)]
     cs = ClusterState(nodes)
-    cs.reserve(1, ["big"])
-    assert cs.reservations() == {1: frozenset({"big"})}
+    cs.keep_for(1, ["big"])
+    assert cs.kept_nodes() == {1: frozenset({"big"})}
     # "other" fills a0, then finds a1 kept for "big": refused, naming a1
     assert cs.place("o1", whole(2), PROF, 3.0).assignment.parts[0].node_index == 0
     out = cs.place("o2", whole(1), PROF, 3.0)
@@ -223,16 +223,16 @@ def test_reserve_keeps_a_nodes_gpus_for_its_jobs_only():
     out = cs.place("o4", whole(1), PROF, 3.0)
     assert not out.placed and "kept" not in out.reason and out.reason.startswith("no node")
     cs.release("big")
-    cs.reserve(1, None)
-    assert cs.reservations() == {}
+    cs.keep_for(1, None)
+    assert cs.kept_nodes() == {}
     assert cs.place("o3", whole(1), PROF, 3.0).assignment.parts[0].node_index == 1
     cs.check_invariants()
 
 
-def test_reserve_leaves_mig_instances_and_cpu_pods_alone():
+def test_keep_for_leaves_mig_instances_and_cpu_pods_alone():
     nodes = [a100("a0", 2, mig=2)]
     cs = ClusterState(nodes, mig_gpus_of(nodes))
-    cs.reserve(0, ["someone-else"])
+    cs.keep_for(0, ["someone-else"])
     assert cs.place("m", mig("1g.5gb"), PROF, 3.0).placed  # a MIG instance is never kept off
     cpu_only = Configuration("cpu", None, 0, 0.0, 0.0, 2.0, 4.0, 1.0)
     assert cs.place("c", cpu_only, PROF, 3.0).placed
@@ -244,7 +244,7 @@ def test_a_failure_on_a_kept_node_is_not_recorded_for_other_jobs():
     nodes = [a100("a0", 2), a100("a1", 2)]
     cs = ClusterState(nodes)
     assert cs.place("busy", whole(2), PROF, 3.0).placed  # a0 full
-    cs.reserve(1, ["big"])
+    cs.keep_for(1, ["big"])
     failed = FailedShapes()
     assert not cs.place_unless_dominated("o", whole(2), PROF, 3.0, failed).placed
     assert len(failed) == 0 and cs.job_limited("o", whole(2)) and not cs.job_limited("big", whole(2))
@@ -254,40 +254,40 @@ def test_a_failure_on_a_kept_node_is_not_recorded_for_other_jobs():
 def test_a_gang_stays_off_a_node_kept_for_other_jobs():
     nodes = [a100("a0", 2), a100("a1", 2), a100("a2", 2)]
     cs = ClusterState(nodes)
-    cs.reserve(1, ["big"])
+    cs.keep_for(1, ["big"])
     out = cs.place("g", whole(4), PROF, 3.0, gang=Gang(pods=2))
     assert out.placed and {p.node_index for p in out.assignment.parts} == {0, 2}
     assert not cs.place("g2", whole(2), PROF, 3.0, gang=Gang(pods=2)).placed
     assert cs.place("big", whole(2), PROF, 3.0).assignment.parts[0].node_index == 1
 
 
-def test_reserve_bad_input():
+def test_keep_for_bad_input():
     cs = ClusterState([a100("a0", 2)])
     with pytest.raises(NotFound, match="no node 3"):
-        cs.reserve(3, ["j"])
+        cs.keep_for(3, ["j"])
     with pytest.raises(InvalidArgument, match="job_ids"):
-        cs.reserve(0, "j")  # one string, not a list of ids
+        cs.keep_for(0, "j")  # one string, not a list of ids
     with pytest.raises(InvalidArgument, match="job_ids"):
-        cs.reserve(0, ["j", ""])
-    assert cs.reservations() == {}  # nothing half-applied
+        cs.keep_for(0, ["j", ""])
+    assert cs.kept_nodes() == {}  # nothing half-applied
 
 
-def test_reserve_lent_nodes_by_hand():
+def test_keep_lent_nodes_by_hand():
     nodes = [a100("a0", 2, mig=2), a100("a1", 2, mig=2), a100("a2", 2)]
     cs = ClusterState(nodes, mig_gpus_of(nodes))
     home = {0: (0, 1), 1: (0, 1)}
     cs.set_mig_mode(1, (0, 1), False)  # a1 lent
     fams = {"w": ShapeFamily((WAIT, whole(2))), "m": ShapeFamily((WAIT, mig(), whole(1))),
             "v": ShapeFamily((WAIT, whole(1, "V100")))}
-    assert reserve_lent_nodes(cs, home, fams) == {1: frozenset({"w"})}
-    assert cs.reservations() == {1: frozenset({"w"})}  # a0 is in MIG mode: not kept
+    assert keep_lent_nodes(cs, home, fams) == {1: frozenset({"w"})}
+    assert cs.kept_nodes() == {1: frozenset({"w"})}  # a0 is in MIG mode: not kept
     # a job that could use a MIG instance has no booking: a1 drains (kept for no job)
-    assert reserve_lent_nodes(cs, home, fams, unplaced=["w", "m"]) == {1: frozenset()}
+    assert keep_lent_nodes(cs, home, fams, unplaced=["w", "m"]) == {1: frozenset()}
     assert cs.place("w", whole(2), PROF, 3.0).assignment.parts[0].node_index == 2  # not a1
     assert not cs.place("w2", whole(1), PROF, 3.0).placed  # a2 full, a1 drains
     cs.release("w")
-    cs.set_mig_mode(1, (0, 1), True)  # returned: the reservation goes with it
-    assert reserve_lent_nodes(cs, home, fams) == {} and cs.reservations() == {}
+    cs.set_mig_mode(1, (0, 1), True)  # returned: no longer kept for anyone
+    assert keep_lent_nodes(cs, home, fams) == {} and cs.kept_nodes() == {}
 
 
 def test_a_lent_node_drains_for_mig_demand_then_serves_the_job_it_was_lent_for():
@@ -309,22 +309,22 @@ def test_a_lent_node_drains_for_mig_demand_then_serves_the_job_it_was_lent_for()
     assert r1.decisions["t"].status is Status.WAITING
     jobs = [ActiveJob(small), ActiveJob(big)]
     r2 = run_round(policy, RoundInput(10.0, nodes, r1.state, jobs))
-    assert r2.state.reservations() == {0: frozenset()}
+    assert r2.state.kept_nodes() == {0: frozenset()}
     assert r2.decisions["t"].status is Status.WAITING
     ds = r2.decisions["s"]
     assert ds.status is Status.PLACED and ds.assignment.parts[0].node_index == 1
     assert ds.config.mig_profile is not None and r2.mig_switches == []  # a0 stays lent
     jobs = [ActiveJob(small, ds.config), ActiveJob(big)]  # "s" runs now
     r3 = run_round(policy, RoundInput(20.0, nodes, r2.state, jobs))
-    assert r3.state.reservations() == {0: frozenset({"t"})}
+    assert r3.state.kept_nodes() == {0: frozenset({"t"})}
     dt = r3.decisions["t"]
     assert dt.status is Status.PLACED and dt.assignment.parts[0].node_index == 0
-    # "t" done, "s" done: the empty lent node comes home, and with it the reservation
+    # "t" done, "s" done: the empty lent node comes home and is kept for no one
     r3.state.release("t")
     r3.state.release("s")
     r4 = run_round(policy, RoundInput(30.0, nodes, r3.state, []))
     assert [(s.node, s.on) for s in r4.mig_switches] == [("a0", True)]
-    assert r4.state.is_mig(0, 0) and r4.state.reservations() == {}
+    assert r4.state.is_mig(0, 0) and r4.state.kept_nodes() == {}
 
 
 # ---- property: incremental mode changes equal a state built from scratch in that mode
@@ -376,13 +376,13 @@ def test_mode_changes_equal_a_fresh_state_in_the_final_mode(steps):
                     assert cs.is_mig(p.node_index, g) == bool(p.mig_starts), (a.job_id, p)
 
 
-# ---- property: a reservation is the same as the other jobs finding the node's GPUs gone
+# ---- property: a kept node is the same as the other jobs finding the node's GPUs gone
 
 NAMES = [f"j{i}" for i in range(6)]
 rops = st.lists(st.one_of(
     st.tuples(st.just("place"), st.integers(0, 5), st.integers(0, len(CONFIGS) - 1)),
     st.tuples(st.just("release"), st.integers(0, 5)),
-    st.tuples(st.just("reserve"), st.integers(0, 2),
+    st.tuples(st.just("keep"), st.integers(0, 2),
               st.one_of(st.none(), st.frozensets(st.sampled_from(NAMES), max_size=3))),
     st.tuples(st.just("mig"), st.integers(0, 2), st.booleans()),
 ), min_size=1, max_size=40)
@@ -390,10 +390,10 @@ rops = st.lists(st.one_of(
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rops)
-def test_a_reservation_places_as_if_the_node_were_gone_for_other_jobs(steps):
-    """Brute force: every placement under reservations equals the same placement on a copy
-    where the GPUs of each node reserved for other jobs are marked unhealthy (for GPU
-    configurations in normal mode; MIG instances and the reserved jobs see every node)."""
+def test_keeping_a_node_places_as_if_the_node_were_gone_for_other_jobs(steps):
+    """Brute force: every placement with kept nodes equals the same placement on a copy
+    where the GPUs of each node kept for other jobs are marked unhealthy (for GPU
+    configurations in normal mode; MIG instances and the jobs it is kept for see every node)."""
     nodes = [a100("a0", 4, mig=4), a100("a1", 4), a100("a2", 2, mig=2)]
     cs = ClusterState(nodes, mig_gpus_of(nodes), slowdown_model=AnalyticSlowdown(1.8))
     for op in steps:
@@ -402,8 +402,8 @@ def test_a_reservation_places_as_if_the_node_were_gone_for_other_jobs(steps):
             if job in {a.job_id for a in cs.assignments()}:
                 continue
             ref = cs.copy()
-            for n, ids in cs.reservations().items():
-                ref.reserve(n, None)
+            for n, ids in cs.kept_nodes().items():
+                ref.keep_for(n, None)
                 if job not in ids and c.mig_profile is None:
                     for g in range(nodes[n].num_gpus):
                         ref.mark_unhealthy(n, g)
@@ -414,9 +414,9 @@ def test_a_reservation_places_as_if_the_node_were_gone_for_other_jobs(steps):
         elif op[0] == "release":
             if NAMES[op[1]] in {a.job_id for a in cs.assignments()}:
                 cs.release(NAMES[op[1]])
-        elif op[0] == "reserve":
-            cs.reserve(op[1], op[2])
-            assert cs.reservations().get(op[1]) == op[2]
+        elif op[0] == "keep":
+            cs.keep_for(op[1], op[2])
+            assert cs.kept_nodes().get(op[1]) == op[2]
         elif op[0] == "mig" and cs.node_empty(op[1]) and op[1] != 1:
             cs.set_mig_mode(op[1], range(nodes[op[1]].num_gpus), op[2])
         cs.check_invariants()

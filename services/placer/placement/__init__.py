@@ -22,7 +22,7 @@ Rules every placement keeps (docs/placement.md):
   ``compute_slices / 7`` of the GPU and ``memory_slices / 8`` of its memory;
 * interference: no placement may push ANY resident's predicted slowdown (the new job's
   included) past that resident's bound (:mod:`.interference`);
-* reservations: a node kept for some jobs (``ClusterState.reserve``: MIG lending) takes no
+* kept nodes: a node kept for some jobs (``ClusterState.keep_for``: MIG lending) takes no
   other job's GPU configuration in normal mode (:meth:`.book.Book.kept_off`).
 
 The modules, one concern each (a request goes down this list):

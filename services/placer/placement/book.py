@@ -63,9 +63,9 @@ class Book:
     ``node_mem_used`` and ``node_jobs`` (job id -> (cpu, mem)).  ``jobs``: job id ->
     (assignment, profile, slowdown bound).  ``mps_base``: per GPU model code, its healthy
     MPS GPUs (built on demand by :func:`.fit.eligible`; replaced, never changed, when health
-    changes, so copies may share the arrays).  ``mps``: the MPS rules.  ``reserved``: node
+    changes, so copies may share the arrays).  ``mps``: the MPS rules.  ``kept``: node
     index -> the job ids that alone may take its normal-mode GPUs (a lent MIG node,
-    :meth:`~.state.ClusterState.reserve`; :meth:`kept_off`).  ``node_changed``:
+    :meth:`~.state.ClusterState.keep_for`; :meth:`kept_off`).  ``node_changed``:
     called with the book and a node index after the node's bookings or health changed (or
     None)."""
 
@@ -87,7 +87,7 @@ class Book:
         self.mps_base: dict[int, np.ndarray] = {}
         self.jobs: dict[str, tuple[Assignment, JobProfile, float]] = {}
         self.mps = MpsRules(G)
-        self.reserved: dict[int, frozenset[str]] = {}
+        self.kept: dict[int, frozenset[str]] = {}
         self.node_changed: Callable[["Book", int], None] | None = None
 
     def copy(self) -> "Book":
@@ -104,18 +104,18 @@ class Book:
         new.mps_base = dict(self.mps_base)
         new.jobs = dict(self.jobs)
         new.mps = self.mps.copy()
-        new.reserved = dict(self.reserved)
+        new.kept = dict(self.kept)
         return new
 
     def kept_off(self, job_id: str, config: Configuration) -> np.ndarray | None:
-        """[N] nodes reserved for jobs other than ``job_id`` (``reserved``) that ``config``
+        """[N] nodes kept for jobs other than ``job_id`` (``kept``) that ``config``
         -- GPUs in normal mode -- could otherwise use; None when there are none.  MIG
-        instances and CPU-only pods are never kept off: a reservation is of normal-mode GPUs."""
-        if not self.reserved or config.num_gpus == 0 or config.mig_profile is not None:
+        instances and CPU-only pods are never kept off: only normal-mode GPUs are kept."""
+        if not self.kept or config.num_gpus == 0 or config.mig_profile is not None:
             return None
         L = self.layout
         code = L.models.get(config.gpu_model)
-        off = [n for n, ids in self.reserved.items()
+        off = [n for n, ids in self.kept.items()
                if job_id not in ids and L.node_model[n] == code]
         if not off:
             return None

@@ -134,7 +134,7 @@ class ClusterState:
 
     def job_limited(self, job_id: str, config: Configuration) -> bool:
         """True when rules for this job keep ``config`` of ``job_id`` off some GPU -- the MPS
-        rules, or a node reserved for other jobs (:meth:`reserve`) -- so a failure to place it
+        rules, or a node kept for other jobs (:meth:`keep_for`) -- so a failure to place it
         says nothing about other jobs or whole-GPU shapes (``FailedShapes`` must not record
         it)."""
         return (self.book.mps.excluded(job_id, config, self.layout) is not None
@@ -222,7 +222,7 @@ class ClusterState:
         book.mps_base = {}  # the healthy MPS GPUs of each model: rebuilt on demand
         self.frag.touch(book, node_index)
 
-    def reserve(self, node_index: int, job_ids: Iterable[str] | None) -> None:
+    def keep_for(self, node_index: int, job_ids: Iterable[str] | None) -> None:
         """Keep the normal-mode GPUs of node ``node_index`` for jobs ``job_ids`` (None: for
         any job again): from now on :meth:`place` puts a GPU configuration (not a MIG
         instance) of any other job elsewhere, as if the node were full.  Bookings already on
@@ -232,18 +232,18 @@ class ClusterState:
         if not (isinstance(node_index, (int, np.integer)) and 0 <= node_index < len(self.nodes)):
             raise NotFound(f"node: no node {node_index}")
         if job_ids is None:
-            self.book.reserved.pop(int(node_index), None)
+            self.book.kept.pop(int(node_index), None)
             return
         if isinstance(job_ids, str):
             raise InvalidArgument("job_ids", job_ids, "an iterable of job ids, not one string")
         ids = frozenset(job_ids)
         if not all(isinstance(j, str) and j for j in ids):
             raise InvalidArgument("job_ids", sorted(map(repr, ids)), "non-empty strings")
-        self.book.reserved[int(node_index)] = ids
+        self.book.kept[int(node_index)] = ids
 
-    def reservations(self) -> dict[int, frozenset[str]]:
-        """Node index -> the job ids its normal-mode GPUs are kept for (:meth:`reserve`)."""
-        return dict(self.book.reserved)
+    def kept_nodes(self) -> dict[int, frozenset[str]]:
+        """Node index -> the job ids its normal-mode GPUs are kept for (:meth:`keep_for`)."""
+        return dict(self.book.kept)
 
     def mig_state(self, node_index: int, gpu_index: int) -> MigGpu | None:
         """A copy of the GPU's MIG state, or None if it is not in MIG mode."""
@@ -290,8 +290,8 @@ class ClusterState:
         return predicted_slowdowns(self.book, slowdown_model or self.slowdown_model)
 
     def fits(self, config: Configuration) -> list[tuple[int, tuple[int, ...]]]:
-        """Nodes that can host ``config`` ignoring interference and reservations
-        (:meth:`reserve`): ``(node_index, GPU indices
+        """Nodes that can host ``config`` ignoring interference and kept nodes
+        (:meth:`keep_for`): ``(node_index, GPU indices
         that could take one member)``, nodes in index order, GPUs in index order."""
         return fits(self.book, config)
 
@@ -323,12 +323,12 @@ class ClusterState:
         validate(book, job_id, config, profile, slowdown_bound)
         gang = validate_gang(gang, config)
         model = slowdown_model or self.slowdown_model
-        off = book.kept_off(job_id, config)  # nodes reserved for other jobs (reserve)
+        off = book.kept_off(job_id, config)  # nodes kept for other jobs (keep_for)
         mask = None if off is None else ~off
         if gang.pods > 1 or (gang.span_nodes and config.num_gpus > 0):
             out = place_gang(book, self.frag, job_id, config, profile, float(slowdown_bound),
                              model, scorer, gang, node_mask=mask)
-            return out if off is None or out.placed else self._reserved_reason(config, off, out)
+            return out if off is None or out.placed else self._kept_reason(config, off, out)
         # the MPS rules (set_mps_user, set_mps_down); the live loop's gangs are whole GPUs
         mps = book.mps.excluded(job_id, config, self.layout)
         out = place_pod(book, self.frag, job_id, config, profile, float(slowdown_bound), model, scorer,
@@ -340,18 +340,18 @@ class ClusterState:
             if why:
                 return PlaceOutcome(None, why)
         if off is not None:
-            return self._reserved_reason(config, off, out)
+            return self._kept_reason(config, off, out)
         if mps is None:
             return out
         why = candidates(book, config)
         return PlaceOutcome(None, why if isinstance(why, str) else "no candidate node")
 
-    def _reserved_reason(self, config: Configuration, off: np.ndarray, out: PlaceOutcome
+    def _kept_reason(self, config: Configuration, off: np.ndarray, out: PlaceOutcome
                          ) -> PlaceOutcome:
-        """``out`` (a failed placement with the reserved nodes ``off`` kept out), its reason
+        """``out`` (a failed placement with the nodes ``off`` kept out), its reason
         naming those nodes when they are what kept ``config`` out."""
         plan = candidates(self.book, config)
-        if isinstance(plan, str):  # no room even on the reserved nodes
+        if isinstance(plan, str):  # no room even on the kept nodes
             return PlaceOutcome(None, plan)
         names = [self.nodes[n].name for n in plan[0].tolist() if off[n]]
         if not names or len(names) < len(plan[0]):

@@ -47,7 +47,7 @@ from ..round import RoundInput, RoundResult, Status
 from .common import JobCatalog, PolicyEnv, round_typical_pods
 from .pipeline import (Placing, PricingSettings, RoundMemory, RunningConfigs, hold, place, price,
                        mark_unknown, record_changes, shape, value)
-from .mig_lending import lend_mig_nodes, reserve_lent_nodes
+from .mig_lending import lend_mig_nodes, keep_lent_nodes
 from .remaining import RemainingEstimator
 
 
@@ -131,7 +131,7 @@ class ElasticoPolicy:
         if env.scorer == "elastico":  # fragmentation term: this round's typical shapes
             state.set_typical_pods(round_typical_pods(inp.jobs))
         if self.mig_home:  # stage 7's lent nodes are kept for the jobs they were lent for
-            self._reserve(inp, state)
+            self._keep_lent(inp, state)
         held = hold(inp.jobs, state, self.capacity, self.placing, mem.running, now=inp.now,
                     changed_at=mem.changed_at, dwell_s=env.dwell_factor * env.restart_s)
         if not held.jobs:
@@ -153,10 +153,10 @@ class ElasticoPolicy:
         return self._lend(inp, RoundResult(decisions, state, pricing=priced.result,
                                            resource_names=self.space.names))
 
-    def _reserve(self, inp: RoundInput, state: ClusterState) -> None:
+    def _keep_lent(self, inp: RoundInput, state: ClusterState) -> None:
         """Keep each lent node for the jobs only whole GPUs of its model serve, or for none
         (it drains) while a job with no booking could use a MIG instance of the model
-        (:func:`~.mig_lending.reserve_lent_nodes`)."""
+        (:func:`~.mig_lending.keep_lent_nodes`)."""
         families = {}
         lent = any(not state.is_mig(n, g[0]) for n, g in self.mig_home.items() if g)
         for a in inp.jobs if lent else ():
@@ -165,7 +165,7 @@ class ElasticoPolicy:
             except FitsNoModel:
                 continue
         booked = {a.job_id for a in state.assignments()} if families else set()
-        reserve_lent_nodes(state, self.mig_home, families,
+        keep_lent_nodes(state, self.mig_home, families,
                            [j for j in families if j not in booked])
 
     def _lend(self, inp: RoundInput, result: RoundResult) -> RoundResult:

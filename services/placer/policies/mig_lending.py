@@ -19,8 +19,8 @@ nodes whose home GPUs are all healthy:
 * **lend** -- while need > have and no waiting job could use a MIG instance of the model, the
   next empty MIG-mode node, in node order, goes to normal mode.
 
-And before each round's placement (:func:`reserve_lent_nodes`), a lent node is **kept** for
-the jobs it is lent for (:meth:`ClusterState.reserve`): only jobs that only whole GPUs of its
+And before each round's placement (:func:`keep_lent_nodes`), a lent node is **kept** for
+the jobs it is lent for (:meth:`ClusterState.keep_for`): only jobs that only whole GPUs of its
 model serve may take its GPUs, so the small jobs MIG instances pack seven to a GPU do not fill
 it; and while a job with no booking (waiting, or just arrived) could use a MIG instance of the
 model, the model's lent nodes are kept for no job at all: they **drain**, and come home once
@@ -28,7 +28,7 @@ empty.  MIG demand comes first on the nodes the operator put in MIG mode.
 
 Off by default (``PolicyEnv.mig_lending``; ``elastico simulate --mig-lending``).  Measured on
 llm-mix (docs/model.md 5.; ``bench/mig_lending.py``, ``bench/sustainable_load.py
---mig-lending``), figures in docs/model.md 5.  The first rule, without the reservation,
+--mig-lending``), figures in docs/model.md 5.  The first rule, without keeping the lent node,
 the sizing and the drain, lowered average JCT too (512 GPUs: 689 -> 630 s) but let small jobs
 fill the lent nodes at high load: at 64 GPUs, seed 0, load 2.5 the backlog grew (+29.5 jobs,
 28.7 allowed) where fixed MIG mode keeps it bounded (+24.4).  Reserving the lent nodes alone
@@ -64,7 +64,7 @@ from elastico.model import ShapeFamily
 
 from ..placement import ClusterState
 
-__all__ = ["MigSwitch", "lend_mig_nodes", "reserve_lent_nodes", "wants_mig", "wants_whole",
+__all__ = ["MigSwitch", "lend_mig_nodes", "keep_lent_nodes", "wants_mig", "wants_whole",
            "whole_gpus_wanted"]
 
 
@@ -132,7 +132,7 @@ def lend_mig_nodes(state: ClusterState, home: Mapping[int, tuple[int, ...]],
             k = len(usable[n])
             if state.node_empty(n) and (drain or have - k >= need):
                 state.set_mig_mode(n, usable[n], True)
-                state.reserve(n, None)  # home again: kept for no one in particular
+                state.keep_for(n, None)  # home again: kept for no one in particular
                 have -= k
                 why = (f"returned: empty, and a waiting job could use a MIG instance of {model}"
                        if drain else
@@ -155,20 +155,20 @@ def lend_mig_nodes(state: ClusterState, home: Mapping[int, tuple[int, ...]],
     return out
 
 
-def reserve_lent_nodes(state: ClusterState, home: Mapping[int, tuple[int, ...]],
+def keep_lent_nodes(state: ClusterState, home: Mapping[int, tuple[int, ...]],
                        families: Mapping[str, ShapeFamily],
                        unplaced: Iterable[str] = ()) -> dict[int, frozenset[str]]:
     """Keep every lent node for the jobs it is lent for, before a round places anything.
 
-    A lent node -- one in ``home`` whose home GPUs are now in normal mode -- is reserved
-    (:meth:`ClusterState.reserve`) for the jobs of ``families`` (job id -> shape family: the
+    A lent node -- one in ``home`` whose home GPUs are now in normal mode -- is kept
+    (:meth:`ClusterState.keep_for`) for the jobs of ``families`` (job id -> shape family: the
     round's jobs) that only whole GPUs of the node's model serve (:func:`wants_whole`); any
     other job's GPU configurations go elsewhere, so the jobs MIG instances would pack stay on
     the MIG nodes.  While one of the ``unplaced`` jobs (ids of jobs with no booking now:
     waiting or just arrived) could use a MIG instance of the model, the model's lent nodes are
     kept for no job at all: they **drain**, and :func:`lend_mig_nodes` returns each to MIG
     mode once it is empty -- MIG demand comes first on the nodes the operator put in MIG mode.
-    Every other node of ``home`` is reserved for nobody in particular (``reserve(n, None)``).
+    Every other node of ``home`` is kept for nobody in particular (``keep_for(n, None)``).
     Returns node index -> the job ids it is kept for."""
     unplaced = [families[j] for j in unplaced if j in families]
     out: dict[int, frozenset[str]] = {}
@@ -176,12 +176,12 @@ def reserve_lent_nodes(state: ClusterState, home: Mapping[int, tuple[int, ...]],
     for n in sorted(home):
         gpus = home[n]
         if not gpus or state.is_mig(n, gpus[0]):
-            state.reserve(n, None)
+            state.keep_for(n, None)
             continue
         model = state.nodes[n].gpu_model
         if model not in by_model:
             by_model[model] = (frozenset() if wants_mig(unplaced, model) else frozenset(
                 j for j, f in families.items() if wants_whole((f,), model)))
-        state.reserve(n, by_model[model])
+        state.keep_for(n, by_model[model])
         out[n] = by_model[model]
     return out
