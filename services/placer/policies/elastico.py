@@ -166,7 +166,7 @@ class ElasticoPolicy:
                 continue
         booked = {a.job_id for a in state.assignments()} if families else set()
         keep_lent_nodes(state, self.mig_home, families,
-                           [j for j in families if j not in booked])
+                        [j for j in families if j not in booked])
 
     def _lend(self, inp: RoundInput, result: RoundResult) -> RoundResult:
         """Stage 7, *lend*: MIG lending on ``result.state`` (:mod:`.mig_lending`) when this

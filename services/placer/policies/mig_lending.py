@@ -156,8 +156,8 @@ def lend_mig_nodes(state: ClusterState, home: Mapping[int, tuple[int, ...]],
 
 
 def keep_lent_nodes(state: ClusterState, home: Mapping[int, tuple[int, ...]],
-                       families: Mapping[str, ShapeFamily],
-                       unplaced: Iterable[str] = ()) -> dict[int, frozenset[str]]:
+                    families: Mapping[str, ShapeFamily],
+                    unplaced: Iterable[str] = ()) -> dict[int, frozenset[str]]:
     """Keep every lent node for the jobs it is lent for, before a round places anything.
 
     A lent node -- one in ``home`` whose home GPUs are now in normal mode -- is kept
