@@ -19,7 +19,10 @@ class InvalidArgument(ElasticoError, ValueError):
 
     def __init__(self, field: str, value: Any, allowed: str):
         self.field, self.value, self.allowed = field, value, allowed
-        super().__init__(f"{field}: {value!r} is not allowed ({allowed})")
+        if value is True and field.startswith("--"):  # an on/off flag given: no value to quote
+            super().__init__(f"{field} is not allowed ({allowed})")
+        else:
+            super().__init__(f"{field}: {value!r} is not allowed ({allowed})")
 
     def __reduce__(self):
         # picklable across processes (evaluate's workers), subclasses with other
