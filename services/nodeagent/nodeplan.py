@@ -107,15 +107,14 @@ def prepare(backend: GpuBackend, plan: NodePlan) -> PreparedPlan:
     gpus = {g.index: g for g in backend.list_gpus()}
     modes = _prepare_modes(backend, gpus, plan.modes)
     switched = {i: on for i, on, _ in modes}
-    for i, lim in enumerate(plan.mps):
-        for gi in lim.gpu_indices:
-            if switched.get(gi) is True:
-                raise InvalidArgument(f"mps_limits[{i}].gpu_index", gi, "a GPU this plan does "
-                                      "not put in MIG mode (MPS clients run on normal-mode GPUs)")
     scratch = _MpsBook()  # validates exactly as the backend's own book will
     seen: set[str] = set()
     for i, lim in enumerate(plan.mps):
         where = f"mps_limits[{i}]"
+        for gi in lim.gpu_indices:
+            if switched.get(gi) is True:
+                raise InvalidArgument(f"{where}.gpu_index", gi, "a GPU this plan does not put "
+                                      "in MIG mode (MPS clients run on normal-mode GPUs)")
         if lim.client_id in seen:
             raise InvalidArgument(f"{where}.client_id", lim.client_id, "each client once per plan")
         seen.add(lim.client_id)

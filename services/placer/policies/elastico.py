@@ -157,33 +157,30 @@ class ElasticoPolicy:
         """Keep each lent node for the jobs only whole GPUs of its model serve, or for none
         (it drains) while a job with no booking could use a MIG instance of the model
         (:func:`~.mig_lending.keep_lent_nodes`)."""
-        families = {}
         lent = any(not state.is_mig(n, g[0]) for n, g in self.mig_home.items() if g)
-        for a in inp.jobs if lent else ():
+        families = self._families(inp.jobs) if lent else {}
+        keep_lent_nodes(state, self.mig_home, families, [j for j in families if j not in state])
+
+    def _families(self, jobs) -> dict:
+        """Job id -> shape family of each of ``jobs`` (ActiveJobs) that fits some GPU model."""
+        out = {}
+        for a in jobs:
             try:
-                families[a.job.id] = self.catalog.family(a.job)
+                out[a.job.id] = self.catalog.family(a.job)
             except FitsNoModel:
                 continue
-        booked = {a.job_id for a in state.assignments()} if families else set()
-        keep_lent_nodes(state, self.mig_home, families,
-                        [j for j in families if j not in booked])
+        return out
 
     def _lend(self, inp: RoundInput, result: RoundResult) -> RoundResult:
         """Stage 7, *lend*: MIG lending on ``result.state`` (:mod:`.mig_lending`) when this
         policy has home-MIG nodes; the changes go in ``result.mig_switches``."""
         if not self.mig_home:
             return result
-        waiting = []
-        for a in inp.jobs:
-            d = result.decisions.get(a.job.id)
-            if d is not None and d.status is Status.WAITING:
-                try:
-                    waiting.append(self.catalog.family(a.job))
-                except FitsNoModel:
-                    continue
-        result.mig_switches = lend_mig_nodes(result.state, self.mig_home, waiting)
+        waiting = [a for a in inp.jobs if (d := result.decisions.get(a.job.id)) is not None
+                   and d.status is Status.WAITING]
+        result.mig_switches = lend_mig_nodes(result.state, self.mig_home,
+                                             self._families(waiting).values())
         return result
-
 
     def shrink_options(self, job, config) -> list:
         """Smaller configurations for running low-priority ``job`` (now in ``config``) so
