@@ -4,7 +4,7 @@
 
     python bench/sustainable_load.py --policy elastico [--gpus 512] [--seed 0]
         [--loads 1,1.5,2,2.5,3,3.5,4] [--workload llm-mix] [--cluster a100h100-mig]
-        [--mig-lending] [--json OUT.jsonl]
+        [--no-mig-lending] [--json OUT.jsonl]
 
 Each rung is one run of :func:`elastico.sim.evaluate.run_one` exactly as the evaluation's
 load sweep makes it (:func:`elastico.sim.evaluate.sweep_tasks`: continuous arrivals at that
@@ -80,9 +80,9 @@ def main(argv: list[str] | None = None) -> None:
                    "evaluation's sweep seed)")
     p.add_argument("--loads", type=_loads, default=[1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0],
                    help="the ladder, ascending (default: 1,1.5,2,2.5,3,3.5,4)")
-    p.add_argument("--mig-lending", action="store_true",
-                   help="elastico's MIG lending on (PolicyEnv.mig_lending; default off, as "
-                        "the evaluation)")
+    p.add_argument("--mig-lending", action=argparse.BooleanOptionalAction, default=True,
+                   help="elastico's MIG lending (PolicyEnv.mig_lending; on by default, as in "
+                        "the evaluation; --no-mig-lending keeps MIG mode fixed)")
     p.add_argument("--json", default=None, help="append one JSON object per rung here")
     a = p.parse_args(argv)
     if a.seed < 0:

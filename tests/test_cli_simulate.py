@@ -400,27 +400,35 @@ def test_a_metric_a_policy_has_no_value_for_prints_a_dash_and_no_ratio(capsys):
     assert widths and max(widths) < len(out.splitlines()[0]) + 1
 
 
-def test_mig_lending_is_opt_in(tmp_path, capsys):
+def test_mig_lending_is_on_by_default_and_no_mig_lending_fixes_the_mode(tmp_path, capsys):
     # llm-mix on the A100/H100 cluster (3/8 of the GPUs in MIG mode by the definition): by
-    # default every node keeps its MIG mode; --mig-lending lends empty MIG nodes to waiting
-    # whole-GPU jobs (docs/model.md 5.) and counts the mode changes
-    runs = {}
-    for extra in ([], ["--mig-lending"]):
+    # default elastico lends empty MIG nodes to waiting whole-GPU jobs (docs/model.md 5.) and
+    # counts the mode changes; --no-mig-lending keeps every node's MIG mode, and the header
+    # says so
+    runs, errs = {}, {}
+    for extra in ([], ["--no-mig-lending"]):
         out = tmp_path / f"m{len(extra)}.json"
         assert main(["simulate", "--workload", "llm-mix", "--gpus", "64", "--load", "0.5",
                      "--policy", "elastico", "--no-progress", "--json", str(out), *extra]) == 0
-        runs[bool(extra)] = json.loads(out.read_text())
-    assert runs[False]["mig_mode_switches"] == 0
-    assert runs[True]["mig_mode_switches"] > 0
+        runs[not extra] = json.loads(out.read_text())
+        captured = capsys.readouterr()
+        errs[not extra] = captured.err
+        if not extra:
+            assert "MIG mode changes" in captured.out
+    assert runs[False]["mig_mode_switches"] == 0 and runs[False]["mig_lending"] is False
+    assert runs[True]["mig_mode_switches"] > 0 and runs[True]["mig_lending"] is True
     assert runs[True]["avg_jct_s"] != runs[False]["avg_jct_s"]
-    assert "MIG mode changes" in capsys.readouterr().out
+    assert "MIG mode fixed (--no-mig-lending)" in errs[False]
+    assert "MIG mode fixed" not in errs[True]
 
 
-def test_mig_lending_is_refused_with_via_grpc(capsys):
-    code = main(["simulate", "--workload", "llm-mix", "--gpus", "64", "--policy", "elastico",
-                 "--via-grpc", "--mig-lending", "--no-progress"])
+def test_via_grpc_runs_without_mig_lending_and_says_so(capsys):
+    # the placer service keeps MIG mode fixed: --via-grpc runs as --no-mig-lending, said
+    code = main(["simulate", "--cluster", "a100h100-mig", "--gpus", "64", "--jobs", "6",
+                 "--policy", "elastico", "--via-grpc", "--mig-lending", "--no-progress"])
     err = capsys.readouterr().err
-    assert code == 2 and "--mig-lending is not allowed (not with --via-grpc" in err, err
+    assert code == 0, err
+    assert "running as --no-mig-lending" in err, err
 
 
 def test_via_grpc_says_it_runs_as_assume_profiled_and_records_it(tmp_path, capsys):
@@ -439,7 +447,7 @@ def test_via_grpc_says_it_runs_as_assume_profiled_and_records_it(tmp_path, capsy
 
 
 def test_replay_only_flags_are_refused_in_inflation_mode(capsys):
-    for flag in (["--mig-lending"], ["--no-preemption"], ["--assume-profiled"],
+    for flag in (["--mig-lending"], ["--no-mig-lending"], ["--no-preemption"], ["--assume-profiled"],
                  ["--min-run-s", "60"], ["--mps-replicas", "4"]):
         code = main(["simulate", "--mode", "inflation", *flag])
         err = capsys.readouterr().err

@@ -184,13 +184,18 @@ def test_elastico_lends_an_empty_mig_node_to_a_waiting_whole_gpu_job():
             assert r2.state.is_mig(0, 0)
 
 
-def test_lending_is_opt_in_and_never_without_mig():
-    nodes = [a100("a0", 8, mig=8)]
-    on = PolicyEnv(nodes=nodes, throughput=MODEL, slowdown=AnalyticSlowdown(), mig_lending=True)
-    assert make_policy("elastico", on).mig_home == {0: tuple(range(8))}
-    assert make_policy("elastico-no-mig", on).mig_home == {}  # no MIG at all
+def test_lending_is_on_by_default_and_never_without_mig():
+    nodes = [a100("a0", 8, mig=8), a100("a1", 8, mig=4)]
     default = PolicyEnv(nodes=nodes, throughput=MODEL, slowdown=AnalyticSlowdown())
-    assert make_policy("elastico", default).mig_home == {}  # off by default (docs/model.md 5.)
+    # on by default (docs/model.md 5.): the first k GPUs of a node labelled k
+    assert make_policy("elastico", default).mig_home == {0: tuple(range(8)), 1: (0, 1, 2, 3)}
+    assert make_policy("elastico-no-mig", default).mig_home == {}  # no MIG at all
+    off = PolicyEnv(nodes=nodes, throughput=MODEL, slowdown=AnalyticSlowdown(), mig_lending=False)
+    assert make_policy("elastico", off).mig_home == {}
+    # the Kubernetes loop names the home GPUs itself (real indices; nodes whose agent follows)
+    live = PolicyEnv(nodes=nodes, throughput=MODEL, slowdown=AnalyticSlowdown(),
+                     mig_home={1: (4, 5, 6, 7), 0: ()})
+    assert make_policy("elastico", live).mig_home == {1: (4, 5, 6, 7)}
     pools = PolicyEnv(nodes=nodes, throughput=MODEL, slowdown=AnalyticSlowdown(), mig_pools=True,
                       mig_lending=True)
     assert make_policy("elastico", pools).mig_home == {}  # the pools' capacity follows labels
@@ -423,8 +428,8 @@ def test_keeping_a_node_places_as_if_the_node_were_gone_for_other_jobs(steps):
 
 
 def test_the_evaluations_settings_carry_mig_lending_to_the_policy(monkeypatch):
-    # bench/mig_lending.py and sustainable_load.py --mig-lending set Settings.mig_lending; the
-    # run must build its policy with it (and without it by default, as the evaluation)
+    # bench/mig_lending.py and sustainable_load.py --no-mig-lending set Settings.mig_lending;
+    # the run must build its policy with it (on by default, as the evaluation)
     import elastico.placer.policies as policies
     from elastico.sim.clusters import load_cluster
     from elastico.sim.evaluate import Settings, Task, run_one
@@ -439,7 +444,7 @@ def test_the_evaluations_settings_carry_mig_lending_to_the_policy(monkeypatch):
         raise Stop
 
     monkeypatch.setattr(policies, "make_policy", capture)
-    for st in (Settings(jobs_per_gpu=1.0), Settings(jobs_per_gpu=1.0, mig_lending=True)):
+    for st in (Settings(jobs_per_gpu=1.0, mig_lending=False), Settings(jobs_per_gpu=1.0)):
         with pytest.raises(Stop):
             run_one(Task(load_cluster("a100-mig"), 16, "elastico", 0, st))
     assert seen == [("elastico", False), ("elastico", True)]

@@ -87,7 +87,7 @@ _REPLAY_ONLY = (("gpus", "--gpus", 512), ("jobs", "--jobs", None), ("load", "--l
                 ("overrun_windows", "--overrun-windows", None),
                 ("mps_replicas", "--mps-replicas", 2), ("min_run_s", "--min-run-s", 300.0),
                 ("no_preemption", "--no-preemption", False),
-                ("mig_lending", "--mig-lending", False),
+                ("mig_lending", "--mig-lending", True),
                 ("assume_profiled", "--assume-profiled", False))
 
 #: ``--user-estimate-badness`` default: Mu'alem & Feitelson's f-model (IEEE TPDS 12(6), 2001),
@@ -191,13 +191,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "default: 300)")
     p.add_argument("--no-preemption", action="store_true", default=None,
                    help="no policy preempts offline LLM inference for jobs of higher priority")
-    p.add_argument("--mig-lending", action="store_true", default=None,
+    p.add_argument("--mig-lending", action=argparse.BooleanOptionalAction, default=None,
                    help="elastico and its MIG-using ablations lend an empty MIG-mode node's GPUs "
-                        "whole while a job waits that only whole GPUs serve, and return them to "
-                        "MIG mode after (docs/model.md 5.; off by default: measured to cost "
-                        "throughput at high load; a cluster definition with MIG nodes, e.g. "
-                        "a100h100-mig; not with --via-grpc: the placer service keeps MIG mode "
-                        "fixed)")
+                        "whole while jobs wait that only whole GPUs serve, and return them to "
+                        "MIG mode after (docs/model.md 5.; on by default; --no-mig-lending "
+                        "keeps each node's MIG mode fixed, the behaviour before it; matters on "
+                        "a cluster definition with MIG nodes, e.g. a100h100-mig; --via-grpc "
+                        "runs without it: the placer service keeps MIG mode fixed)")
     p.add_argument("--slowdown-model", choices=("predictor", "analytic"), default=None,
                    help="what the placer predicts co-location slowdowns with: the LightGBM "
                         "predictor, k-fold by job type so that it never predicts a pair it "
@@ -360,9 +360,11 @@ def _check(args: argparse.Namespace) -> None:
         if args.mps_replicas != 2:
             raise InvalidArgument("--mps-replicas", args.mps_replicas, "2 (the default) with "
                                   "--via-grpc (the placer service's mps-static replicas)")
-        if getattr(args, "mig_lending", False):
-            raise InvalidArgument("--mig-lending", True, "not with --via-grpc: the placer "
-                                  "service keeps each node's MIG mode fixed")
+        if args.mig_lending:  # said, not silently different from the in-process run
+            print("--via-grpc: the placer service keeps each node's MIG mode fixed (its "
+                  "callers keep no lent state between rounds): running as --no-mig-lending",
+                  file=sys.stderr)
+            args.mig_lending = False
         if not args.assume_profiled:  # said, not silently different from the in-process run
             print("--via-grpc: the placer service takes every job as profiled (no unknown-job "
                   "rule, docs/predictor.md 6b): running as --assume-profiled", file=sys.stderr)
@@ -399,8 +401,11 @@ def _check_mode_flags(args: argparse.Namespace) -> None:
     args._arrivals_given = getattr(args, "arrivals", None) is not None
     if args.mode == "inflation":
         for dest, flag, _ in _REPLAY_ONLY:
-            if getattr(args, dest, None) is not None:
-                raise InvalidArgument(flag, getattr(args, dest),
+            value = getattr(args, dest, None)
+            if value is False:  # --no-<flag> of an on/off flag (--no-mig-lending)
+                flag, value = "--no-" + flag[2:], True
+            if value is not None:
+                raise InvalidArgument(flag, value,
                                       "only in --mode replay; --mode inflation runs on the "
                                       "whole trace cluster (--nodes) with every pod")
         args.workload = args.workload if args.workload is not None else "default"
@@ -426,6 +431,8 @@ def _check_mode_flags(args: argparse.Namespace) -> None:
     elif getattr(args, "inference_share", None) is not None:
         raise InvalidArgument("--inference-share", args.inference_share,
                               "only in --mode replay with --workload llm-mix")
+    # --mig-lending said on the command line (not the default): note when it changes nothing
+    args.mig_lending_given = getattr(args, "mig_lending", None) is True
     for dest, _, default in _REPLAY_ONLY:
         if getattr(args, dest, None) is None and default is not None:
             setattr(args, dest, default)
@@ -565,7 +572,8 @@ def run(args: argparse.Namespace) -> int:
           f"({', '.join(f'{m} {c}' for m, c in _model_mix(nodes))}); "
           f"workload: {count_of(len(wl.jobs), 'job')} ({_kind_mix(wl.jobs)}), "
           f"load {load}, seed {args.seed}"
-          + ("; MIG lending on" if getattr(args, "mig_lending", False) else ""), file=sys.stderr)
+          + ("" if getattr(args, "mig_lending", True) else "; MIG mode fixed (--no-mig-lending)"),
+          file=sys.stderr)
     if args.workload == "llm-mix":
         print("llm-mix: " + ", ".join(f"{k} {v} jobs ({wl.mix_demand[k]:.3f} of the cluster "
                                       "in the window)" for k, v in wl.mix.items())
@@ -678,7 +686,7 @@ def _replay(args, policies, nodes, model, wl, slowdown, truth, tracer, via) -> l
         overrun_windows=args.overrun_windows)
     estimates = (user_estimates(wl.jobs, args.user_estimate_badness, args.seed)
                  if args.remaining_estimate == "user" else None)
-    if args.mig_lending:
+    if getattr(args, "mig_lending_given", False):
         _note_idle_lending(policies, nodes)
     for name in policies:
         env = PolicyEnv(nodes=nodes, throughput=model, slowdown=slowdown, tracer=tracer,

@@ -94,9 +94,9 @@ class Settings:
     #: of the offered demand is inference; docs/model.md, "The llm-mix workload")
     workload: str = "openb"
     inference_share: float = 0.4  # elastico.sim.llm_mix.DEFAULT_INFERENCE_SHARE
-    #: ``elastico``'s MIG lending (``PolicyEnv.mig_lending``, off by default: docs/model.md
-    #: 5.); bench/mig_lending.py and bench/sustainable_load.py --mig-lending turn it on
-    mig_lending: bool = False
+    #: ``elastico``'s MIG lending (``PolicyEnv.mig_lending``, on by default: docs/model.md
+    #: 5.); bench/mig_lending.py compares it with MIG mode fixed
+    mig_lending: bool = True
 
     def overrun_s(self, window) -> float:
         """:func:`elastico.sim.simulator.simulate`'s ``overrun_s`` for a replay over ``window``

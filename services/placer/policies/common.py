@@ -4,7 +4,7 @@ the placement of fixed-shape (service / requested-shape) jobs."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -65,14 +65,19 @@ class PolicyEnv:
     # pools whenever their prices cross; a100h100-64, seeds 0-4: +1.2 %); docs/pricing.md
     mig_pools: bool = False
     # MIG lending (policies/mig_lending.py): an empty node whose home mode is MIG goes to normal
-    # mode while a job waits that only whole GPUs of its model can serve, and back when none
-    # does.  Off by default: on llm-mix it lowered average JCT (a100h100-512, 5 seeds: 689 ->
-    # 630 s) but cost throughput at high load (a100h100-64, seed 0: load 2.5 growing, +29.5
-    # jobs over 28.7 allowed, where fixed MIG mode is bounded at +24.4; sustainable load 3.5 ->
-    # 2) -- docs/model.md 5.  Only where the round's state is kept between rounds (the
-    # simulator): the Kubernetes loop and the placer service cannot apply it (the node agent
-    # does not change MIG mode).  Ignored with mig_pools (the pools' capacity follows labels).
-    mig_lending: bool = False
+    # mode while jobs wait that only whole GPUs of its model serve (as many nodes as they need),
+    # is kept for them, and comes back when empty and not needed or when MIG demand waits.  On
+    # by default: on llm-mix it lowered average JCT (a100h100-512, 5 seeds: 689.0 -> 623.3 s,
+    # -65.7 s [-79.7, -51.7]) and kept the 64-GPU sustainable load (3.5, as fixed MIG mode) --
+    # docs/model.md 5.  The Kubernetes loop lends only nodes whose node agent follows the
+    # bookings' MIG mode (elastico nodeagent --follow-mig-mode; LoopConfig.mig_lending); the
+    # placer service passes False (its callers keep no lent state between rounds).  Ignored
+    # with mig_pools (the pools' capacity follows labels).
+    mig_lending: bool = True
+    # the GPUs whose home mode is MIG, by node index, that lending may change (None = every
+    # node's MIG GPUs by its elastico.io/mig-gpus label: the first k GPUs, the simulator's
+    # nodes); the Kubernetes loop passes the real indices of the nodes whose agent follows
+    mig_home: Mapping[int, tuple[int, ...]] | None = None
     # what a policy believes a job's remaining work is (policies/remaining.py): "elapsed"
     # (attained service + the trace's duration distribution), "user" (declared work:
     # user_estimates, else Job.work -- the live loop's elastico.io/work annotation) or

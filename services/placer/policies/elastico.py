@@ -15,7 +15,7 @@ named stage a line:
    previous round's prices.
 5. *place* -- keep, move, start, then backfill onto GPUs, bounded by predicted slowdowns (IAC).
 6. *record_changes* -- the dwell clock of every job started or moved.
-7. *lend* (off by default, ``PolicyEnv.mig_lending``) -- an empty node whose home mode is MIG
+7. *lend* (on by default, ``PolicyEnv.mig_lending``) -- an empty node whose home mode is MIG
    lends its GPUs whole while jobs wait that only whole GPUs of its model serve, as many nodes
    as they need, and returns to MIG mode when they are covered without it or MIG demand
    waits; before stage 1 a lent node is kept for those jobs, or drains while a job with no
@@ -109,9 +109,12 @@ class ElasticoPolicy:
         # labels, as the simulator sets them up for a policy that uses MIG)
         self.mig_home: dict[int, tuple[int, ...]] = {}
         if self.uses_mig and env.mig_lending and not env.mig_pools:
-            for n, g in mig_gpus_of(env.nodes):
-                self.mig_home.setdefault(n, ())
-                self.mig_home[n] += (g,)
+            if env.mig_home is not None:  # the Kubernetes loop: real indices, agents that follow
+                self.mig_home = {n: tuple(g) for n, g in env.mig_home.items() if g}
+            else:
+                for n, g in mig_gpus_of(env.nodes):
+                    self.mig_home.setdefault(n, ())
+                    self.mig_home[n] += (g,)
 
     def forget(self, job_id: str) -> None:
         self.catalog.forget(job_id)
