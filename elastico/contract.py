@@ -38,7 +38,7 @@ __all__ = [
     "PREFIX", "SCHEDULER_NAME", "GPU_RESOURCE", "ROUND_ID", "CONFIGURATION", "GPU_UUIDS",
     "MIG_PROFILE", "MIG_START_SLOT", "MPS_ACTIVE_THREAD_PERCENTAGE", "MPS_PINNED_MEM_LIMIT_GIB",
     "PREDICTED_SLOWDOWN", "TENSOR_PARALLEL", "ALLOCATED", "INVENTORY", "MPS_STATUS",
-    "allocated_containers", "JOB_LABEL", "job_key",
+    "MIG_FOLLOW", "MIG_LENDING", "allocated_containers", "JOB_LABEL", "job_key",
 ]
 
 PREFIX = "elastico.io/"
@@ -69,6 +69,16 @@ INVENTORY = PREFIX + "gpu-inventory"
 #: (:mod:`elastico.nodeagent.inventory` writes it with the inventory and at once when it
 #: changes; :mod:`elastico.placer.kube.inventory` reads it: no new MPS booking while not ready).
 MPS_STATUS = PREFIX + "mps"
+#: On the Node: ``"true"`` when the node agent's device plugin switches an idle GPU to the MIG
+#: mode its pod's booking needs (``elastico nodeagent --follow-mig-mode``), else ``"false"``
+#: (:mod:`elastico.nodeagent.inventory` writes it with the inventory); the placer lends only
+#: such nodes (:mod:`elastico.placer.kube.lending`).
+MIG_FOLLOW = PREFIX + "mig-follow"
+#: On the Node, written by the placer (the leader) only: the node's MIG-mode GPUs it has lent
+#: whole, JSON ``{"lent": [GPU index, ...], "returning": [GPU index, ...]}`` -- ``returning``:
+#: given back to MIG mode, not yet switched back by the agent (it switches at the next MIG
+#: booking); absent = none (:mod:`elastico.placer.kube.lending`, docs/annotations.md).
+MIG_LENDING = PREFIX + "mig-lending"
 
 
 def allocated_containers(value: str | None, uid: str | None) -> list[str]:

@@ -54,10 +54,15 @@ annotation; the GPUs of a node are the backend's (UUID, memory as NVML reports i
    the round that evicts it, its GPUs are given to no one (the pods booked in that round fit
    beside the evicted pod's booking: it holds its GPUs until it is gone); and the book
    rebuilt from the API sees every booked LLM inference pod as low priority and no other;
+8. MIG lending (a node whose agent follows the bookings' MIG mode): no GPU is booked in both
+   modes at once, and every pod the device plugin allocated finds its GPUs in the mode its
+   booking names (normal mode for a whole GPU or an MPS share; MIG mode with the booked
+   instance for a MIG pod) -- the device plugin's view, the mode included, equals the placer's;
 6. (:meth:`LiveCluster.settle`, after the faults are cleared and rounds run until nothing
    changes) every pending pod has been told why (an Event on it: ``Waiting``, ``Rejected``,
    or any other reason but ``Scheduled``), and no single-pod whole-GPU request waits while a
-   healthy GPU nobody books sits on a Ready node with the host CPU and memory the pod asks.
+   healthy GPU nobody books, in normal mode, sits on a Ready node with the host CPU and memory
+   the pod asks.
 
 Who uses it: tests/test_live_properties.py.
 """
@@ -114,16 +119,20 @@ NODE_CPU, NODE_MEM_GIB = 32.0, 256.0
 
 @dataclass(frozen=True)
 class NodeSpec:
-    """A node: ``gpus`` GPUs of ``model`` with ``memory_gib`` each (NVML's total)."""
+    """A node: ``gpus`` GPUs of ``model`` with ``memory_gib`` each (NVML's total); ``mig``:
+    every GPU starts in MIG mode (the operator's setting, the node's home mode); ``follow``:
+    its agent runs with ``--follow-mig-mode`` (the placer may lend it, MIG lending)."""
 
     name: str
     model: str
     gpus: int
     memory_gib: float
+    mig: bool = False
+    follow: bool = False
 
     def gpu_infos(self) -> list[GpuInfo]:
-        return [GpuInfo(i, f"GPU-{self.name}-{i}", self.model, self.memory_gib)
-                for i in range(self.gpus)]
+        return [GpuInfo(i, f"GPU-{self.name}-{i}", self.model, self.memory_gib,
+                        mig_mode=self.mig) for i in range(self.gpus)]
 
 
 class Violation(AssertionError):
@@ -132,7 +141,7 @@ class Violation(AssertionError):
     that hypothesis reports a minimal example for each invariant separately."""
 
 
-VIOLATIONS = {n: type(f"Violation{n}", (Violation,), {"__module__": __name__}) for n in range(1, 8)}
+VIOLATIONS = {n: type(f"Violation{n}", (Violation,), {"__module__": __name__}) for n in range(1, 9)}
 
 
 class _OneTurn:
@@ -156,16 +165,21 @@ class NodeAgent:
     :meth:`health_tick` is one turn of it (the same ``check()``), and :meth:`mps_tick` one
     turn of ``MpsManager.watch``, so the harness decides when the agent notices a change."""
 
-    def __init__(self, emu: Emulator, spec: NodeSpec):
+    def __init__(self, emu: Emulator, spec: NodeSpec, backend: SimulatedGpuBackend | None = None,
+                 follow: bool | None = None):
+        # backend: the node's GPUs as a restarted agent finds them (modes, MIG instances);
+        # follow: --follow-mig-mode (None = the spec's)
         self.spec, self.name = spec, spec.name
+        self.follow = spec.follow if follow is None else follow
         self.dir = Path(tempfile.mkdtemp(prefix="elive", dir="/tmp"))   # short socket paths
-        self.backend = SimulatedGpuBackend(spec.gpu_infos())
+        self.backend = backend or SimulatedGpuBackend(spec.gpu_infos())
         self.memory = {g.uuid: g.memory_total_gib for g in spec.gpu_infos()}
         self.api = KubernetesNodeApi(client.CoreV1Api(emu.api_client()))
         self.kubelet = FakeKubelet(self.dir / "kubelet.sock")
         self.cfg = DevicePluginConfig(node_name=spec.name, socket_dir=str(self.dir), devices=16,
                                       mps_pipe_dir=str(self.dir / "mps-pipe"),
-                                      mps_log_dir=str(self.dir / "mps-log"), watch_s=0.2)
+                                      mps_log_dir=str(self.dir / "mps-log"), watch_s=0.2,
+                                      follow_mig_mode=self.follow)
         # The MPS manager, watched as `elastico nodeagent` watches it (mps_tick).  What the
         # agent does with the daemon's health (inventory, device plugin) must be wired here
         # exactly as nodeagent_cli.run wires it: invariant 4 checks that it reaches the placer
@@ -175,11 +189,12 @@ class NodeAgent:
         self.mps.start()
         self.mps.check()
         self.mps_down = False          # the agent has seen its MPS daemon down (mps_tick)
-        self.servicer = DevicePluginServicer(self.backend, self.api, self.cfg,
-                                             exists=lambda p: True, mps=self.mps)
-        self.watcher = HealthWatcher(self.backend, poll_s=0.05)
         self.publisher = InventoryPublisher(self.backend, self.api, spec.name, refresh_s=3600,
-                                            mps=self.mps)
+                                            mps=self.mps, follow_mig_mode=self.follow)
+        self.servicer = DevicePluginServicer(self.backend, self.api, self.cfg,
+                                             exists=lambda p: True, mps=self.mps,
+                                             on_mode_change=self.publisher.publish)
+        self.watcher = HealthWatcher(self.backend, poll_s=0.05)
         self.watcher.subscribe(self.publisher.publish)
         self.watcher.subscribe(self.servicer.update)
         self.mps.subscribe(self.publisher.publish_mps)
@@ -358,6 +373,15 @@ class LiveCluster:
         self.loop = loop
         if not loop.wait_synced(TIMEOUT):
             raise RuntimeError("the placer's informers did not sync")
+
+    def restart_agent(self, node: str, follow: bool | None = None) -> None:
+        """Node ``node``'s agent process restarts (``follow``: now with or without
+        ``--follow-mig-mode``; None = as before): the GPUs keep their modes and MIG instances,
+        the device plugin registers anew, the inventory is published again."""
+        old = self.agents[node]
+        old.close()
+        self.agents[node] = NodeAgent(self.emu, old.spec, backend=old.backend,
+                                      follow=old.follow if follow is None else follow)
 
     def now(self) -> float:
         """The cluster's time (the placer's clock, kubelet's ``startTime``)."""
@@ -665,6 +689,44 @@ class LiveCluster:
         out += self._bound_pods_keep_bookings(pods, bookings)
         out += self._device_plugin_agrees(pods, bookings)
         out += self._fixed_shapes_kept(pods, bookings)
+        out += self._modes_agree(pods, bookings)
+        return out
+
+    def _modes_agree(self, pods, bookings) -> list[tuple[int, str]]:
+        """Invariant 8 (MIG lending): no GPU is booked in both modes at once (a MIG instance
+        beside a whole-GPU or MPS booking: owned twice across a mode change), and every pod the
+        device plugin allocated finds its GPUs in the mode its booking names -- normal mode
+        for a whole GPU or an MPS share, MIG mode with the booked instance for a MIG pod."""
+        out = []
+        modes: dict[str, dict[bool, list[str]]] = defaultdict(lambda: defaultdict(list))
+        for p in pods:
+            b = bookings.get(_key(p))
+            if b is not None:
+                for u in b.gpu_uuids:
+                    modes[u][b.mig_profile is not None].append(_key(p))
+        for u, by in sorted(modes.items()):
+            if by[True] and by[False]:
+                out.append((8, f"GPU {u} booked in both modes: MIG {by[True]}, normal "
+                               f"{by[False]}"))
+        live = {_key(p): p for p in pods}
+        for key, al in sorted(self.rec.allocations.items()):
+            p, b = live.get(key), bookings.get(key)
+            if p is None or p["metadata"]["uid"] != al.uid or b is None or b.node not in self.agents:
+                continue
+            backend = self.agents[b.node].backend
+            gpus = {g.index: g for g in backend.list_gpus()}
+            for i, g in enumerate(b.gpu_indices):
+                if b.mig_profile is None and gpus[g].mig_mode:
+                    out.append((8, f"{key}: booked GPU {g} of {b.node} whole (or an MPS "
+                                   "share), but the GPU is in MIG mode"))
+                elif b.mig_profile is not None:
+                    have = {(d.profile, d.start) for d in backend.mig_devices(g)} \
+                        if gpus[g].mig_mode else set()
+                    want = (b.mig_profile, b.mig_starts[i] if i < len(b.mig_starts) else None)
+                    if want not in have:
+                        out.append((8, f"{key}: booked MIG {want[0]} at slot {want[1]} on GPU "
+                                       f"{g} of {b.node}, the GPU has "
+                                       f"{sorted(have) if gpus[g].mig_mode else 'MIG mode off'}"))
         return out
 
     def _gpus_not_overcommitted(self, pods, bookings) -> list[tuple[int, str]]:
@@ -764,9 +826,16 @@ class LiveCluster:
                 continue
             envs = al.envs
             got = envs.get("NVIDIA_VISIBLE_DEVICES", "").split(",")
-            if got != list(b.gpu_uuids) or ann.get(A.GPU_UUIDS, "").split(",") != list(b.gpu_uuids):
+            want = list(b.gpu_uuids)
+            if b.mig_profile is not None and b.node in self.agents:
+                # a MIG pod sees its instance: the MIG device at the booked slot of each GPU
+                backend = self.agents[b.node].backend
+                want = [next((d.uuid for d in backend.mig_devices(g) if d.start == s), f"none at "
+                             f"GPU {g} slot {s}") for g, s in zip(b.gpu_indices, b.mig_starts)]
+            if got != want or ann.get(A.GPU_UUIDS, "").split(",") != list(b.gpu_uuids):
+                seen = f" (MIG devices {want})" if b.mig_profile is not None else ""
                 out.append((3, f"{key}: device plugin gave GPUs {got}, booking "
-                               f"{list(b.gpu_uuids)}, annotation {ann.get(A.GPU_UUIDS)}"))
+                               f"{list(b.gpu_uuids)}{seen}, annotation {ann.get(A.GPU_UUIDS)}"))
             if b.mig_profile is not None:
                 continue
             if b.gpu_share < 1.0:
@@ -829,8 +898,10 @@ class LiveCluster:
         for n, a in sorted(self.agents.items()):
             if n in ready and used[n][0] + POD_CPU <= NODE_CPU \
                     and used[n][1] + POD_MEM_GIB <= NODE_MEM_GIB:
+                # a GPU in MIG mode serves MIG instances, not a whole-GPU pod (MIG lending
+                # switches only a whole empty node; tests/test_live_lending.py)
                 free += [g.uuid for g in a.backend.list_gpus()
-                         if g.healthy and g.uuid not in booked]
+                         if g.healthy and g.uuid not in booked and not g.mig_mode]
         for p in pods:
             ann = p["metadata"].get("annotations") or {}
             if (p.get("spec") or {}).get("nodeName") or A.BOOKING in ann:

@@ -422,15 +422,6 @@ def test_mig_lending_is_on_by_default_and_no_mig_lending_fixes_the_mode(tmp_path
     assert "MIG mode fixed" not in errs[True]
 
 
-def test_via_grpc_runs_without_mig_lending_and_says_so(capsys):
-    # the placer service keeps MIG mode fixed: --via-grpc runs as --no-mig-lending, said
-    code = main(["simulate", "--cluster", "a100h100-mig", "--gpus", "64", "--jobs", "6",
-                 "--policy", "elastico", "--via-grpc", "--mig-lending", "--no-progress"])
-    err = capsys.readouterr().err
-    assert code == 0, err
-    assert "running as --no-mig-lending" in err, err
-
-
 def test_via_grpc_says_it_runs_as_assume_profiled_and_records_it(tmp_path, capsys):
     # the placer service has no unknown-job rule: --via-grpc runs as --assume-profiled, says
     # so on stderr and in the JSON; the in-process run records that it did not

@@ -145,11 +145,12 @@ def apply(c: LiveCluster, event: tuple, gangs: list[int]) -> None:
 
 
 def run_events(events: list[tuple], unknown: bool = False, min_run_s: float = 300.0,
-               nodes: list[NodeSpec] = NODES) -> None:
+               nodes: list[NodeSpec] = NODES, apply_event=None) -> None:
     """A fresh cluster, then ``events`` one by one with the invariants checked after each,
     then :meth:`LiveCluster.settle`.  A failure names the step and the event.  ``unknown``:
     every job without a solo profile (issue 23's unknown-job rule on); ``min_run_s``: the
-    placer's minimum guaranteed run of an offline LLM inference pod; ``nodes``: the cluster."""
+    placer's minimum guaranteed run of an offline LLM inference pod; ``nodes``: the cluster;
+    ``apply_event(c, event, gangs)``: what makes an event happen (default :func:`apply`)."""
     c = LiveCluster(nodes, unknown=unknown, min_run_s=min_run_s)
     gangs = [0]
     where = "at the start"
@@ -157,7 +158,7 @@ def run_events(events: list[tuple], unknown: bool = False, min_run_s: float = 30
         c.check()
         for i, ev in enumerate(events):
             where = f"after event {i} {ev}"
-            apply(c, ev, gangs)
+            (apply_event or apply)(c, ev, gangs)
             c.check()
         where = f"settling after the {len(events)} events"
         c.settle()

@@ -322,3 +322,47 @@ def test_pricing_past_the_deadline_abandons_the_round_and_keeps_the_previous_all
     finally:
         server.stop(0)
         psrv.stop(0)
+
+
+def _mig_request(mig_gpus, home, lending=True, jobs=None):
+    node = Node("m0", "A100-40GB", 8, 40.0, 64.0, 512.0)
+    job = Job("big", JobKind.SERVICE, 0.0, 3600.0, Request(8, 1.0, 2.0, 8.0),
+              job_type="ResNet-50 (batch size 64)")
+    return placer_pb2.RunRoundRequest(
+        now=100.0, policy="elastico", nodes=[wire.node_to_message(node, mig_gpus, home)],
+        jobs=jobs if jobs is not None else [wire.job_to_message(ActiveJob(job))],
+        options=placer_pb2.PolicyOptions(mig_lending=lending))
+
+
+def test_mig_lending_through_run_round_lends_and_the_caller_sends_the_new_mode(placer):
+    # one empty 8-GPU A100 node in MIG mode, an 8-GPU service waiting: the round lends the
+    # node (the switch comes back); the next request sends the node in normal mode and the
+    # service is placed on whole GPUs; once it is gone, the empty node returns
+    stub = placer[0]
+    all8 = list(range(8))
+    r1 = stub.RunRound(_mig_request(all8, all8), timeout=30)
+    assert r1.decisions[0].status == "waiting"
+    [sw] = r1.mig_switches
+    assert (sw.node, list(sw.gpu_indices), sw.enabled) == ("m0", all8, False)
+    assert sw.reason.startswith("lent: empty")
+    r2 = stub.RunRound(_mig_request([], all8), timeout=30)
+    d = r2.decisions[0]
+    assert d.status == "placed" and not d.placement.configuration.mig_profile
+    assert list(d.placement.gpu_indices) == all8 and not r2.mig_switches
+    r3 = stub.RunRound(_mig_request([], all8, jobs=[]), timeout=30)
+    assert [(s.node, s.enabled) for s in r3.mig_switches] == [("m0", True)]
+    # without the option the mode stays as sent (the default: the caller keeps no lent state)
+    r4 = stub.RunRound(_mig_request(all8, all8, lending=False), timeout=30)
+    assert r4.decisions[0].status == "waiting" and not r4.mig_switches
+
+
+@pytest.mark.parametrize("mig_gpus, home, said", [
+    ([0, 1], [1, 2], "nodes[0].mig_home_gpus: [1, 2] is not allowed (every index of mig_gpus [0, 1]"),
+    ([], [8], "nodes[0].mig_home_gpus[0]: 8 is not allowed (distinct GPU indices in 0..7)"),
+    ([], [3, 3], "nodes[0].mig_home_gpus[1]: 3 is not allowed (distinct GPU indices in 0..7)"),
+])
+def test_bad_mig_home_gpus_are_invalid_argument(placer, mig_gpus, home, said):
+    with pytest.raises(grpc.RpcError) as e:
+        placer[0].RunRound(_mig_request(mig_gpus, home), timeout=30)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and said in e.value.details(), \
+        e.value.details()

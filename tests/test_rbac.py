@@ -201,8 +201,9 @@ def test_placer_cannot_read_secrets_or_write_beyond_its_own_objects(objs):
             assert not can(rules, "", "configmaps", verb, namespace=ns), (verb, ns)
     # pods/eviction: only to give GPUs back from a pod that opted in with
     # elastico.io/resize-policy: restart (policy/v1 Eviction honours PodDisruptionBudgets)
+    # nodes patch: MIG lending's one annotation (elastico.io/mig-lending) on a Node
     writes = {("", "pods", "patch"), ("", "pods/binding", "create"), ("", "pods/eviction", "create"),
-              ("", "events", "create"),
+              ("", "nodes", "patch"), ("", "events", "create"),
               ("", "events", "patch"), ("coordination.k8s.io", "leases", "create"),
               ("coordination.k8s.io", "leases", "update")}
     granted_writes = {p for p in granted_permissions(rules)
@@ -210,7 +211,9 @@ def test_placer_cannot_read_secrets_or_write_beyond_its_own_objects(objs):
     assert granted_writes <= writes, sorted(granted_writes - writes)
     for verb in ("create", "delete", "update"):
         assert not can(rules, "", "pods", verb, namespace="default")
-    assert not can(rules, "", "nodes", "patch")
+    assert can(rules, "", "nodes", "patch")  # MIG lending's annotation
+    for verb in ("create", "delete", "update"):
+        assert not can(rules, "", "nodes", verb)
     assert not can(rules, "", "pods/status", "patch", namespace="default")
     assert can(rules, "", "pods/eviction", "create", namespace="default")  # never a delete
 

@@ -44,19 +44,29 @@ class _Configs:
 
 
 # gavel: its rounds at lease ends (RoundResult.wake_at_s) must cross the wire too;
-# a100-mig: elastico places MIG instances (the simulator's MIG-mode GPUs reach the placer)
-@pytest.mark.parametrize("policy_name,cluster", [("elastico", "trace"), ("gavel", "trace"),
-                                                 ("elastico", "a100-mig")])
-def test_simulation_through_the_services_equals_the_in_process_one(policy_name, cluster):
+# a100-mig: elastico places MIG instances (the simulator's MIG-mode GPUs reach the placer),
+# with MIG mode fixed and with MIG lending (the mode changes cross the wire both ways)
+@pytest.mark.parametrize("policy_name,cluster,lending", [
+    ("elastico", "trace", True), ("gavel", "trace", True), ("elastico", "a100-mig", False),
+    ("elastico", "a100-mig", True)])
+def test_simulation_through_the_services_equals_the_in_process_one(policy_name, cluster, lending):
     tm = ThroughputModel.bundled()
     if cluster == "trace":
         nodes = trace.sub_cluster(trace.read_nodes(), 16)
         wl = workload.build_workload(trace.read_pods(), nodes, seed=3, model=tm, jobs=50)
     else:
         nodes = load_cluster(cluster).nodes(16, trace.read_nodes())
-        wl = workload.build_workload(trace.read_pods(), nodes, seed=0, load=None, model=tm,
-                                     jobs=16)
+        # with lending: a workload that lends and returns (3 mode changes in-process)
+        wl = workload.build_workload(trace.read_pods(), nodes, seed=3 if lending else 0,
+                                     load=None, model=tm, jobs=64 if lending else 16)
     slow, truth = _slowdown_models("predictor")
+    # the MIG-lending case predicts with the analytic model on both sides: the predictor
+    # service (kfold core) and the in-process predictor disagree on in_domain for some pairs
+    # (e.g. A3C next to Transformer on A100-80GB: service False, in-process True), which the
+    # lending case's round 112 reaches -- a difference of the two predictors, not of the wire
+    analytic = cluster == "a100-mig" and lending
+    if analytic:
+        slow, truth = AnalyticSlowdown(), None
     servers = []
     try:
         psrv, pport = pricing_server()
@@ -65,15 +75,14 @@ def test_simulation_through_the_services_equals_the_in_process_one(policy_name, 
             s.start()
         lsrv, lport = placer_server(
             pricer=RemotePricer(open_channel(f"127.0.0.1:{pport}")),
-            slowdown=RemoteSlowdownModel(open_channel(f"127.0.0.1:{dport}"), timeout_s=30))
+            slowdown=slow if analytic else
+            RemoteSlowdownModel(open_channel(f"127.0.0.1:{dport}"), timeout_s=30))
         lsrv.start()
         servers = [psrv, dsrv, lsrv]
         runs, policies = [], []
         for via in (False, True):
-            # the placer service does not lend MIG nodes (PolicyEnv.mig_lending, docs/model.md
-            # 5.): the in-process reference runs the policy as the service does
             env = PolicyEnv(nodes=nodes, throughput=tm, slowdown=slow, restart_s=30.0,
-                            mig_lending=False)
+                            mig_lending=lending)
             policy = _Configs(RemotePlacerPolicy(open_channel(f"127.0.0.1:{lport}"),
                                                  policy_name, env, timeout_s=120)
                               if via else make_policy(policy_name, env))
@@ -94,6 +103,8 @@ def test_simulation_through_the_services_equals_the_in_process_one(policy_name, 
         assert a.metrics["restarts"] > 0
     else:  # the case is about MIG: the remote round placed MIG instances too
         assert any(c.mig_profile for c in policies[1].configs)
+        # and with lending, changed modes (both runs the same times: the metrics are equal)
+        assert (a.metrics["mig_mode_switches"] > 0) is lending
 
 
 def test_the_remote_policy_sends_the_mig_gpus_the_simulator_sets_for_its_policy():

@@ -67,8 +67,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--follow-mig-mode", action="store_true",
                    help="switch an idle GPU to the MIG mode a pod's booking needs (normal mode "
                         "for a whole GPU or an MPS share, MIG mode for a MIG instance), as MIG "
-                        "lending asks; a busy GPU is never switched (default off: such a "
-                        "booking is refused and the operator's MIG mode stays; docs/nodeagent.md)")
+                        "lending asks; a busy GPU is never switched; the agent says so on its "
+                        "Node (elastico.io/mig-follow) and the placer lends only such nodes "
+                        "(default off: such a booking is refused and the operator's MIG mode "
+                        "stays; k8s/nodeagent.yaml turns it on; docs/nodeagent.md)")
     p.add_argument("--inventory-refresh-s", type=float, default=60.0,
                    help="seconds between inventory rewrites (also on every health change; "
                         "default 60)")
@@ -203,7 +205,8 @@ def run(args: argparse.Namespace) -> int:
             mps.check()
         api = KubernetesNodeApi()
         watcher = HealthWatcher(backend)
-        publisher = InventoryPublisher(backend, api, node, args.inventory_refresh_s, mps=mps)
+        publisher = InventoryPublisher(backend, api, node, args.inventory_refresh_s, mps=mps,
+                                       follow_mig_mode=args.follow_mig_mode)
         sampler = ActivitySampler(
             backend, lambda: placements_from_pods(api.list_node_pods(node)),
             period_s=args.profile_period_s, window_s=args.profile_window_s, node=node,

@@ -91,6 +91,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "its start (status.startTime): only after it may a waiting pod of "
                         "normal priority have it evicted (docs/annotations.md, \"Priority\"); "
                         "default 300, as `elastico simulate --min-run-s`")
+    p.add_argument("--no-mig-lending", action="store_true",
+                   help="keep every node's MIG mode as its agent reports it; by default an "
+                        "empty MIG-mode node whose agent runs with --follow-mig-mode is lent "
+                        "whole while jobs wait that only whole GPUs serve, and comes back "
+                        "after (docs/model.md 5., elastico.io/mig-lending on the Node)")
     p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"),
                    help="logging threshold (default INFO)")
     p.add_argument("--config", type=Path, default=None, metavar="FILE.toml",
@@ -209,7 +214,8 @@ def run(args: argparse.Namespace) -> int:
                                               min_run_s=args.min_run_s),
         config=LoopConfig(identity=identity, policy=args.policy,
                           round_interval_s=args.round_interval, min_run_s=args.min_run_s,
-                          round_timeout_s=args.round_timeout),
+                          round_timeout_s=args.round_timeout,
+                          mig_lending=not args.no_mig_lending),
         # issue 23: with a predictor service, jobs it holds no solo profile of are unknown
         # (co-located only where the prior's worst case keeps every bound); without one
         # there is no profile store, and every job is taken as profiled

@@ -196,8 +196,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "whole while jobs wait that only whole GPUs serve, and return them to "
                         "MIG mode after (docs/model.md 5.; on by default; --no-mig-lending "
                         "keeps each node's MIG mode fixed, the behaviour before it; matters on "
-                        "a cluster definition with MIG nodes, e.g. a100h100-mig; --via-grpc "
-                        "runs without it: the placer service keeps MIG mode fixed)")
+                        "a cluster definition with MIG nodes, e.g. a100h100-mig)")
     p.add_argument("--slowdown-model", choices=("predictor", "analytic"), default=None,
                    help="what the placer predicts co-location slowdowns with: the LightGBM "
                         "predictor, k-fold by job type so that it never predicts a pair it "
@@ -360,11 +359,6 @@ def _check(args: argparse.Namespace) -> None:
         if args.mps_replicas != 2:
             raise InvalidArgument("--mps-replicas", args.mps_replicas, "2 (the default) with "
                                   "--via-grpc (the placer service's mps-static replicas)")
-        if args.mig_lending:  # said, not silently different from the in-process run
-            print("--via-grpc: the placer service keeps each node's MIG mode fixed (its "
-                  "callers keep no lent state between rounds): running as --no-mig-lending",
-                  file=sys.stderr)
-            args.mig_lending = False
         if not args.assume_profiled:  # said, not silently different from the in-process run
             print("--via-grpc: the placer service takes every job as profiled (no unknown-job "
                   "rule, docs/predictor.md 6b): running as --assume-profiled", file=sys.stderr)

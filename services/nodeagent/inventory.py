@@ -29,7 +29,7 @@ import logging
 import threading
 from typing import Callable, Sequence
 
-from elastico.contract import INVENTORY, MPS_STATUS
+from elastico.contract import INVENTORY, MIG_FOLLOW, MPS_STATUS
 from elastico.errors import ElasticoError
 from elastico.nodeagent.backend import GpuBackend, GpuInfo
 from elastico.nodeagent.kubeapi import NodeApi
@@ -110,19 +110,22 @@ class HealthWatcher:
 class InventoryPublisher:
     """Writes :data:`INVENTORY` on Node ``node`` through ``api``: on every call of
     :meth:`publish` (the health watcher's subscriber) and every ``refresh_s`` seconds; with
-    ``mps`` (anything with a ``status`` :class:`MpsStatus`), :data:`MPS_STATUS` too."""
+    ``mps`` (anything with a ``status`` :class:`MpsStatus`), :data:`MPS_STATUS` too; and
+    :data:`MIG_FOLLOW` (``"true"``/``"false"``: whether this agent's device plugin follows
+    the bookings' MIG mode, ``follow_mig_mode`` -- the placer lends only such nodes)."""
 
     def __init__(self, backend: GpuBackend, api: NodeApi, node: str, refresh_s: float = 60.0,
-                 mps=None):
+                 mps=None, follow_mig_mode: bool = False):
         self.backend, self.api, self.node, self.refresh_s = backend, api, node, refresh_s
         self.mps = mps
+        self.follow_mig_mode = follow_mig_mode
         self.published: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def publish(self, gpus: Sequence[GpuInfo] | None = None) -> str:
         value = inventory_json(self.backend.list_gpus() if gpus is None else gpus)
-        ann = {INVENTORY: value}
+        ann = {INVENTORY: value, MIG_FOLLOW: "true" if self.follow_mig_mode else "false"}
         if self.mps is not None:
             ann[MPS_STATUS] = self.mps.status.annotation()
         self.api.patch_node_annotations(self.node, ann)

@@ -71,6 +71,17 @@ class _Session:
     last_ids: frozenset[str] = frozenset()
 
 
+def _without_modes(m: placer_pb2.NodeSpec) -> placer_pb2.NodeSpec:
+    """``m`` with its home MIG GPUs in ``mig_home_gpus`` and no ``mig_gpus`` (a session key
+    that MIG lending's mode changes do not change)."""
+    out = placer_pb2.NodeSpec()
+    out.CopyFrom(m)
+    if not len(out.mig_home_gpus):
+        out.mig_home_gpus.extend(sorted(out.mig_gpus))
+    del out.mig_gpus[:]
+    return out
+
+
 class PlacerServicer(placer_pb2_grpc.PlacerServiceServicer):
     """RunRound and Place over one pricer and one slowdown model."""
 
@@ -109,17 +120,20 @@ class PlacerServicer(placer_pb2_grpc.PlacerServiceServicer):
         if not (math.isfinite(restart_s) and 0.0 <= restart_s <= MAX_RESTART_S):
             raise InvalidArgument("options.restart_s", restart_s,
                                   f"seconds in [0, {MAX_RESTART_S:g}]")
-        return {"policy": policy, "utility": utility, "scorer": scorer, "restart_s": restart_s}
+        return {"policy": policy, "utility": utility, "scorer": scorer, "restart_s": restart_s,
+                "mig_lending": bool(o.mig_lending)}
 
-    def _session(self, key: tuple, nodes, mig, opts: dict[str, Any]) -> _Session:
+    def _session(self, key: tuple, nodes, mig, opts: dict[str, Any],
+                 mig_home: dict[int, tuple[int, ...]] | None = None) -> _Session:
         s = self._sessions.get(key)
         if s is None:
+            # MIG lending only when the caller asks (PolicyOptions.mig_lending): the modes come
+            # with each request and the changes go back in RunRoundResponse.mig_switches
             env = PolicyEnv(nodes=nodes, throughput=self.throughput, slowdown=self.slowdown,
                             utility=opts["utility"], restart_s=opts["restart_s"],
                             scorer=opts["scorer"], tracer=self._tracer, pricer=self.pricer,
-                            # MIG mode comes with each request (RunRoundRequest.nodes) and no
-                            # response field carries a change of it back: no lending here
-                            mig_lending=False)
+                            mig_lending=opts["mig_lending"],
+                            mig_home=mig_home if opts["mig_lending"] else None)
             s = _Session(make_policy(opts["policy"], env), ClusterState(nodes, mig))
             self._sessions[key] = s
             while len(self._sessions) > MAX_SESSIONS:
@@ -133,17 +147,22 @@ class PlacerServicer(placer_pb2_grpc.PlacerServiceServicer):
         if not math.isfinite(request.now):
             raise InvalidArgument("now", request.now, "finite seconds")
         opts = self._options(request)
-        nodes, mig = wire.nodes_from_messages(request.nodes)
+        lending = opts["mig_lending"]
+        nodes, mig = wire.nodes_from_messages(request.nodes, lending=lending)
         jobs = self._decode_jobs(request.jobs)
         wire.check_known(self.throughput, nodes,
                          ((f"jobs[{i}]", a.job) for i, a in enumerate(jobs)))
         by_id = {a.job.id: a for a in jobs}
+        home = wire.mig_home_of(request.nodes) if lending else None
+        # with lending the session (policy: prices, dwell clocks) is the home setting's, not
+        # the modes of the moment, which lending changes
+        key_nodes = [_without_modes(m) for m in request.nodes] if lending else request.nodes
         key = (tuple(sorted(opts.items())),
-               b"".join(m.SerializeToString(deterministic=True) for m in request.nodes))
+               b"".join(m.SerializeToString(deterministic=True) for m in key_nodes))
         with self._lock:
-            session = self._session(key, nodes, mig, opts)
+            session = self._session(key, nodes, mig, opts, home)
             policy = session.policy
-            state = session.empty.copy()
+            state = ClusterState(nodes, mig) if lending else session.empty.copy()
             wire.book_all(state, request.bookings, by_id, policy.catalog.profile)
             start_round(self.slowdown)
             inp = RoundInput(request.now, nodes, state, jobs)
@@ -179,6 +198,9 @@ class PlacerServicer(placer_pb2_grpc.PlacerServiceServicer):
             pricing_iterations=int(getattr(res, "iterations", 0) or 0))
         if result.wake_at_s is not None:
             resp.wake_at_s = float(result.wake_at_s)
+        for sw in getattr(result, "mig_switches", None) or ():
+            resp.mig_switches.add(node=sw.node, gpu_indices=list(sw.gpus), enabled=sw.on,
+                                  reason=sw.reason)
         add = resp.decisions.add  # filled in place: no copy of each decision
         for a in jobs:
             wire.fill_decision(add(), result.decisions[a.job.id], slow.get(a.job.id, 1.0))

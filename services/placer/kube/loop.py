@@ -74,6 +74,7 @@ from kubernetes.client import CoreV1Api
 from kubernetes.client.exceptions import ApiException
 from kubernetes.utils import parse_quantity
 
+from elastico.contract import MIG_LENDING
 from elastico.errors import ElasticoError, InvalidArgument
 from elastico.runtime.metrics import LoopMetrics
 from elastico.model import Configuration, Job, JobKind, Node
@@ -97,6 +98,7 @@ from .bookings import (allocation_acknowledged, creation_s, is_elastico, is_term
 from .events import EventRecorder
 from .informer import Informer
 from .inventory import NodeInventory, node_inventory
+from .lending import LendingView, after_switches, lending_view
 from .leader import LeaseElector
 from .mps import mps_user
 
@@ -135,6 +137,12 @@ class LoopConfig:
     # since its status.startTime (the simulator's --min-run-s; used by the default policy
     # factory -- a factory of one's own passes its own to default_policy_factory)
     min_run_s: float = 300.0
+    # MIG lending (docs/mig.md, "Lending"; elastico.placer.policies.mig_lending): the policy
+    # lends an empty MIG-mode node whole while jobs wait that only whole GPUs serve -- only a
+    # node whose agent follows the bookings' MIG mode (elastico.io/mig-follow: "true",
+    # `elastico nodeagent --follow-mig-mode`); the lent GPUs are kept on the Node
+    # (elastico.io/mig-lending, lending.py).  False: every node keeps the mode its agent reports
+    mig_lending: bool = True
 
 
 @dataclass
@@ -152,6 +160,9 @@ class RoundReport:
     abandoned: str = ""  # why the round was given up before any write ("" = it was not)
     # pod key -> the error its handling raised this round (a SchedulingError Event says it)
     errors: dict[str, str] = field(default_factory=dict)
+    # MIG lending: node name -> its elastico.io/mig-lending value written this round (None =
+    # removed); the policy's mode changes behind them are in the round's span and log
+    mig_lending: dict[str, str | None] = field(default_factory=dict)
 
     def pod_counts(self) -> dict[str, int]:
         return {"reserved": len(self.reserved), "bound": len(self.bound), "held": len(self.held),
@@ -186,14 +197,19 @@ def default_policy_factory(throughput: ThroughputModel, slowdown: SlowdownModel,
     pod's ``elastico.io/work`` annotation is its ``Job.work`` (``remaining_estimate="user"``,
     policies/remaining.py).  ``min_run_s``: the priority rule's minimum guaranteed run
     (``PolicyEnv.min_run_s``; :func:`make_policy` wraps the policy in the rule the simulator
-    applies, :class:`~elastico.placer.policies.priority.PriorityPreemption`)."""
-    def build(nodes: Sequence[Node]) -> Policy:
+    applies, :class:`~elastico.placer.policies.priority.PriorityPreemption`).
+
+    The factory takes ``mig_home`` (node index -> GPU indices whose home mode is MIG, of the
+    nodes that may be lent: :class:`~elastico.placer.kube.lending.LendingView`'s ``home``);
+    the loop passes it only when some node may be lent, and without it the policy keeps every
+    node's MIG mode (``PolicyEnv.mig_lending`` False)."""
+    def build(nodes: Sequence[Node], mig_home: Mapping[int, tuple[int, ...]] | None = None
+              ) -> Policy:
         return make_policy(policy, PolicyEnv(nodes=list(nodes), throughput=throughput,
                                              slowdown=slowdown, tracer=tracer, pricer=pricer,
                                              replica_pods=False, remaining_estimate="user",
                                              min_run_s=min_run_s,
-                                             # the node agent does not change MIG mode yet
-                                             mig_lending=False))
+                                             mig_lending=bool(mig_home), mig_home=mig_home))
     return build
 
 
@@ -350,6 +366,8 @@ class SchedulerLoop:
         self.events = _CountedEvents(core, self.config.identity, metrics=metrics,
                                      interval_s=self.config.event_interval_s, leading=self.leading)
         self._node_reasons: dict[str, str] = {}
+        self._node_annotations: dict[str, Mapping[str, str]] = {}  # node -> its annotations
+        self._lending_notes: dict[str, str] = {}  # node -> why its lent state was not used
         self._mps_down: dict[str, str] = {}  # node -> why its MPS daemon is not ready
         self._mps_held_since: dict[str, float] = {}  # reserved pod -> held for MPS since
         self._unusable_since: dict[str, float] = {}
@@ -420,7 +438,10 @@ class SchedulerLoop:
 
     def _inventory(self) -> list[NodeInventory]:
         out = []
-        for name, obj in sorted(self.nodes.snapshot().items()):
+        nodes = sorted(self.nodes.snapshot().items())
+        self._node_annotations = {name: (obj.get("metadata") or {}).get("annotations") or {}
+                                  for name, obj in nodes}
+        for name, obj in nodes:
             inv = node_inventory(obj, known_models=self._known_models, quantity=parse_quantity)
             if isinstance(inv, str):
                 if self._node_reasons.get(name) != inv:
@@ -432,11 +453,18 @@ class SchedulerLoop:
         self._mps_down = {i.node.name: i.mps_down for i in out if i.mps_down}
         return out
 
-    def _policy_for(self, invs: list[NodeInventory]) -> Policy:
-        sig = tuple((i.node, i.mig_gpus) for i in invs)
+    def _policy_for(self, invs: list[NodeInventory],
+                    mig_home: Mapping[int, tuple[int, ...]] | None = None) -> Policy:
+        """The policy for these nodes, rebuilt only when they change: a node, its MIG GPUs, or
+        -- for the nodes that may be lent (``mig_home``) -- their home MIG GPUs, not the
+        modes lending switches (a rebuilt policy loses its prices and dwell clocks)."""
+        mig_home = mig_home or {}
+        sig = tuple((i.node, mig_home.get(k, i.mig_gpus), k in mig_home)
+                    for k, i in enumerate(invs))
         if self._policy is None or sig != self._policy_nodes:
             nodes = [i.node for i in invs]
-            self._policy = self.policy_factory(nodes)
+            self._policy = (self.policy_factory(nodes, mig_home=dict(mig_home)) if mig_home
+                            else self.policy_factory(nodes))
             self._catalog = JobCatalog(PolicyEnv(nodes=nodes, throughput=self.throughput,
                                                  slowdown=self.slowdown))
             self._policy_nodes = sig
@@ -511,10 +539,13 @@ class SchedulerLoop:
         report = RoundReport(leader=True, round_id=f"{self.config.identity}/{self._epoch}/{next(self._seq)}")
         start_round(self.slowdown)  # a remote predictor is tried again each round
         invs = self._inventory()
-        by_node = {i.node.name: i for i in invs}
-        policy = self._policy_for(invs)
         pods = self.pods.snapshot()
         self._round_pods = pods
+        reported = {i.node.name: i.mig_gpus for i in invs}
+        view = self._lending_view(invs, pods)
+        invs = view.invs
+        by_node = {i.node.name: i for i in invs}
+        policy = self._policy_for(invs, view.home)
         invs = _minus_other_pods(invs, pods.values())
         deadline = time.monotonic() + self.config.round_timeout_s
         if self.profile_lookup is not None:
@@ -532,6 +563,7 @@ class SchedulerLoop:
         for job in jobs:  # MPS: one user per GPU (the pods' users were checked in _pending_jobs)
             book.state.set_mps_user(job.id, mps_user(pods[members[job.id][0]]))
         active = book.running
+        switches: list = []  # the round's MIG mode changes (MIG lending), if the policy ran
         if jobs:
             errors: dict[str, tuple[str, Exception]] = {}
             try:
@@ -551,6 +583,7 @@ class SchedulerLoop:
                         # use: redo the round with every job at its requested shape
                         jobs = [dataclasses.replace(j, reshape=False) for j in jobs]
                         result, active = decide(jobs)
+                    switches = list(getattr(result, "mig_switches", None) or ())
             except (DependencyUnavailable, RoundDeadlineExceeded) as e:
                 report.abandoned = str(e)
                 log.warning("round %s abandoned, nothing applied: %s", report.round_id, e)
@@ -568,6 +601,7 @@ class SchedulerLoop:
             # make room for wait until the victims are gone
             held = self._preempt_pods(result, book, pods, report, now)
             reclaim: dict = {"state": None, "used": set()}  # _reclaim's trial book this round
+            lent_now = sorted({s.node for s in switches if not s.on})  # said in Waiting Events
             for job in jobs:
                 d = report.decisions[job.id]
                 names = members[job.id]
@@ -601,14 +635,64 @@ class SchedulerLoop:
                                         d.reason or d.status.value) + self._unusable_nodes()
                     if d.status is Status.WAITING and len(names) == 1 and self.leading():
                         why += self._reclaim(job, reclaim, result.state, book, pods, now)
+                    if d.status is Status.WAITING and lent_now:
+                        why += (f"; MIG node(s) {', '.join(lent_now)} lent whole to the jobs "
+                                "waiting for whole GPUs of their model (placed from the next "
+                                "round)")
                     for key in names:
                         report.waiting[key] = why
                         self.events.emit(pods[key], "Waiting", f"{d.status.value}: {why}", now)
+        if self.leading():
+            self._write_lending(view, switches, reported, report)
         self._jobs_seen = finish_round(policy, self.slowdown, self._jobs_seen,
                                        (a.job.id for a in active), self.metrics)
         self._bind_reserved(report, now)
         self.events.prune((p.get("metadata") or {}).get("uid") for p in pods.values())
         return report
+
+    def _lending_view(self, invs: list[NodeInventory], pods: Mapping[str, dict]) -> LendingView:
+        """The round's MIG view (:func:`~.lending.lending_view`) from the Nodes' annotations
+        and every booking the pods carry; a node whose lent state is not used is logged once
+        per reason."""
+        bookings = []
+        for pod in pods.values():
+            if is_elastico(pod) and not is_terminal(pod):
+                try:
+                    b = A.parse_booking((pod.get("metadata") or {}).get("annotations"))
+                except ElasticoError:
+                    continue  # the book reports it (rebuild_book's errors)
+                if b is not None:
+                    bookings.append(b)
+        view = lending_view(invs, self._node_annotations, bookings,
+                            enabled=self.config.mig_lending)
+        for name, why in view.notes.items():
+            if self._lending_notes.get(name) != why:
+                log.warning("node %s: %s", name, why)
+        self._lending_notes = dict(view.notes)
+        return view
+
+    def _write_lending(self, view: LendingView, switches: Sequence, reported: Mapping,
+                       report: RoundReport) -> None:
+        """Write each node's new :data:`~elastico.contract.MIG_LENDING` value (the round's MIG
+        mode changes, and the returning GPUs the agent reports in MIG mode again:
+        :func:`~.lending.after_switches`).  A write that fails is logged and changes nothing:
+        lending acts after the round's placement, so no booking of this round depends on it,
+        and the next round reads the Node as it is."""
+        for s in switches:
+            log.info("MIG lending: node %s GPUs %s to %s mode: %s", s.node, list(s.gpus),
+                     "MIG" if s.on else "normal", s.reason)
+        for name, lent in after_switches(view, switches, reported).items():
+            value = lent.annotation()
+            try:
+                resp = self.core.patch_node(
+                    name, {"metadata": {"annotations": {MIG_LENDING: value}}},
+                    _content_type=MERGE_PATCH, _preload_content=False)
+                self.nodes.assume(json.loads(resp.data))  # the next round reads it at once
+            except (ApiException, OSError, ValueError) as e:
+                log.warning("node %s: writing %s=%s failed (%s); the next round reads the Node "
+                            "as it is", name, MIG_LENDING, value, getattr(e, "reason", e))
+                continue
+            report.mig_lending[name] = value
 
     def _unusable_nodes(self) -> str:
         """``; nodes not usable now: <node>: <why>, ...`` (three at most), or ""."""

@@ -71,8 +71,8 @@ class PolicyEnv:
     # -65.7 s [-79.7, -51.7]) and kept the 64-GPU sustainable load (3.5, as fixed MIG mode) --
     # docs/model.md 5.  The Kubernetes loop lends only nodes whose node agent follows the
     # bookings' MIG mode (elastico nodeagent --follow-mig-mode; LoopConfig.mig_lending); the
-    # placer service passes False (its callers keep no lent state between rounds).  Ignored
-    # with mig_pools (the pools' capacity follows labels).
+    # placer service only when the caller asks (PolicyOptions.mig_lending: the caller keeps
+    # the modes).  Ignored with mig_pools (the pools' capacity follows labels).
     mig_lending: bool = True
     # the GPUs whose home mode is MIG, by node index, that lending may change (None = every
     # node's MIG GPUs by its elastico.io/mig-gpus label: the first k GPUs, the simulator's

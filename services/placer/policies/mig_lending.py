@@ -26,7 +26,9 @@ it; and while a job with no booking (waiting, or just arrived) could use a MIG i
 model, the model's lent nodes are kept for no job at all: they **drain**, and come home once
 empty.  MIG demand comes first on the nodes the operator put in MIG mode.
 
-Off by default (``PolicyEnv.mig_lending``; ``elastico simulate --mig-lending``).  Measured on
+On by default (``PolicyEnv.mig_lending``; ``elastico simulate --no-mig-lending`` keeps the
+mode fixed); the Kubernetes loop keeps the lent state on the Node (:mod:`elastico.placer.kube.
+lending`).  Measured on
 llm-mix (docs/model.md 5.; ``bench/mig_lending.py``, ``bench/sustainable_load.py
 --mig-lending``), figures in docs/model.md 5.  The first rule, without keeping the lent node,
 the sizing and the drain, lowered average JCT too (512 GPUs: 689 -> 630 s) but let small jobs

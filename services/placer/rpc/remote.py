@@ -351,7 +351,14 @@ class RemotePlacerPolicy:
     ``mig_gpus``: the ``(node, GPU)`` pairs in MIG mode, sent in every request (the placer
     sets the nodes' MIG count label from them); None: those the simulator puts in MIG mode
     for the in-process policy of that name (:func:`elastico.model.mig_gpus_of` when it
-    ``uses_mig``, else none).  :attr:`uses_mig`: whether any is in MIG mode."""
+    ``uses_mig``, else none).  :attr:`uses_mig`: whether any is in MIG mode.
+
+    MIG lending (``env.mig_lending``, the in-process policy's default; not with
+    ``env.mig_pools``): ``mig_gpus`` are the *home* MIG GPUs, sent as ``mig_home_gpus``; each
+    request sends as ``mig_gpus`` the ones in MIG mode in the round's ``state``, with
+    ``PolicyOptions.mig_lending``, and the response's ``mig_switches`` are applied to the
+    returned state (and put in ``RoundResult.mig_switches``), as the in-process policy applies
+    them to its own."""
 
     def __init__(self, channel: grpc.Channel, policy: str, env: PolicyEnv, *,
                  timeout_s: float | None = None,
@@ -372,16 +379,33 @@ class RemotePlacerPolicy:
         by_node: dict[int, list[int]] = {}
         for n, g in mig_gpus:
             by_node.setdefault(n, []).append(g)
-        self._nodes = [wire.node_to_message(nd, by_node.get(i, ())) for i, nd in enumerate(nodes)]
+        self.lending = bool(mig_gpus) and env.mig_lending and not env.mig_pools
+        self._home = {i: tuple(sorted(g)) for i, g in by_node.items()}
+        self._nodes = [wire.node_to_message(nd, by_node.get(i, ()),
+                                            by_node.get(i, ()) if self.lending else ())
+                       for i, nd in enumerate(nodes)]
         self._node_index = {nd.name: i for i, nd in enumerate(nodes)}
         self._decode = wire.DecisionDecoder(nodes, self._node_index)
         self._empty = ClusterState(nodes, mig_gpus)
         self._options = placer_pb2.PolicyOptions(utility=env.utility, restart_s=env.restart_s,
-                                                 scorer=env.scorer)
+                                                 scorer=env.scorer, mig_lending=self.lending)
 
     def request(self, inp: RoundInput, state: ClusterState) -> placer_pb2.RunRoundRequest:
         configs = {a.job.id: a.config for a in inp.jobs}
-        req = placer_pb2.RunRoundRequest(now=inp.now, nodes=self._nodes, policy=self.name,
+        nodes = self._nodes
+        if self.lending:  # the modes of the moment: lending changes them between rounds
+            nodes = []
+            for i, m in enumerate(self._nodes):
+                home = self._home.get(i, ())
+                now = [g for g in home if state.is_mig(i, g)]
+                if list(m.mig_gpus) != now:
+                    m = placer_pb2.NodeSpec(name=m.name, gpu_model=m.gpu_model,
+                                            num_gpus=m.num_gpus, gpu_mem_gib=m.gpu_mem_gib,
+                                            cpu=m.cpu, mem_gib=m.mem_gib,
+                                            unhealthy_gpus=m.unhealthy_gpus, mig_gpus=now,
+                                            mig_home_gpus=home, labels=m.labels)
+                nodes.append(m)
+        req = placer_pb2.RunRoundRequest(now=inp.now, nodes=nodes, policy=self.name,
                                          options=self._options)
         add = req.jobs.add  # filled in place: no copy of each job
         for a in inp.jobs:
@@ -397,22 +421,39 @@ class RemotePlacerPolicy:
             resp = self._stub.RunRound(req, timeout=_timeout(self.timeout_s))
         except grpc.RpcError as e:
             raise _failed("placer", e) from None
-        return self.result(inp, resp)
+        return self.result(inp, resp, req)
 
-    def result(self, inp: RoundInput, resp: placer_pb2.RunRoundResponse) -> RoundResult:
-        """The round's result from a RunRound response (the new book in booking order)."""
+    def result(self, inp: RoundInput, resp: placer_pb2.RunRoundResponse,
+               req: placer_pb2.RunRoundRequest | None = None) -> RoundResult:
+        """The round's result from a RunRound response (the new book in booking order; with
+        MIG lending, on the request's MIG modes with the response's switches applied)."""
         decisions = self._decode(resp.decisions)
         jobs = {a.job.id: a.job for a in inp.jobs}
-        state = self._empty.copy()
+        switches = []
+        if self.lending and req is not None:
+            from elastico.placer.policies.mig_lending import MigSwitch
+
+            mig = {(i, g) for i, m in enumerate(req.nodes) for g in m.mig_gpus}
+            for sw in resp.mig_switches:
+                i = self._node_index[sw.node]
+                gpus = tuple(sw.gpu_indices)
+                mig = (mig | {(i, g) for g in gpus}) if sw.enabled else \
+                    (mig - {(i, g) for g in gpus})
+                switches.append(MigSwitch(i, sw.node, gpus, sw.enabled, sw.reason))
+            state = ClusterState(self.env.nodes, sorted(mig))
+        else:
+            state = self._empty.copy()
         profile = self.catalog.profile
         for jid in resp.booking_order:
             d = decisions[jid]
             job = jobs[jid]
             state.rebook(d.assignment, profile(job, d.config), job.slowdown_bound)
         summary = RoundSummary(resp)
-        return RoundResult(decisions, state, pricing=summary, resource_names=summary.resource_names,
-                           degraded=resp.degraded,
-                           wake_at_s=resp.wake_at_s if resp.HasField("wake_at_s") else None)
+        out = RoundResult(decisions, state, pricing=summary, resource_names=summary.resource_names,
+                          degraded=resp.degraded,
+                          wake_at_s=resp.wake_at_s if resp.HasField("wake_at_s") else None)
+        out.mig_switches = switches
+        return out
 
     def forget(self, job_id: str) -> None:
         self.catalog.forget(job_id)

@@ -38,6 +38,7 @@ from elastico.placer.placement import Assignment, ClusterState, Part
 from elastico.placer.round import ActiveJob, Decision, Status
 
 __all__ = ["config_to_message", "config_from_message", "node_to_message", "nodes_from_messages",
+           "mig_home_of",
            "job_to_message", "job_from_message", "jobs_from_messages",
            "assignment_from_message", "book_all", "decision_to_message",
            "decision_from_message", "merge_packed_doubles", "JobDecoder", "DecisionDecoder",
@@ -155,16 +156,21 @@ def config_from_message(m: common_pb2.Configuration, where: str) -> Configuratio
 
 
 # --------------------------------------------------------------------------------- nodes
-def node_to_message(n: Node, mig_gpus: Iterable[int] = ()) -> placer_pb2.NodeSpec:
+def node_to_message(n: Node, mig_gpus: Iterable[int] = (),
+                    mig_home_gpus: Iterable[int] = ()) -> placer_pb2.NodeSpec:
     return placer_pb2.NodeSpec(name=n.name, gpu_model=n.gpu_model, num_gpus=n.num_gpus,
                                gpu_mem_gib=n.gpu_mem_gib, cpu=n.cpu, mem_gib=n.mem_gib,
                                unhealthy_gpus=sorted(n.unhealthy_gpus), mig_gpus=list(mig_gpus),
-                               labels=dict(n.labels))
+                               mig_home_gpus=list(mig_home_gpus), labels=dict(n.labels))
 
 
-def nodes_from_messages(msgs: Sequence[placer_pb2.NodeSpec], where: str = "nodes"
+def nodes_from_messages(msgs: Sequence[placer_pb2.NodeSpec], where: str = "nodes", *,
+                        lending: bool = False
                         ) -> tuple[list[Node], list[tuple[int, int]]]:
-    """``(nodes, MIG-mode (node index, GPU index) pairs)``; at least one node, unique names."""
+    """``(nodes, MIG-mode (node index, GPU index) pairs)``; at least one node, unique names.
+    ``lending`` (``PolicyOptions.mig_lending``): each node's MIG count label counts its home
+    MIG GPUs (``mig_home_gpus``, a superset of ``mig_gpus``; empty = ``mig_gpus``) -- what the
+    policy offers and prices MIG instances by -- and :func:`mig_home_of` reads them."""
     if not msgs:
         raise InvalidArgument(where, 0, "at least one node")
     nodes: list[Node] = []
@@ -182,24 +188,41 @@ def nodes_from_messages(msgs: Sequence[placer_pb2.NodeSpec], where: str = "nodes
             raise InvalidArgument(f"{w}.gpu_model", m.gpu_model, "a GPU model when num_gpus > 0")
         for name in ("gpu_mem_gib", "cpu", "mem_gib"):
             _number(f"{w}.{name}", getattr(m, name))
-        for field in ("unhealthy_gpus", "mig_gpus"):
+        for field in ("unhealthy_gpus", "mig_gpus", "mig_home_gpus"):
             vals = list(getattr(m, field))
             for k, g in enumerate(vals):
                 if not 0 <= g < m.num_gpus or g in vals[:k]:
                     raise InvalidArgument(f"{w}.{field}[{k}]", g,
                                           f"distinct GPU indices in 0..{m.num_gpus - 1}")
-        if len(m.mig_gpus) and (m.gpu_model not in MIG_CAPABLE_MODELS
-                                or m.gpu_model not in MIG_PROFILES):
-            raise InvalidArgument(f"{w}.mig_gpus", list(m.mig_gpus),
+        home = list(m.mig_home_gpus) if lending and len(m.mig_home_gpus) else list(m.mig_gpus)
+        if lending and not set(m.mig_gpus) <= set(home):
+            raise InvalidArgument(f"{w}.mig_home_gpus", home,
+                                  f"every index of mig_gpus {list(m.mig_gpus)} among them (a GPU "
+                                  "in MIG mode has MIG as its home mode)")
+        if (len(m.mig_gpus) or home) and (m.gpu_model not in MIG_CAPABLE_MODELS
+                                           or m.gpu_model not in MIG_PROFILES):
+            field = "mig_gpus" if len(m.mig_gpus) else "mig_home_gpus"
+            raise InvalidArgument(f"{w}.{field}", list(getattr(m, field)),
                                   f"empty: {m.gpu_model!r} is not a MIG-capable model with a "
                                   f"profile table ({sorted(MIG_PROFILES)})")
         # the MIG-mode GPUs' count, as the label the policy reads (offered MIG instances,
         # capacity): the indices themselves go to the ClusterState, never through the label
         nodes.append(Node(m.name, m.gpu_model, m.num_gpus, m.gpu_mem_gib, m.cpu, m.mem_gib,
-                          labels=with_mig_count(m.labels, len(m.mig_gpus)),
+                          labels=with_mig_count(m.labels, len(home)),
                           unhealthy_gpus=frozenset(m.unhealthy_gpus)))
         mig += [(i, g) for g in m.mig_gpus]
     return nodes, mig
+
+
+def mig_home_of(msgs: Sequence[placer_pb2.NodeSpec]) -> dict[int, tuple[int, ...]]:
+    """Node index -> its home MIG GPUs (``mig_home_gpus``, else ``mig_gpus``), sorted; only
+    nodes with some (checked by :func:`nodes_from_messages` with ``lending``)."""
+    out = {}
+    for i, m in enumerate(msgs):
+        home = sorted(m.mig_home_gpus) if len(m.mig_home_gpus) else sorted(m.mig_gpus)
+        if home:
+            out[i] = tuple(home)
+    return out
 
 
 def check_known(model, nodes: Sequence[Node], jobs: Iterable[tuple[str, Job]]) -> None:
