@@ -5,13 +5,13 @@
 
 For each seed, the run ``elastico evaluate --workload llm-mix`` makes for ``--policy`` at
 ``--gpus`` GPUs (:func:`elastico.sim.evaluate.run_one`: continuous arrivals at the default load
-0.5, the window's batch jobs run to completion), twice in one process: MIG mode fixed (the
-default, ``PolicyEnv.mig_lending=False``) and with MIG lending
-(:mod:`elastico.placer.policies.mig_lending`).  Prints per seed the average and median JCT of
+0.5, the window's batch jobs run to completion), twice in one process: MIG mode fixed
+(``Settings.mig_lending=False``, the behaviour before lending) and with MIG lending (the
+default since 2026-12-07; :mod:`elastico.placer.policies.mig_lending`).  Prints per seed the average and median JCT of
 both and the MIG mode changes, then the paired difference of the average JCT (lending minus
 fixed) with its 95 % Student t interval over the seeds (:func:`elastico.sim.report.paired_difference`,
 as the report's ablation rows).  Throughput is a separate measurement:
-``bench/sustainable_load.py --mig-lending``.  Measured, never asserted in tests.
+``bench/sustainable_load.py`` (lending, the default) against ``--no-mig-lending``.  Measured, never asserted in tests.
 
 Each seed costs two runs: ~20 s of CPU at 64 GPUs, ~5 min at 512 (2-core machine).
 

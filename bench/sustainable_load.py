@@ -46,7 +46,7 @@ def _loads(text: str) -> list[float]:
 
 
 def rung(cluster: str, gpus: int, policy: str, seed: int, load: float, workload: str,
-         mig_lending: bool = False) -> dict:
+         mig_lending: bool = True) -> dict:
     """One sweep point (module docstring): its backlog test and the figures behind it."""
     from elastico.sim.clusters import load_cluster
     from elastico.sim.evaluate import Settings, run_one, sweep_tasks

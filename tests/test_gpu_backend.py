@@ -6,7 +6,7 @@ import types
 
 import pytest
 
-from elastico.errors import InvalidArgument, NotFound
+from elastico.errors import Infeasible, InvalidArgument, NotFound
 from elastico.nodeagent import (
     TELEMETRY_KEYS,
     BackendUnavailable,
@@ -253,3 +253,37 @@ def test_nvml_create_mig_instance_reads_only_its_gpu(fake_nvml):
     assert calls["nvmlDeviceGetName"] == calls["nvmlDeviceGetUUID"] == 1
     with pytest.raises(InvalidArgument, match="gpu_index"):
         b.create_mig_instance(1, "3g.20gb", 4)  # GPU 1 is not in MIG mode
+
+
+@pytest.mark.parametrize("takes_effect", [True, False])
+def test_nvml_set_mig_mode_checks_that_the_mode_took_effect(monkeypatch, takes_effect):
+    # NVML resets an idle GPU itself to activate a MIG mode change where it can; where it
+    # cannot (a pass-through VM: NVML_ERROR_RESET_REQUIRED) the mode stays pending -- the
+    # agent must say so, not hand out the GPU in the old mode
+    fake, calls, _, _ = fake_pynvml(2, mig_gpus={1})
+    modes = {0: [0, 0], 1: [1, 1]}  # current, pending
+
+    def set_mode(h, mode):
+        modes[h][1] = mode
+        if takes_effect:
+            modes[h][0] = mode
+        return 0 if takes_effect else 27  # 27: not activated (a reset is required)
+    fake.nvmlDeviceSetMigMode = set_mode
+    fake.nvmlDeviceGetMigMode = lambda h: tuple(modes[h])
+    fake.NVML_DEVICE_MIG_ENABLE, fake.NVML_DEVICE_MIG_DISABLE = 1, 0
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    b = NvmlGpuBackend()
+    try:
+        if takes_effect:
+            b.set_mig_mode(0, True)
+            assert b.list_gpus()[0].mig_mode
+        else:
+            with pytest.raises(Infeasible) as e:
+                b.set_mig_mode(0, True)
+            assert str(e.value) == ("gpu 0: MIG mode on asked, but NVML reports it off now and "
+                                    "on pending (activation status 27): the change needs a GPU "
+                                    "reset (nvidia-smi -r -i 0, or a VM reboot under "
+                                    "pass-through), which the agent does not do")
+            assert not b.list_gpus()[0].mig_mode
+    finally:
+        b.close()

@@ -57,12 +57,15 @@ def test_parse_lent_reads_what_lent_annotation_writes_and_refuses_the_rest():
     assert parse_lent(value, 8) == Lent((0, 1), (5,))
     assert parse_lent('{"lent": [3, 1]}', 8) == Lent((1, 3), ())  # sorted; a list may be absent
     assert Lent().annotation() is None  # nothing lent: the annotation is removed
-    for raw, said in (("nope", "not JSON"), ("[1]", "expected {"), ('{"lent": [], "x": []}', "expected {"),
-                      ('{"lent": [8]}', "lent: [8] is not a list of GPU indices in 0..7"),
-                      ('{"lent": [true]}', "lent: [True]"), ('{"returning": "0"}', "returning: '0'"),
-                      ('{"lent": [1, 1]}', "a GPU listed twice"),
-                      ('{"lent": [1], "returning": [1]}', "a GPU listed twice")):
-        with pytest.raises(ValueError, match=None) as e:
+    for raw, said in (("nope", "not JSON"), ("[1]", "expected {"),
+                      ('{"lent": [], "x": []}', "unknown key 'x' (the keys are 'lent' and 'returning')"),
+                      ('{"lent": [8]}', "lent: 8 is not a GPU index in 0..7"),
+                      ('{"lent": [true]}', "lent: True is not a GPU index"),
+                      ('{"lent": [1.0]}', "lent: 1.0 is not a GPU index"),
+                      ('{"returning": "0"}', "returning: 0 is not a list of GPU indices in 0..7"),
+                      ('{"lent": [1, 1]}', "GPU 1 listed twice"),
+                      ('{"lent": [1], "returning": [1]}', "GPU 1 listed twice")):
+        with pytest.raises(ValueError) as e:
             parse_lent(raw, 8)
         assert said in str(e.value), (raw, str(e.value))
 
@@ -284,3 +287,46 @@ def test_no_lending_without_an_agent_that_follows_or_with_lending_off(core, loop
         rep = step(loop, core)
         assert rep.decisions["default/big"].status.value == "waiting" and rep.mig_lending == {}
     assert lending_of(core, "m") is None
+
+
+def test_no_annotation_text_stops_the_view():
+    # a Node annotation is anyone's to write: whatever it holds, the view notes it and goes
+    # on with the agent's report (a RecursionError from deep nesting included)
+    deep = '{"lent":' + "[" * 5000 + "]" * 5000 + "}"
+    for raw, said in ((deep, "nested too deep"), ('{"lent":[0],"lent":[1]}', "key 'lent' given twice"),
+                      ('{"lent":[0],"Lent":[1]}', "unknown key 'Lent'"),
+                      ('{"lent":[1],"returning":[1]}', "GPU 1 listed twice"),
+                      ('{"lent":[' + ",".join(["9"] * 100000) + "]}", "lent: 9 is not a GPU index in 0..7")):
+        view = lending_view([inv("m", ALL)], {"m": {**FOLLOWS, MIG_LENDING: raw}}, [])
+        assert view.home == {} and view.invs[0].mig_gpus == ALL
+        assert said in view.notes["m"] and len(view.notes["m"]) < 300, view.notes["m"][:300]
+    with pytest.raises(ValueError, match=r"not a GPU index \(the node has no GPU\)"):
+        parse_lent('{"lent": [0]}', 0)
+
+
+def test_lent_gpus_on_a_model_without_mig_are_not_used():
+    node = Node(name="v", gpu_model="V100M16", num_gpus=4, gpu_mem_gib=16.0, cpu=32.0,
+                mem_gib=128.0)
+    v = NodeInventory(node, tuple(f"GPU-v-{i}" for i in range(4)), ())
+    view = lending_view([v], {"v": lent_ann(returning=(0, 1))}, [])
+    assert view.home == {} and view.invs == [v] and "V100M16 has no MIG profiles" in view.notes["v"]
+
+
+def test_deeply_nested_node_and_pod_annotations_are_refused_not_raised():
+    # the round reads every Node's inventory and MPS state and every pod's booking: JSON
+    # nested too deep for the parser is an invalid value like any other, never a crash
+    from decimal import Decimal
+
+    from elastico.contract import INVENTORY, MPS_STATUS
+    from elastico.errors import InvalidArgument
+    from elastico.placer.kube.annotations import BOOKING, parse_booking
+    from elastico.placer.kube.inventory import mps_down, node_inventory
+
+    deep = "[" * 100000 + "]" * 100000
+    with pytest.raises(InvalidArgument, match="nested too deep"):
+        parse_booking({BOOKING: deep})
+    assert mps_down({MPS_STATUS: deep}) == f"invalid {MPS_STATUS} annotation (JSON nested too deep)"
+    node = {"metadata": {"name": "n", "annotations": {INVENTORY: deep}},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    assert node_inventory(node, known_models=["A100-40GB"], quantity=Decimal) == \
+        f"invalid {INVENTORY}: JSON nested too deep"

@@ -202,6 +202,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "'elastico simulate --assume-profiled'); default: jobs arrive unknown "
                         "and are profiled after 60 s alone, as 'elastico simulate' runs them "
                         "(docs/predictor.md, 'Unknown jobs')")
+    p.add_argument("--no-mig-lending", action="store_true",
+                   help="keep every node's MIG mode fixed (the behaviour before MIG lending); "
+                        "default: elastico and its MIG-using ablations lend an empty MIG-mode "
+                        "node whole while jobs wait that only whole GPUs serve, as the live "
+                        "loop does (docs/model.md 5.)")
     p.add_argument("--out", type=_folder, default=Path("docs/evaluation"), metavar="DIR",
                    help="output folder (default: %(default)s)")
     p.add_argument("--jobs", type=int, default=None, metavar="PROCESSES",
@@ -378,6 +383,7 @@ def parse(args: argparse.Namespace, workload: str | None = None):
                         undisclosed_speed=float(u),
                         contention=contention,
                         assume_profiled=bool(getattr(args, "assume_profiled", False)),
+                        mig_lending=not getattr(args, "no_mig_lending", False),
                         workload=wkl, inference_share=share)
     if args.load is not None and arrivals == "trace":
         _check_load(specs, gpus, seeds, settings)
@@ -715,6 +721,9 @@ def _settings_text(pl: dict, args, settings, workers: int, wall: float) -> dict:
         "contention model (unmeasured pairs)": settings.contention,
         "solo profiles": "every job profiled from the start (--assume-profiled)"
         if settings.assume_profiled else "jobs arrive unknown, profiled after 60 s alone",
+        "MIG lending": "on (an empty MIG-mode node lent whole while jobs wait that only whole "
+        "GPUs serve; docs/model.md 5.)" if settings.mig_lending
+        else "off: MIG mode fixed (--no-mig-lending)",
         "processes": workers,
         "wall time (all workloads)": f"{wall / 60:.1f} min",
     }

@@ -1048,12 +1048,25 @@ class NvmlGpuBackend(_MpsLimitsOf):
         raise NotFound(f"gpu {index}: no MIG instance starts at slot {start}")
 
     def set_mig_mode(self, index: int, enabled: bool) -> None:
-        """``nvmlDeviceSetMigMode``; the change may need a GPU reset to take effect (NVML's
-        activation status), which the agent does not do: it reports what NVML says."""
+        """``nvmlDeviceSetMigMode``, then ``nvmlDeviceGetMigMode`` to see it took effect.  NVML
+        resets the (idle) GPU itself to activate the mode where it can; where it cannot -- a
+        pass-through VM (activation status ``NVML_ERROR_RESET_REQUIRED``), a GPU not idle
+        (``NVML_ERROR_IN_USE``) -- the mode stays *pending* (NVML documentation of
+        ``nvmlDeviceSetMigMode``): Infeasible (FAILED_PRECONDITION) naming the current and
+        pending mode and the activation status, so that no pod is handed a GPU in the mode its
+        booking does not need.  The agent never resets a GPU itself."""
         nv = self._nvml
         h = self._handle(index)
-        self._call("nvmlDeviceSetMigMode", nv.nvmlDeviceSetMigMode, h,
-                   nv.NVML_DEVICE_MIG_ENABLE if enabled else nv.NVML_DEVICE_MIG_DISABLE)
+        status = self._call("nvmlDeviceSetMigMode", nv.nvmlDeviceSetMigMode, h,
+                            nv.NVML_DEVICE_MIG_ENABLE if enabled else nv.NVML_DEVICE_MIG_DISABLE)
+        current, pending = self._call("nvmlDeviceGetMigMode", nv.nvmlDeviceGetMigMode, h)
+        if bool(current) != bool(enabled):
+            raise Infeasible(
+                f"gpu {index}: MIG mode {'on' if enabled else 'off'} asked, but NVML reports it "
+                f"{'on' if current else 'off'} now and {'on' if pending else 'off'} pending "
+                f"(activation status {status}): the change needs a GPU reset "
+                f"(nvidia-smi -r -i {index}, or a VM reboot under pass-through), which the "
+                "agent does not do")
 
     def close(self) -> None:
         if self._open:

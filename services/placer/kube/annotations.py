@@ -598,6 +598,9 @@ def parse_booking(annotations: Mapping[str, str] | None) -> PodBooking | None:
         d["mig_starts"] = tuple(int(x) for x in d.get("mig_starts", ()))
         d["tensor_parallel"] = int(d.get("tensor_parallel", 0))
         b = PodBooking(**d)
+    except RecursionError:  # nested too deep to read: a pod's annotation must not stop rounds
+        raise InvalidArgument(BOOKING, raw[:200], "a booking written by the placer (JSON "
+                              "nested too deep)") from None
     except (ValueError, TypeError, KeyError) as e:
         raise InvalidArgument(BOOKING, raw[:200], f"a booking written by the placer ({e})") from None
     for name in ("gpu_share", "gpu_mem_gib", "cpu", "mem_gib", "throughput", "slowdown_bound"):

@@ -67,6 +67,8 @@ def mps_down(annotations: Mapping | None) -> str | None:
         ready, reason = d["ready"], d.get("reason", "")
         if not isinstance(ready, bool) or not isinstance(reason, str):
             raise ValueError("ready must be a boolean, reason a string")
+    except RecursionError:
+        return f"invalid {MPS_STATUS} annotation (JSON nested too deep)"
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         return (f"invalid {MPS_STATUS} annotation {str(raw)[:200]!r} ({e}); expected "
                 '{"ready": true|false, "reason": "..."}')
@@ -110,6 +112,8 @@ def node_inventory(obj: Mapping, *, known_models: Iterable[str],
                     and math.isfinite(mem) and mem > 0):
                 raise ValueError(f"bad entry {g!r}")
             rows.append((idx, uuid, model, float(mem), healthy, mig))
+    except RecursionError:
+        return f"invalid {INVENTORY}: JSON nested too deep"
     except (ValueError, KeyError, TypeError) as e:
         return f"invalid {INVENTORY}: {e}"
     rows.sort()

@@ -8,8 +8,8 @@ between rounds, so a change lives there; the loop rebuilds its state from the AP
 so the lent state lives on the Node, where a restarted placer or a new leader reads it back:
 
 * :data:`~elastico.contract.MIG_LENDING` (written by the placer, the leader only):
-  ``{"lent": [...], "returning": [...]}``, GPU indices.  ``lent``: home mode MIG, booked in
-  normal mode now.  ``returning``: given back to MIG mode by the policy while the agent still
+  ``{"lent": [...], "returning": [...]}``, GPU indices.  ``lent``: home mode MIG, lent to the
+  jobs that need whole GPUs (booked in normal mode, or to be from the next round).  ``returning``: given back to MIG mode by the policy while the agent still
   reports normal mode -- the agent switches a GPU back at its next MIG booking (the device
   plugin's ``follow_mig_mode``), and the GPU leaves the list once the agent reports MIG mode.
 * :data:`~elastico.contract.MIG_FOLLOW` (written by the node agent): ``"true"`` when its device
@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
 from elastico.contract import MIG_FOLLOW, MIG_LENDING
+from elastico.mig import MIG_PROFILES
 from elastico.model import with_mig_count
 
 from .annotations import PodBooking
@@ -70,26 +71,45 @@ def follows_mig_mode(annotations: Mapping[str, str] | None) -> bool:
 
 def parse_lent(raw: str | None, num_gpus: int) -> Lent:
     """A :data:`~elastico.contract.MIG_LENDING` value (None = absent = nothing lent).
-    ValueError saying what is wrong: not JSON, not an object with two lists, an index not an
-    integer in 0..num_gpus-1, an index listed twice or in both lists."""
+    ValueError saying what is wrong -- and nothing else, whatever the text (a Node annotation
+    is anyone's to write; one bad value must not stop the rounds): not JSON (or nested too
+    deep to read), not an object, a key other than ``lent`` / ``returning``, a key given
+    twice, a value not a list of GPU indices of the node, an index listed twice or in both."""
     if raw is None:
         return Lent()
+
+    def once(pairs):
+        keys = [k for k, _ in pairs]
+        for k in keys:
+            if keys.count(k) > 1:
+                raise ValueError(f"key {k!r} given twice")
+        return dict(pairs)
     try:
-        d = json.loads(raw)
+        d = json.loads(raw, object_pairs_hook=once)
+    except RecursionError:
+        raise ValueError("not JSON this annotation can hold (nested too deep)") from None
     except ValueError as e:
-        raise ValueError(f"not JSON ({e})") from None
-    if not isinstance(d, dict) or set(d) - {"lent", "returning"}:
+        raise ValueError(f"not JSON ({str(e)[:120]})") from None
+    if not isinstance(d, dict):
         raise ValueError('expected {"lent": [GPU index, ...], "returning": [GPU index, ...]}')
+    bad = sorted(set(d) - {"lent", "returning"})
+    if bad:
+        raise ValueError(f"unknown key {bad[0]!r} (the keys are 'lent' and 'returning')")
+    where = f"in 0..{num_gpus - 1}" if num_gpus else "(the node has no GPU)"
     out = []
     for key in ("lent", "returning"):
         v = d.get(key, [])
-        if not isinstance(v, list) or not all(
-                isinstance(g, int) and not isinstance(g, bool) and 0 <= g < num_gpus for g in v):
-            raise ValueError(f"{key}: {v!r} is not a list of GPU indices in 0..{num_gpus - 1}")
+        if not isinstance(v, list):
+            raise ValueError(f"{key}: {str(v)[:60]!s} is not a list of GPU indices {where}")
+        for g in v:
+            if not (isinstance(g, int) and not isinstance(g, bool) and 0 <= g < num_gpus):
+                raise ValueError(f"{key}: {str(g)[:60]!s} is not a GPU index {where}")
         out.append(tuple(sorted(v)))
-    every = out[0] + out[1]
-    if len(set(every)) != len(every):
-        raise ValueError(f"a GPU listed twice: lent {list(out[0])}, returning {list(out[1])}")
+    seen: set[int] = set()
+    for g in out[0] + out[1]:
+        if g in seen:
+            raise ValueError(f"GPU {g} listed twice (lent and returning name each GPU once)")
+        seen.add(g)
     return Lent(*out)
 
 
@@ -131,6 +151,11 @@ def lending_view(invs: Sequence[NodeInventory], annotations: Mapping[str, Mappin
             continue
         reported = set(inv.mig_gpus)
         home = tuple(sorted(reported | set(lent.lent) | set(lent.returning)))
+        if (lent.lent or lent.returning) and inv.node.gpu_model not in MIG_PROFILES:
+            view.notes[name] = (f"{MIG_LENDING} names GPUs, but {inv.node.gpu_model} has no MIG "
+                                "profiles: not used")
+            view.invs.append(inv)
+            continue
         if not follows_mig_mode(ann):
             if lent.lent or lent.returning:
                 view.notes[name] = (f"the node agent does not follow the bookings' MIG mode "

@@ -655,7 +655,7 @@ class SchedulerLoop:
         and every booking the pods carry; a node whose lent state is not used is logged once
         per reason."""
         bookings = []
-        for pod in pods.values():
+        for pod in pods.values() if self.config.mig_lending else ():
             if is_elastico(pod) and not is_terminal(pod):
                 try:
                     b = A.parse_booking((pod.get("metadata") or {}).get("annotations"))
