@@ -178,6 +178,7 @@ from kubernetes import client  # noqa: E402
 
 from elastico.placer.kube import annotations as A  # noqa: E402
 from elastico.placer.kube.loop import LoopConfig, SchedulerLoop  # noqa: E402
+from elastico.runtime.metrics import LoopMetrics  # noqa: E402
 from test_kube_loop import core, emu, make_pod, pod, step  # noqa: E402,F401 (fixtures)
 
 NS = "default"
@@ -216,8 +217,9 @@ def lending_of(core, name: str) -> str | None:
 def loops(core):
     made = []
 
-    def build(identity="placer-a", **cfg):
-        loop = SchedulerLoop(core, config=LoopConfig(identity=identity, watch_timeout_s=5, **cfg))
+    def build(identity="placer-a", metrics=None, **cfg):
+        loop = SchedulerLoop(core, config=LoopConfig(identity=identity, watch_timeout_s=5, **cfg),
+                             metrics=metrics)
         loop.start()
         assert loop.wait_synced(10)
         made.append(loop)
@@ -239,7 +241,8 @@ def test_a_mig_node_is_lent_kept_across_a_restart_and_returned_for_mig_demand(co
     assert lending_of(core, "m") == rep.mig_lending["m"]
     # the placer restarts (or another replica leads): the Node says what is lent
     loop.stop()
-    loop = loops("placer-b")
+    metrics = LoopMetrics()
+    loop = loops("placer-b", metrics=metrics)
     rep = step(loop, core)
     b = A.parse_booking(pod(core, "big")["metadata"]["annotations"])
     assert (b.node, b.gpu_indices, b.mig_profile) == ("m", ALL, None)  # whole GPUs, normal mode
@@ -255,6 +258,9 @@ def test_a_mig_node_is_lent_kept_across_a_restart_and_returned_for_mig_demand(co
     d = rep.decisions["default/small"]
     assert d.status.value == "waiting" and "kept for other jobs (a lent MIG node)" in d.reason
     assert rep.mig_lending == {"m": '{"lent":[],"returning":[0,1,2,3,4,5,6,7]}'}
+    switched = {s.labels["to"]: s.value for s in metrics.mig_switches.collect()[0].samples
+                if s.name.endswith("_total")}
+    assert switched == {"normal": 0.0, "mig": 1.0}  # this replica returned it, lent nothing
     # next round: MIG mode in the round's state, the job gets a MIG instance
     rep = step(loop, core)
     b = A.parse_booking(pod(core, "small")["metadata"]["annotations"])

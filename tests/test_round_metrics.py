@@ -214,7 +214,7 @@ def test_the_scheduler_loops_registry_exposes_every_documented_loop_metric():
     assert set(documented) == {
         "elastico_loop_round_duration_seconds", "elastico_loop_rounds_total", "elastico_loop_pods",
         "elastico_binds_total", "elastico_bind_conflicts_total", "elastico_events_total",
-        "elastico_leader", "elastico_job_errors_total"}
+        "elastico_leader", "elastico_job_errors_total", "elastico_mig_mode_switches_total"}
     assert not set(documented) & set(_documented_metrics())   # each metric documented once
     m = LoopMetrics()   # what elastico schedule serves (schedule_cli: registry=metrics.registry)
     m.leader.set(1)

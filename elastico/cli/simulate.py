@@ -193,9 +193,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="no policy preempts offline LLM inference for jobs of higher priority")
     p.add_argument("--mig-lending", action=argparse.BooleanOptionalAction, default=None,
                    help="elastico and its MIG-using ablations lend an empty MIG-mode node's GPUs "
-                        "whole while jobs wait that only whole GPUs serve, and return them to "
-                        "MIG mode after (docs/model.md 5.; on by default; --no-mig-lending "
-                        "keeps each node's MIG mode fixed, the behaviour before it; matters on "
+                        "whole to waiting jobs that no MIG instance can serve, and return them "
+                        "to MIG mode after, as the live scheduler does (docs/model.md 5.; on by "
+                        "default; --no-mig-lending keeps each node's MIG mode fixed; matters on "
                         "a cluster definition with MIG nodes, e.g. a100h100-mig)")
     p.add_argument("--slowdown-model", choices=("predictor", "analytic"), default=None,
                    help="what the placer predicts co-location slowdowns with: the LightGBM "

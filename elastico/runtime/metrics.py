@@ -247,6 +247,12 @@ class LoopMetrics(ServiceMetrics):
                                   "others are scheduled)", ("stage",), registry=r)
         for st in JOB_ERROR_STAGES:
             self.job_errors.labels(st)
+        self.mig_switches = Counter("elastico_mig_mode_switches",
+                                    "MIG lending's mode changes written to a Node "
+                                    "(elastico.io/mig-lending): to='normal' lent, to='mig' "
+                                    "returned", ("to",), registry=r)
+        for to in ("normal", "mig"):
+            self.mig_switches.labels(to)
         self.leader = Gauge("elastico_leader",
                             "1 while this replica holds the Lease (or runs without leader "
                             "election), else 0", registry=r)

@@ -681,6 +681,7 @@ class SchedulerLoop:
         for s in switches:
             log.info("MIG lending: node %s GPUs %s to %s mode: %s", s.node, list(s.gpus),
                      "MIG" if s.on else "normal", s.reason)
+        written = set()
         for name, lent in after_switches(view, switches, reported).items():
             value = lent.annotation()
             try:
@@ -693,6 +694,11 @@ class SchedulerLoop:
                             "as it is", name, MIG_LENDING, value, getattr(e, "reason", e))
                 continue
             report.mig_lending[name] = value
+            written.add(name)
+        if self.metrics is not None:
+            for s in switches:
+                if s.node in written:
+                    self.metrics.mig_switches.labels("mig" if s.on else "normal").inc()
 
     def _unusable_nodes(self) -> str:
         """``; nodes not usable now: <node>: <why>, ...`` (three at most), or ""."""
