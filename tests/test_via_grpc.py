@@ -60,13 +60,6 @@ def test_simulation_through_the_services_equals_the_in_process_one(policy_name, 
         wl = workload.build_workload(trace.read_pods(), nodes, seed=3 if lending else 0,
                                      load=None, model=tm, jobs=64 if lending else 16)
     slow, truth = _slowdown_models("predictor")
-    # the MIG-lending case predicts with the analytic model on both sides: the predictor
-    # service (kfold core) and the in-process predictor disagree on in_domain for some pairs
-    # (e.g. A3C next to Transformer on A100-80GB: service False, in-process True), which the
-    # lending case's round 112 reaches -- a difference of the two predictors, not of the wire
-    analytic = cluster == "a100-mig" and lending
-    if analytic:
-        slow, truth = AnalyticSlowdown(), None
     servers = []
     try:
         psrv, pport = pricing_server()
@@ -75,8 +68,7 @@ def test_simulation_through_the_services_equals_the_in_process_one(policy_name, 
             s.start()
         lsrv, lport = placer_server(
             pricer=RemotePricer(open_channel(f"127.0.0.1:{pport}")),
-            slowdown=slow if analytic else
-            RemoteSlowdownModel(open_channel(f"127.0.0.1:{dport}"), timeout_s=30))
+            slowdown=RemoteSlowdownModel(open_channel(f"127.0.0.1:{dport}"), timeout_s=30))
         lsrv.start()
         servers = [psrv, dsrv, lsrv]
         runs, policies = [], []

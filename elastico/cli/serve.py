@@ -159,6 +159,15 @@ def _simulator_core(kind: str):
                 sb = np.array([model.pair_slowdown(y, x) for x, y in zip(a, b)])
             return sa, (sb if both else None), self.version
 
+        def in_domain(self, a, b):
+            """As the simulator's in-process placer sees it: the model's own ``in_domain``
+            (the k-fold predictor's validated domain), else True -- a model that cannot say
+            where it is validated bounds unknown jobs only (elastico.predictor.prior.
+            UnknownSafe).  The base core's answer (its bundled model's domain, none here:
+            all False) made a placer behind this service stricter than the in-process one."""
+            f = getattr(model, "in_domain", None)
+            return [True if f is None else bool(f(x, y)) for x, y in zip(a, b)]
+
     return SimulatorCore()
 
 
