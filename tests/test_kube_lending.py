@@ -174,8 +174,6 @@ def test_after_switches_lends_returns_and_forgets_what_the_agent_switched_back()
 # ---- the loop, against the API emulator
 
 pytest.importorskip("kmock")
-from kubernetes import client  # noqa: E402
-
 from elastico.placer.kube import annotations as A  # noqa: E402
 from elastico.placer.kube.loop import LoopConfig, SchedulerLoop  # noqa: E402
 from elastico.runtime.metrics import LoopMetrics  # noqa: E402

@@ -399,11 +399,7 @@ class RemotePlacerPolicy:
                 home = self._home.get(i, ())
                 now = [g for g in home if state.is_mig(i, g)]
                 if list(m.mig_gpus) != now:
-                    m = placer_pb2.NodeSpec(name=m.name, gpu_model=m.gpu_model,
-                                            num_gpus=m.num_gpus, gpu_mem_gib=m.gpu_mem_gib,
-                                            cpu=m.cpu, mem_gib=m.mem_gib,
-                                            unhealthy_gpus=m.unhealthy_gpus, mig_gpus=now,
-                                            mig_home_gpus=home, labels=m.labels)
+                    m = wire.node_to_message(self.env.nodes[i], now, home)
                 nodes.append(m)
         req = placer_pb2.RunRoundRequest(now=inp.now, nodes=nodes, policy=self.name,
                                          options=self._options)
